@@ -1,0 +1,107 @@
+"""Composo: score LLM answers, tool calls and agent runs against plain-English criteria.
+
+Importing this package loads only httpx, pydantic, tenacity and pluggy. Tracing names
+(``ComposoTracer``, ``Instruments``, ``AgentTracer``, ``agent_tracer``) load OpenTelemetry on
+first use and need the ``tracing`` extra.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from composo import criteria
+from composo._version import __version__
+from composo.async_client import AsyncComposo
+from composo.client import Composo
+from composo.errors import (
+    APIConnectionError,
+    APIError,
+    APIStatusError,
+    APITimeoutError,
+    AuthenticationError,
+    BadRequestError,
+    ComposoError,
+    ComposoValidationError,
+    MalformedError,
+    NotFoundError,
+    PermissionDeniedError,
+    RateLimitError,
+    RequestTooLargeError,
+    TaskFailedError,
+)
+from composo.plugins import hookimpl
+from composo.responses import EvaluationResponse, MultiAgentTraceResponse, TaskInfo
+from composo.trace import (
+    AgentInstance,
+    InputMessage,
+    LLMInteraction,
+    MultiAgentTrace,
+    OutputMessage,
+    ToolCall,
+    ToolResponse,
+    ToolSpec,
+    trace_from_messages,
+)
+from composo.wire import MODEL_CORES, ModelCore
+
+if TYPE_CHECKING:
+    from composo.tracing import AgentTracer, ComposoTracer, Instruments, agent_tracer
+
+_LAZY = {
+    "ComposoTracer": "composo.tracing",
+    "Instruments": "composo.tracing",
+    "AgentTracer": "composo.tracing",
+    "agent_tracer": "composo.tracing",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'composo' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+__all__ = [
+    "MODEL_CORES",
+    "APIConnectionError",
+    "APIError",
+    "APIStatusError",
+    "APITimeoutError",
+    "AgentInstance",
+    "AgentTracer",
+    "AsyncComposo",
+    "AuthenticationError",
+    "BadRequestError",
+    "Composo",
+    "ComposoError",
+    "ComposoTracer",
+    "ComposoValidationError",
+    "EvaluationResponse",
+    "InputMessage",
+    "Instruments",
+    "LLMInteraction",
+    "MalformedError",
+    "ModelCore",
+    "MultiAgentTrace",
+    "MultiAgentTraceResponse",
+    "NotFoundError",
+    "OutputMessage",
+    "PermissionDeniedError",
+    "RateLimitError",
+    "RequestTooLargeError",
+    "TaskFailedError",
+    "TaskInfo",
+    "ToolCall",
+    "ToolResponse",
+    "ToolSpec",
+    "__version__",
+    "agent_tracer",
+    "criteria",
+    "hookimpl",
+    "trace_from_messages",
+]

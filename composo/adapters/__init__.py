@@ -1,0 +1,1 @@
+"""Built-in adapters, each a plugin module registered like any third-party plugin."""

@@ -1,0 +1,157 @@
+"""The asynchronous client: the same methods as :class:`Composo`, as coroutines."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from types import TracebackType
+from typing import Any
+
+import httpx
+
+from composo import build
+from composo.base_client import TASK_PATH, BaseClient
+from composo.errors import APITimeoutError
+from composo.responses import EvaluationResponse, MultiAgentTraceResponse, TaskInfo
+from composo.retry import async_retrying
+from composo.wire import RewardRequest, TraceRequest
+
+__all__ = ["AsyncComposo"]
+
+
+class AsyncComposo(BaseClient):
+    """Async client; at most ``max_concurrent_requests`` requests are in flight across all calls."""
+
+    def __init__(
+        self,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        num_retries: int = 1,
+        model_core: str | None = None,
+        timeout: float = 60.0,
+        max_concurrent_requests: int = 5,
+        http_client: httpx.AsyncClient | None = None,
+    ) -> None:
+        super().__init__(api_key, base_url, num_retries, model_core, timeout, max_concurrent_requests)
+        self._owns_http = http_client is None
+        self._http = http_client or httpx.AsyncClient(
+            limits=httpx.Limits(max_connections=max(max_concurrent_requests, 10)),
+        )
+        self._slots = asyncio.Semaphore(max_concurrent_requests)
+
+    async def aclose(self) -> None:
+        if self._owns_http:
+            await self._http.aclose()
+
+    close = aclose
+
+    async def __aenter__(self) -> AsyncComposo:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+    async def evaluate(
+        self,
+        messages: Any = None,
+        input: Any = None,
+        criteria: str | Sequence[str] | None = None,
+        system: str | None = None,
+        tools: Any = None,
+        result: Any = None,
+        block: bool = True,
+        tags: dict[str, Any] | None = None,
+        evaluate_latest: bool | None = None,
+        evaluator_name: str | Sequence[str] | None = None,
+        explanation_cleaning: str | None = None,
+        data_retention: str | None = None,
+        model_core: str | None = None,
+    ) -> Any:
+        """See :meth:`Composo.evaluate`."""
+        requests, single = build.reward_requests(
+            messages=messages,
+            input=input,
+            criteria=criteria,
+            system=system,
+            tools=tools,
+            result=result,
+            tags=tags,
+            evaluate_latest=evaluate_latest,
+            evaluator_name=evaluator_name,
+            explanation_cleaning=explanation_cleaning,
+            data_retention=data_retention,
+            model_core=model_core or self.model_core,
+        )
+        return await self._run_all(requests, single, block)
+
+    async def evaluate_trace(
+        self,
+        trace: Any,
+        criteria: str | Sequence[str] | None = None,
+        model_core: str | None = None,
+        block: bool = True,
+        tags: dict[str, Any] | None = None,
+        evaluator_name: str | Sequence[str] | None = None,
+        explanation_cleaning: str | None = None,
+        data_retention: str | None = None,
+    ) -> Any:
+        """See :meth:`Composo.evaluate_trace`."""
+        requests, single = build.trace_requests(
+            trace=trace,
+            criteria=criteria,
+            evaluator_name=evaluator_name,
+            model_core=model_core or self.model_core,
+            tags=tags,
+            explanation_cleaning=explanation_cleaning,
+            data_retention=data_retention,
+        )
+        return await self._run_all(requests, single, block)
+
+    async def get_task(self, task_id: str) -> TaskInfo:
+        """State of a background evaluation (served by the local Composo server)."""
+        body = await self._call("GET", TASK_PATH.format(task_id=task_id), None)
+        return TaskInfo.model_validate(body)
+
+    async def wait(
+        self, task_id: str, timeout: float | None = None, poll_interval: float = 0.25
+    ) -> EvaluationResponse | MultiAgentTraceResponse:
+        """Poll a background task until it finishes; raise its error, or time out clearly."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            outcome = self._task_outcome(await self.get_task(task_id))
+            if outcome is not None:
+                return outcome
+            if deadline is not None and time.monotonic() + poll_interval > deadline:
+                raise APITimeoutError(f"task {task_id} still not finished after {timeout}s")
+            await asyncio.sleep(poll_interval)
+
+    async def _run_all(
+        self, requests: Sequence[RewardRequest | TraceRequest], single: bool, block: bool
+    ) -> Any:
+        if len(requests) == 1:
+            out = await self._run_one(requests[0], block)
+            return out if single else [out]
+        return list(await asyncio.gather(*(self._run_one(r, block) for r in requests)))
+
+    async def _run_one(self, request: RewardRequest | TraceRequest, block: bool) -> Any:
+        body = await self._call("POST", self._path(request, block), request.wire())
+        return self._parse(request, body, block)
+
+    async def _call(self, method: str, path: str, json: Any) -> Any:
+        url = self.base_url + path
+        deadline = time.monotonic() + self.timeout
+        async for attempt in async_retrying(self.num_retries, self.timeout):
+            with attempt:
+                async with self._slots:
+                    try:
+                        response = await self._http.request(
+                            method, url, json=json, headers=self._headers(),
+                            timeout=self._attempt_timeout(deadline),
+                        )
+                    except httpx.HTTPError as exc:
+                        raise self._transport_error(exc, url) from None
+                return self._decode(response)
+        raise AssertionError("unreachable")  # pragma: no cover

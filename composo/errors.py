@@ -1,0 +1,140 @@
+"""Exceptions raised by the SDK: one class per HTTP status family, each carrying what the server said."""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "APIConnectionError",
+    "APIError",
+    "APIStatusError",
+    "APITimeoutError",
+    "AuthenticationError",
+    "BadRequestError",
+    "ComposoError",
+    "ComposoValidationError",
+    "MalformedError",
+    "NotFoundError",
+    "PermissionDeniedError",
+    "RateLimitError",
+    "RequestTooLargeError",
+    "TaskFailedError",
+    "status_error",
+]
+
+
+class ComposoError(Exception):
+    """Base of every error the SDK raises; catch this to catch them all."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status_code: int | None = None,
+        response_body: Any = None,
+        request_id: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.status_code = status_code
+        self.response_body = response_body
+        self.request_id = request_id
+
+    def __str__(self) -> str:
+        parts = [self.message]
+        if self.status_code is not None:
+            parts.append(f"(status {self.status_code})")
+        if self.request_id:
+            parts.append(f"[request id {self.request_id}]")
+        return " ".join(parts)
+
+
+class ComposoValidationError(ComposoError, ValueError):
+    """Input refused on the client, before any network call. Also a ``ValueError``."""
+
+
+class APIConnectionError(ComposoError):
+    """The server could not be reached or dropped the connection."""
+
+
+class APITimeoutError(APIConnectionError):
+    """The call's ``timeout`` ran out (retries and waits included)."""
+
+
+class APIStatusError(ComposoError):
+    """The server answered with an error status; ``retry_after`` is its advised wait, if any."""
+
+    retry_after: float | None = None
+
+
+class BadRequestError(APIStatusError):
+    """400: the platform refused the request."""
+
+
+class AuthenticationError(APIStatusError):
+    """401: the API key is missing or wrong."""
+
+
+class PermissionDeniedError(APIStatusError):
+    """403: the key may not do this."""
+
+
+class NotFoundError(APIStatusError):
+    """404: no such resource (an unknown task id, a wrong base URL)."""
+
+
+class RequestTooLargeError(APIStatusError):
+    """413: the request body is over the server's limit."""
+
+
+class MalformedError(APIStatusError):
+    """422: the body did not match the platform's contract."""
+
+
+class RateLimitError(APIStatusError):
+    """429: too many requests; ``retry_after`` holds the server's advice in seconds, if any."""
+
+
+class APIError(APIStatusError):
+    """5xx (and 524): the server failed; retried automatically."""
+
+
+class TaskFailedError(ComposoError):
+    """A background evaluation task ended in failure."""
+
+
+_BY_STATUS: dict[int, type[APIStatusError]] = {
+    400: BadRequestError,
+    401: AuthenticationError,
+    403: PermissionDeniedError,
+    404: NotFoundError,
+    413: RequestTooLargeError,
+    422: MalformedError,
+    429: RateLimitError,
+}
+
+
+def status_error(
+    status_code: int, body: Any, request_id: str | None = None
+) -> APIStatusError:
+    """Build the exception that matches ``status_code``, with the server's ``detail`` as message."""
+    cls = _BY_STATUS.get(status_code)
+    if cls is None:
+        cls = APIError if status_code >= 500 else APIStatusError
+    detail = body.get("detail") if isinstance(body, dict) else body
+    message = _detail_text(detail) if detail else f"HTTP {status_code}"
+    return cls(message, status_code=status_code, response_body=body, request_id=request_id)
+
+
+def _detail_text(detail: Any) -> str:
+    """Flatten FastAPI-style validation details into one readable line."""
+    if isinstance(detail, list):
+        items = []
+        for d in detail:
+            if isinstance(d, dict) and "msg" in d:
+                loc = ".".join(str(x) for x in d.get("loc", ()) if x != "body")
+                items.append(f"{loc}: {d['msg']}" if loc else str(d["msg"]))
+            else:
+                items.append(str(d))
+        return "; ".join(items)
+    return str(detail)
