@@ -1,0 +1,47 @@
+"""The ``composo`` command line. Each subcommand lives in its own module and is imported only when
+run, so ``composo --help`` stays fast and optional dependencies load only where needed."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+__all__ = ["main"]
+
+# subcommand -> (module, one-line help). Each module defines ``add_arguments(parser)`` and
+# ``run(args) -> int``.
+SUBCOMMANDS: dict[str, tuple[str, str]] = {
+    "evaluate": ("composo.cli.evaluate", "evaluate a JSONL dataset against criteria"),
+    "report": ("composo.cli.report", "turn evaluation results into a self-contained HTML report"),
+    "criteria": ("composo.cli.criteria", "list the ready-made criteria"),
+    "serve": ("composo.cli.serve", "run a local Composo-compatible evaluation server"),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="composo", description="Composo evaluation tools.")
+    parser.add_argument("--version", action="version", version=_version())
+    subs = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, (module, help_text) in SUBCOMMANDS.items():
+        sub = subs.add_parser(name, help=help_text, description=help_text)
+        importlib.import_module(module).add_arguments(sub)
+    return parser
+
+
+def _version() -> str:
+    from composo._version import __version__
+
+    return f"composo {__version__}"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return 2
+    module = importlib.import_module(SUBCOMMANDS[args.command][0])
+    code: int = module.run(args)
+    return code

@@ -1,0 +1,46 @@
+"""Shared fixtures: one real local server per test session, and clients pointed at it."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+
+import pytest
+
+from composo import AsyncComposo, Composo
+from tests.support.servers import ServerProcess
+
+
+@pytest.fixture(scope="session")
+def server() -> Iterator[ServerProcess]:
+    """The local Composo server (heuristic judge, dev fault switch on), over loopback HTTP."""
+    with ServerProcess() as srv:
+        yield srv
+
+
+@pytest.fixture
+def live(server: ServerProcess) -> Iterator[ServerProcess]:
+    """The session server, with faults and recorded requests cleared before and after the test."""
+    server.reset()
+    yield server
+    server.reset()
+
+
+@pytest.fixture
+def composo_env(live: ServerProcess, monkeypatch: pytest.MonkeyPatch) -> ServerProcess:
+    """COMPOSO_API_KEY and COMPOSO_BASE_URL point at the local server (as the reference's
+    examples expect)."""
+    monkeypatch.setenv("COMPOSO_API_KEY", live.api_key)
+    monkeypatch.setenv("COMPOSO_BASE_URL", live.base_url)
+    return live
+
+
+@pytest.fixture
+def client(live: ServerProcess) -> Iterator[Composo]:
+    with Composo(api_key=live.api_key, base_url=live.base_url) as c:
+        yield c
+
+
+@pytest.fixture
+async def aclient(live: ServerProcess) -> AsyncIterator[AsyncComposo]:
+    async with AsyncComposo(api_key=live.api_key, base_url=live.base_url) as c:
+        yield c

@@ -1,0 +1,123 @@
+"""Start the project's own local server as a real subprocess, and drive its development fault switch."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+TEST_API_KEY = "test-key-0123456789"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+class ServerProcess:
+    """``python -m composo serve`` on a free loopback port.
+
+    ``dev_faults=True`` passes ``--dev-faults``, which enables ``/_dev/*`` on the server so tests
+    can queue failures and read the bodies it received.
+    """
+
+    def __init__(
+        self,
+        *,
+        api_keys: Sequence[str] = (TEST_API_KEY,),
+        dev_faults: bool = True,
+        db: Path | None = None,
+        latency: float = 0.0,
+        extra_args: Sequence[str] = (),
+        env: dict[str, str] | None = None,
+    ) -> None:
+        self.port = free_port()
+        self.base_url = f"http://127.0.0.1:{self.port}"
+        self.api_key = api_keys[0] if api_keys else "any-key"
+        args = [sys.executable, "-m", "composo", "serve", "--host", "127.0.0.1", "--port", str(self.port)]
+        for key in api_keys:
+            args += ["--api-key", key]
+        if dev_faults:
+            args.append("--dev-faults")
+        if db is not None:
+            args += ["--db", str(db)]
+        if latency:
+            args += ["--latency", str(latency)]
+        args += list(extra_args)
+        self.args = args
+        self.env = {**os.environ, **(env or {})}
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self, wait: float = 30.0) -> ServerProcess:
+        self.proc = subprocess.Popen(
+            self.args, env=self.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+        )
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                out = self.proc.stdout.read().decode() if self.proc.stdout else ""
+                raise RuntimeError(f"server exited with {self.proc.returncode}:\n{out}")
+            try:
+                if httpx.get(self.base_url + "/api/healthcheck", timeout=0.5).status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.05)
+        self.stop()
+        raise RuntimeError("server did not become healthy in time")
+
+    def stop(self, kill: bool = False) -> None:
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            if kill:
+                self.proc.kill()
+            else:
+                self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        if self.proc.stdout:
+            self.proc.stdout.close()
+        self.proc = None
+
+    def __enter__(self) -> ServerProcess:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- development switch (only with dev_faults=True) ----------------------------------------
+
+    def _dev(self, method: str, path: str, json: Any = None) -> Any:
+        r = httpx.request(method, self.base_url + "/_dev/" + path, json=json, timeout=5)
+        r.raise_for_status()
+        return r.json()
+
+    def fault(self, *faults: dict[str, Any]) -> None:
+        """Queue faults for the next evaluation requests, in order. Each is a dict with any of
+        ``status`` (int), ``retry_after`` (str), ``delay`` (seconds), ``drop`` (close the
+        connection without answering), ``detail`` (str), ``path`` (only requests whose path
+        contains this string consume it)."""
+        self._dev("POST", "faults", {"faults": list(faults)})
+
+    def reset(self) -> None:
+        """Clear queued faults and the recorded requests."""
+        self._dev("DELETE", "faults")
+
+    def requests(self) -> list[dict[str, Any]]:
+        """Requests received since the last reset: ``{"method", "path", "headers", "body"}``
+        (``headers`` never includes the API key)."""
+        out: list[dict[str, Any]] = self._dev("GET", "requests")
+        return out
