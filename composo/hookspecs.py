@@ -56,9 +56,9 @@ def composo_supported_types(kind: str) -> list[str] | None:
 
 
 @hookspec
-def composo_instruments() -> Mapping[str, Callable[[Any], Any]] | None:
-    """Tracing instruments this plugin adds: name -> function taking a ``TracerProvider`` and
-    returning an object with ``uninstrument()`` (see ``composo.tracing``)."""
+def composo_instruments() -> list[Any] | None:
+    """Tracing instruments this plugin adds: objects with ``name``, ``instrument(tracer_provider)``
+    and ``uninstrument()`` (see ``composo.tracing.instruments``). They become ``Instruments.<NAME>``."""
 
 
 @hookspec
