@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Any
 
 from composo import criteria
 from composo._version import __version__
-from composo.async_client import AsyncComposo
 from composo.client import Composo
 from composo.errors import (
     APIConnectionError,
@@ -45,9 +44,12 @@ from composo.trace import (
 from composo.wire import MODEL_CORES, ModelCore
 
 if TYPE_CHECKING:
+    from composo.async_client import AsyncComposo
     from composo.tracing import AgentTracer, ComposoTracer, Instruments, agent_tracer
 
+# Loaded on first use: AsyncComposo pulls in asyncio, tracing pulls in OpenTelemetry.
 _LAZY = {
+    "AsyncComposo": "composo.async_client",
     "ComposoTracer": "composo.tracing",
     "Instruments": "composo.tracing",
     "AgentTracer": "composo.tracing",

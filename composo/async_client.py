@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Sequence
 from types import TracebackType
 from typing import Any
 
 import httpx
 
-from composo import build
+from composo import batch, build
 from composo.base_client import TASK_PATH, BaseClient
 from composo.errors import APITimeoutError
 from composo.responses import EvaluationResponse, MultiAgentTraceResponse, TaskInfo
@@ -127,6 +127,51 @@ class AsyncComposo(BaseClient):
             if deadline is not None and time.monotonic() + poll_interval > deadline:
                 raise APITimeoutError(f"task {task_id} still not finished after {timeout}s")
             await asyncio.sleep(poll_interval)
+
+    async def evaluate_many(
+        self,
+        items: Iterable[Any] | AsyncIterable[Any],
+        criteria: str | Sequence[str] | None = None,
+        *,
+        evaluator_name: str | Sequence[str] | None = None,
+        concurrency: int | None = None,
+        progress: bool | Callable[[int, int | None], None] = False,
+        model_core: str | None = None,
+        tags: dict[str, Any] | None = None,
+        evaluate_latest: bool | None = None,
+        explanation_cleaning: str | None = None,
+        data_retention: str | None = None,
+    ) -> list[batch.BatchResult]:
+        """See :meth:`Composo.evaluate_many`; ``items`` may also be an async iterable."""
+        plan, window, bar = batch.setup(
+            items, criteria, evaluator_name, concurrency, progress, self.max_concurrent_requests,
+            model_core=model_core or self.model_core, tags=tags, evaluate_latest=evaluate_latest,
+            explanation_cleaning=explanation_cleaning, data_retention=data_retention,
+        )
+        results = batch.astream(self, batch.ajobs_from(items), plan, window, bar)
+        return batch.ordered([r async for r in results], plan)
+
+    def evaluate_many_iter(
+        self,
+        items: Iterable[Any] | AsyncIterable[Any],
+        criteria: str | Sequence[str] | None = None,
+        *,
+        evaluator_name: str | Sequence[str] | None = None,
+        concurrency: int | None = None,
+        progress: bool | Callable[[int, int | None], None] = False,
+        model_core: str | None = None,
+        tags: dict[str, Any] | None = None,
+        evaluate_latest: bool | None = None,
+        explanation_cleaning: str | None = None,
+        data_retention: str | None = None,
+    ) -> AsyncIterator[batch.BatchResult]:
+        """See :meth:`Composo.evaluate_many_iter`: ``async for`` over results as they finish."""
+        plan, window, bar = batch.setup(
+            items, criteria, evaluator_name, concurrency, progress, self.max_concurrent_requests,
+            model_core=model_core or self.model_core, tags=tags, evaluate_latest=evaluate_latest,
+            explanation_cleaning=explanation_cleaning, data_retention=data_retention,
+        )
+        return batch.astream(self, batch.ajobs_from(items), plan, window, bar)
 
     async def _run_all(
         self, requests: Sequence[RewardRequest | TraceRequest], single: bool, block: bool

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from types import TracebackType
 from typing import Any
 
 import httpx
 
-from composo import build
+from composo import batch, build
 from composo.base_client import TASK_PATH, BaseClient
 from composo.errors import APITimeoutError
 from composo.responses import EvaluationResponse, MultiAgentTraceResponse, TaskInfo
@@ -144,6 +144,55 @@ class Composo(BaseClient):
             if deadline is not None and time.monotonic() + poll_interval > deadline:
                 raise APITimeoutError(f"task {task_id} still not finished after {timeout}s")
             time.sleep(poll_interval)
+
+    def evaluate_many(
+        self,
+        items: Iterable[Any],
+        criteria: str | Sequence[str] | None = None,
+        *,
+        evaluator_name: str | Sequence[str] | None = None,
+        concurrency: int | None = None,
+        progress: bool | Callable[[int, int | None], None] = False,
+        model_core: str | None = None,
+        tags: dict[str, Any] | None = None,
+        evaluate_latest: bool | None = None,
+        explanation_cleaning: str | None = None,
+        data_retention: str | None = None,
+    ) -> list[batch.BatchResult]:
+        """Score every item against every criterion; one :class:`~composo.batch.BatchResult` per
+        pair, in item order then criteria order. A failed pair carries its ``error`` and the
+        others go on. Items are ``evaluate()`` argument dicts (``messages`` or ``input``,
+        ``result``, ``system``, ``tools``, ``tags``, optional ``id``) or objects a plugin converts.
+        ``concurrency`` defaults to (and is capped by) ``max_concurrent_requests``."""
+        plan, window, bar = batch.setup(
+            items, criteria, evaluator_name, concurrency, progress, self.max_concurrent_requests,
+            model_core=model_core or self.model_core, tags=tags, evaluate_latest=evaluate_latest,
+            explanation_cleaning=explanation_cleaning, data_retention=data_retention,
+        )
+        return batch.ordered(batch.stream(self, batch.jobs_from(items), plan, window, bar), plan)
+
+    def evaluate_many_iter(
+        self,
+        items: Iterable[Any],
+        criteria: str | Sequence[str] | None = None,
+        *,
+        evaluator_name: str | Sequence[str] | None = None,
+        concurrency: int | None = None,
+        progress: bool | Callable[[int, int | None], None] = False,
+        model_core: str | None = None,
+        tags: dict[str, Any] | None = None,
+        evaluate_latest: bool | None = None,
+        explanation_cleaning: str | None = None,
+        data_retention: str | None = None,
+    ) -> Iterator[batch.BatchResult]:
+        """Like :meth:`evaluate_many`, but yields each result as it finishes (in no set order)
+        and holds nothing: items are read only as request slots free up."""
+        plan, window, bar = batch.setup(
+            items, criteria, evaluator_name, concurrency, progress, self.max_concurrent_requests,
+            model_core=model_core or self.model_core, tags=tags, evaluate_latest=evaluate_latest,
+            explanation_cleaning=explanation_cleaning, data_retention=data_retention,
+        )
+        return batch.stream(self, batch.jobs_from(items), plan, window, bar)
 
     # -- machinery ----------------------------------------------------------------------------
 

@@ -21,7 +21,7 @@ __all__ = [
 
 class _Model(BaseModel):
     # The platform may add fields; keep them instead of failing on them.
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", defer_build=True)
 
 
 class Source(_Model):

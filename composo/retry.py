@@ -4,21 +4,16 @@ from __future__ import annotations
 
 import email.utils
 import logging
+import random
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
-from tenacity import (
-    AsyncRetrying,
-    RetryCallState,
-    Retrying,
-    retry_if_exception,
-    stop_after_attempt,
-    stop_before_delay,
-    wait_random_exponential,
-)
 
 from composo.errors import APIConnectionError, APIStatusError
+
+if TYPE_CHECKING:  # tenacity (and the asyncio it pulls in) loads on the first request, not at import
+    from tenacity import AsyncRetrying, RetryCallState, Retrying
 
 __all__ = ["RETRYABLE_STATUS", "async_retrying", "is_retryable", "parse_retry_after", "retrying"]
 
@@ -26,7 +21,8 @@ _log = logging.getLogger("composo")
 
 RETRYABLE_STATUS = frozenset({408, 409, 429})
 _MAX_RETRY_AFTER = 60.0
-_backoff = wait_random_exponential(multiplier=0.5, max=8.0)
+_BACKOFF_BASE = 0.5
+_BACKOFF_MAX = 8.0
 
 
 def is_retryable(exc: BaseException) -> bool:
@@ -65,7 +61,9 @@ def _wait(state: RetryCallState) -> float:
     advised = getattr(exc, "retry_after", None)
     if isinstance(advised, (int, float)):
         return min(float(advised), _MAX_RETRY_AFTER)
-    return float(_backoff(state))
+    # Exponential backoff with full jitter.
+    ceiling = min(_BACKOFF_MAX, _BACKOFF_BASE * 2 ** (state.attempt_number - 1))
+    return random.uniform(0, ceiling)
 
 
 def _log_retry(state: RetryCallState) -> None:
@@ -79,6 +77,8 @@ def _log_retry(state: RetryCallState) -> None:
 
 
 def _policy(num_retries: int, timeout: float) -> dict[str, Any]:
+    from tenacity import retry_if_exception, stop_after_attempt, stop_before_delay
+
     return {
         "retry": retry_if_exception(is_retryable),
         # Give up after the retries, or before a wait that would overrun the call's timeout.
@@ -90,10 +90,14 @@ def _policy(num_retries: int, timeout: float) -> dict[str, Any]:
 
 
 def retrying(num_retries: int, timeout: float) -> Retrying:
+    from tenacity import Retrying
+
     return Retrying(**_policy(num_retries, timeout))
 
 
 def async_retrying(num_retries: int, timeout: float) -> AsyncRetrying:
+    from tenacity import AsyncRetrying
+
     return AsyncRetrying(**_policy(num_retries, timeout))
 
 

@@ -73,7 +73,7 @@ Tags = dict[Annotated[str, Field(max_length=_TAG_LIMIT)], Annotated[str, Field(m
 class _Request(BaseModel):
     """Fields shared by both endpoints; unknown fields are refused, as the platform does."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     evaluation_criteria: str | None = None
     evaluator_name: Annotated[str, Field(min_length=1, max_length=255)] | None = None

@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 
 from composo import AsyncComposo, Composo
+from tests.support.openai_standin import OpenAIStandIn
 from tests.support.servers import ServerProcess
 
 
@@ -44,3 +45,16 @@ def client(live: ServerProcess) -> Iterator[Composo]:
 async def aclient(live: ServerProcess) -> AsyncIterator[AsyncComposo]:
     async with AsyncComposo(api_key=live.api_key, base_url=live.base_url) as c:
         yield c
+
+
+@pytest.fixture(scope="session")
+def _openai_standin_server() -> Iterator[OpenAIStandIn]:
+    with OpenAIStandIn() as oa:
+        yield oa
+
+
+@pytest.fixture
+def openai_standin(_openai_standin_server: OpenAIStandIn) -> OpenAIStandIn:
+    """The loopback stand-in for the OpenAI HTTP API (one per session), reset for this test."""
+    _openai_standin_server.reset()
+    return _openai_standin_server

@@ -25,8 +25,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=_version())
     subs = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (module, help_text) in SUBCOMMANDS.items():
+        try:
+            mod = importlib.import_module(module)
+        except ModuleNotFoundError as exc:
+            if exc.name != module:
+                raise
+            continue  # a subcommand not shipped in this build
         sub = subs.add_parser(name, help=help_text, description=help_text)
-        importlib.import_module(module).add_arguments(sub)
+        mod.add_arguments(sub)
     return parser
 
 

@@ -1,0 +1,319 @@
+"""``composo evaluate``: score a JSONL dataset against criteria, writing one row per item and
+criterion as results arrive; re-running with the same ``-o`` resumes where the last run stopped."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from composo.async_client import AsyncComposo
+    from composo.batch import BatchResult, Job, Progress
+    from composo.cli.results import CriterionStats, Resume, RowWriter
+
+__all__ = ["add_arguments", "run"]
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+_SHOWN_ERRORS = 20
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "input",
+        metavar="INPUT",
+        help="JSONL file, one conversation per line ('messages', or 'input' and 'result'; "
+        "optional 'id', 'system', 'tools', 'tags'), or - for stdin",
+    )
+    parser.add_argument(
+        "-c",
+        "--criterion",
+        dest="criteria",
+        action="append",
+        required=True,
+        metavar="CRITERION",
+        help="a criterion ('Reward ...', 'Penalize ...', 'Passes if ...', 'Fails if ...'), a name "
+        "from `composo criteria`, or a group (RAG, TOOL_USE, AGENT, BINARY); repeatable",
+    )
+    parser.add_argument(
+        "-o",
+        "--output",
+        type=Path,
+        metavar="OUT.jsonl",
+        help="results file (default: stdout); re-running with the same file resumes the run",
+    )
+    parser.add_argument(
+        "--concurrency",
+        type=_positive_int,
+        default=5,
+        metavar="N",
+        help="requests in flight at once (default 5, what the platform advises)",
+    )
+    parser.add_argument("--base-url", metavar="URL", help="API base URL (or COMPOSO_BASE_URL)")
+    parser.add_argument("--api-key", metavar="KEY", help="API key (or COMPOSO_API_KEY)")
+    parser.add_argument(
+        "--local",
+        action="store_true",
+        help="start a local server with the offline heuristic judge (no account needed; "
+        "a development stand-in, not a quality judge)",
+    )
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
+def _usage(message: str) -> int:
+    print(f"composo evaluate: error: {message}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+def run(args: argparse.Namespace) -> int:
+    import asyncio
+    import contextlib
+
+    from composo.cli.criteria import resolve
+    from composo.cli.results import RowWriter, iter_rows, prepare_resume, summarize
+    from composo.errors import ComposoError
+
+    try:
+        criteria = resolve(args.criteria)
+    except ValueError as exc:
+        return _usage(str(exc))
+    if args.local and (args.base_url or args.api_key):
+        return _usage("--local runs its own server; drop --base-url and --api-key")
+    source: Path | None = None
+    if args.input != "-":
+        source = Path(args.input)
+        if not source.is_file():
+            return _usage(f"INPUT: no such file: {args.input}")
+    if args.output is not None and source is not None and args.output.resolve() == source.resolve():
+        return _usage("-o: the results file cannot be the input file")
+    if args.local:
+        try:
+            import fastapi  # noqa: F401
+            import uvicorn  # noqa: F401
+        except ImportError:
+            return _usage("--local needs the server extra: pip install 'composo[cli]'")
+
+    resume = prepare_resume(args.output) if args.output is not None else None
+    if resume is not None and (resume.kept or resume.dropped_errors or resume.repaired):
+        print(
+            f"resuming {args.output}: {resume.kept} pair(s) already scored"
+            + (
+                f", {resume.dropped_errors} failed pair(s) to retry"
+                if resume.dropped_errors
+                else ""
+            )
+            + (", damaged last line repaired" if resume.repaired else ""),
+            file=sys.stderr,
+        )
+    writer = RowWriter(args.output, None if args.output is not None else sys.stdout.buffer)
+    tally: dict[str, CriterionStats] | None = {} if args.output is None else None
+    interrupted = False
+    run_state: _Run | None = None
+    try:
+        with contextlib.ExitStack() as stack:
+            base_url, api_key = args.base_url, args.api_key
+            if args.local:
+                from composo.server import LocalServer
+
+                srv = stack.enter_context(LocalServer(judge="heuristic", latency=0.0))
+                base_url, api_key = srv.base_url, srv.api_key
+            from composo.async_client import AsyncComposo
+
+            try:
+                client = AsyncComposo(
+                    api_key=api_key, base_url=base_url, max_concurrent_requests=args.concurrency
+                )
+            except ComposoError as exc:
+                return _usage(f"{exc} (or pass --api-key, or use --local to try it offline)")
+            run_state = _Run(criteria, resume, writer, tally)
+            asyncio.run(run_state.main(client, source, args.concurrency))
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        writer.close()
+
+    stats = summarize(iter_rows(args.output)) if args.output is not None else (tally or {})
+    _print_summary(stats, criteria)
+    if interrupted:
+        print("interrupted; run the same command again to resume", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    if run_state is not None and run_state.fatal is not None:
+        print(f"stopped: {run_state.fatal}", file=sys.stderr)
+        return EXIT_FAILED
+    return EXIT_FAILED if any(s.errors for s in stats.values()) else EXIT_OK
+
+
+class _Run:
+    """One run: feeds the dataset's lines to the batch runner and writes each result."""
+
+    def __init__(
+        self,
+        criteria: list[str],
+        resume: Resume | None,
+        writer: RowWriter,
+        tally: dict[str, CriterionStats] | None,
+    ) -> None:
+        self.criteria = criteria
+        self.resume = resume
+        self.writer = writer
+        self.tally = tally
+        self.fatal: str | None = None
+        self.shown = 0
+        self.warned: set[int] = set()
+
+    async def main(self, client: AsyncComposo, source: Path | None, concurrency: int) -> None:
+        from composo import batch
+
+        plan = batch.Plan.create(self.criteria)
+        progress = self._progress(source)
+        with _open_lines(source) as lines:
+            async with client:
+                results = batch.astream(client, self.jobs(lines), plan, concurrency, progress)
+                async for result in results:
+                    self.record(result)
+
+    def _progress(self, source: Path | None) -> Progress | None:
+        from composo.batch import Progress
+
+        if not sys.stderr.isatty():
+            return None
+        total = None
+        if source is not None:
+            total = 0
+            with source.open("rb") as f:
+                for index, line in enumerate(f):
+                    if line.strip():
+                        total += len(self._remaining(index))
+        return Progress(True, total)
+
+    def _remaining(self, index: int) -> list[str]:
+        return self.resume.remaining(index, self.criteria) if self.resume else self.criteria
+
+    def jobs(self, lines: Iterable[bytes]) -> Iterator[Job]:
+        """One job per non-blank line (index = line number - 1), only for pairs still to do."""
+        import json
+
+        from composo.batch import Job
+
+        for index, raw in enumerate(lines):
+            if self.fatal is not None:
+                return
+            if not raw.strip():
+                continue
+            wanted = self._remaining(index)
+            if not wanted:
+                continue
+            try:
+                item: Any = json.loads(raw)
+            except ValueError as exc:  # UnicodeDecodeError is a ValueError too
+                yield self._bad(index, wanted, f"line {index + 1}: not valid JSON ({exc})")
+                continue
+            if not isinstance(item, dict):
+                found = type(item).__name__
+                yield self._bad(
+                    index, wanted, f"line {index + 1}: expected a JSON object, got a {found}"
+                )
+                continue
+            yield Job(index, item, wanted)
+
+    def _bad(self, index: int, wanted: list[str], message: str) -> Job:
+        from composo.batch import Job
+        from composo.errors import ComposoValidationError
+
+        self._warn(index, message)
+        return Job(index, None, wanted, ComposoValidationError(message))
+
+    def record(self, result: BatchResult) -> None:
+        from composo.cli.results import CriterionStats
+        from composo.errors import AuthenticationError, NotFoundError, PermissionDeniedError
+
+        row = result.row()
+        self.writer.write(row)
+        if self.tally is not None:
+            self.tally.setdefault(result.criterion, CriterionStats()).add(row)
+        error = result.error
+        if error is None:
+            return
+        if isinstance(error, (AuthenticationError, PermissionDeniedError, NotFoundError)):
+            # Every other request would fail the same way: stop reading the dataset.
+            if self.fatal is None:
+                self.fatal = f"{row['error']} (check --api-key and --base-url)"
+            return
+        self._warn(result.index, f"line {result.index + 1}: {row['error']}")
+
+    def _warn(self, index: int, message: str) -> None:
+        """Say what went wrong, once per line, and only for the first few lines."""
+        if self.shown > _SHOWN_ERRORS or index in self.warned:
+            return
+        self.shown += 1
+        if self.shown > _SHOWN_ERRORS:
+            self.warned.clear()
+            print("(more errors: see the rows with an error in the output)", file=sys.stderr)
+            return
+        self.warned.add(index)
+        print(message, file=sys.stderr)
+
+
+class _open_lines:
+    """The dataset as raw lines, from a file or stdin, read lazily."""
+
+    def __init__(self, source: Path | None) -> None:
+        self.source = source
+        self._file: Any = None
+
+    def __enter__(self) -> Iterable[bytes]:
+        if self.source is None:
+            return sys.stdin.buffer
+        self._file = self.source.open("rb")
+        lines: Iterable[bytes] = self._file
+        return lines
+
+    def __exit__(self, *exc: object) -> None:
+        if self._file is not None:
+            self._file.close()
+
+
+def _fmt(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def _print_summary(stats: dict[str, CriterionStats], criteria: list[str]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="composo evaluate: summary", title_justify="left")
+    for header in ("criterion", "count", "mean", "median", "min", "max", "n/a", "errors"):
+        table.add_column(
+            header,
+            justify="left" if header == "criterion" else "right",
+            overflow="fold",
+            max_width=60 if header == "criterion" else None,
+        )
+    order = [c for c in criteria if c in stats] + [c for c in stats if c not in criteria]
+    for criterion in order:
+        s = stats[criterion]
+        f = s.figures()
+        table.add_row(
+            criterion,
+            str(s.count),
+            _fmt(f["mean"]),
+            _fmt(f["median"]),
+            _fmt(f["min"]),
+            _fmt(f["max"]),
+            str(s.not_applicable),
+            str(s.errors) if not s.errors else f"[red]{s.errors}[/red]",
+        )
+    width = None if sys.stderr.isatty() else int(os.environ.get("COLUMNS", "120"))
+    Console(stderr=True, width=width).print(table)

@@ -1,0 +1,293 @@
+"""``composo report``: turn a results file into one self-contained HTML page (inline CSS and SVG,
+no scripts, nothing fetched), readable at a glance: per criterion the score distribution,
+not-applicable and error counts, and the lowest-scoring conversations with their explanations."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from composo.cli.results import CriterionStats
+
+__all__ = ["add_arguments", "render", "run"]
+
+BINS = 10
+_LOWEST = 8
+_ERRORS_SHOWN = 20
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("results", type=Path, metavar="OUT.jsonl", help="`composo evaluate` output")
+    parser.add_argument(
+        "-o",
+        "--output",
+        type=Path,
+        default=Path("report.html"),
+        metavar="REPORT.html",
+        help="where to write the report (default: %(default)s)",
+    )
+    parser.add_argument("--title", default="Evaluation report", help="the page title")
+    parser.add_argument(
+        "--lowest",
+        type=int,
+        default=_LOWEST,
+        metavar="N",
+        help="lowest-scoring conversations shown per criterion (default: %(default)s)",
+    )
+
+
+@dataclass
+class _Criterion:
+    """What the report shows for one criterion, gathered in one pass over the rows."""
+
+    text: str
+    stats: CriterionStats
+    bins: list[int] = field(default_factory=lambda: [0] * BINS)
+    lowest: list[tuple[float, int, str, dict[str, Any]]] = field(default_factory=list)
+
+
+def _collect(
+    rows: Any, keep: int
+) -> tuple[dict[str, _Criterion], list[dict[str, Any]], set[int], int]:
+    import heapq
+
+    from composo.cli.results import CriterionStats
+
+    out: dict[str, _Criterion] = {}
+    errors: list[dict[str, Any]] = []
+    items: set[int] = set()
+    error_total = 0
+    for n, row in enumerate(rows):
+        items.add(row["index"])
+        entry = out.get(row["criterion"])
+        if entry is None:
+            entry = out[row["criterion"]] = _Criterion(row["criterion"], CriterionStats())
+        entry.stats.add(row)
+        if row.get("error") is not None:
+            error_total += 1
+            if len(errors) < _ERRORS_SHOWN:
+                errors.append(row)
+            continue
+        score = row.get("score")
+        if not isinstance(score, (int, float)):
+            continue
+        entry.bins[min(int(score * BINS), BINS - 1)] += 1
+        # a max-heap (negated) of the `keep` lowest scores; `n` breaks ties by file order
+        heapq.heappush(entry.lowest, (-float(score), -n, str(row["index"]), _slim(row)))
+        if len(entry.lowest) > keep:
+            heapq.heappop(entry.lowest)
+    return out, errors, items, error_total
+
+
+def _slim(row: dict[str, Any]) -> dict[str, Any]:
+    return {k: row.get(k) for k in ("index", "id", "score", "explanation")}
+
+
+def run(args: argparse.Namespace) -> int:
+    from composo.cli.results import iter_rows
+
+    if not args.results.is_file():
+        print(f"composo report: error: no such file: {args.results}", file=sys.stderr)
+        return 2
+    if args.lowest < 0:
+        print("composo report: error: --lowest must be 0 or more", file=sys.stderr)
+        return 2
+    criteria, errors, items, error_total = _collect(iter_rows(args.results), args.lowest)
+    if not criteria:
+        print(f"composo report: error: {args.results} holds no result rows", file=sys.stderr)
+        return 2
+    page = render(criteria, errors, len(items), error_total, args.title, args.results.name)
+    args.output.write_text(page, encoding="utf-8")
+    print(f"wrote {args.output}", file=sys.stderr)
+    return 0
+
+
+# -- rendering ----------------------------------------------------------------------------------
+
+_CSS = """
+:root{--ink:#1d2433;--mute:#5b6478;--line:#e3e6ee;--bg:#f6f7fb;--card:#fff;--bad:#c2410c;
+--good:#15803d;--na:#94a3b8;--err:#b91c1c}
+*{box-sizing:border-box}body{margin:0;font:15px/1.5 system-ui,-apple-system,"Segoe UI",Roboto,
+sans-serif;color:var(--ink);background:var(--bg)}main{max-width:1100px;margin:0 auto;padding:28px}
+h1{font-size:26px;margin:0 0 4px}h2{font-size:18px;margin:0}h3{font-size:14px;margin:18px 0 8px;
+color:var(--mute);text-transform:uppercase;letter-spacing:.04em}.sub{color:var(--mute)}
+.totals{display:flex;gap:12px;flex-wrap:wrap;margin:18px 0 26px}.tot{background:var(--card);
+border:1px solid var(--line);border-radius:10px;padding:10px 16px;min-width:120px}
+.tot b{display:block;font-size:22px}.card{background:var(--card);border:1px solid var(--line);
+border-radius:12px;padding:20px 22px;margin:0 0 22px}.crit{color:var(--mute);font-size:13px;
+margin:4px 0 14px}.row{display:flex;gap:26px;flex-wrap:wrap;align-items:flex-start}
+table{border-collapse:collapse;width:100%}td,th{text-align:left;padding:6px 8px;
+border-bottom:1px solid var(--line);vertical-align:top;font-size:14px}th{color:var(--mute);
+font-weight:600}.stats td{border:0;padding:2px 10px 2px 0}.stats td:first-child{color:var(--mute)}
+.pill{display:inline-block;min-width:44px;text-align:center;border-radius:999px;padding:1px 8px;
+color:#fff;font-weight:600;font-size:13px}.id{font-family:ui-monospace,Menlo,monospace;
+font-size:13px;white-space:nowrap}.expl{color:#333}.err{color:var(--err)}
+details summary{cursor:pointer;color:var(--mute)}svg text{font:11px system-ui,sans-serif;fill:#5b6478}
+"""
+
+
+def _esc(text: Any) -> str:
+    import html
+
+    return html.escape("" if text is None else str(text), quote=True)
+
+
+def _color(score: float) -> str:
+    """Red (0) to amber to green (1), so a glance finds the weak spots."""
+    stops = [(0.0, (194, 65, 12)), (0.5, (217, 159, 6)), (1.0, (21, 128, 61))]
+    for (x0, c0), (x1, c1) in zip(stops, stops[1:], strict=False):
+        if score <= x1:
+            t = (score - x0) / (x1 - x0)
+            r, g, b = (round(a + (b_ - a) * t) for a, b_ in zip(c0, c1, strict=True))
+            return f"rgb({r},{g},{b})"
+    return "rgb(21,128,61)"
+
+
+def _histogram(entry: _Criterion) -> str:
+    """Inline SVG: ten score bins, then not-applicable and error bars in their own colours."""
+    values = [*entry.bins, entry.stats.not_applicable, entry.stats.errors]
+    top = max(values) or 1
+    width, height, pad, gap = 520, 170, 22, 4
+    bar = (width - 2 * gap) / (len(values) + 1)
+    parts = [
+        f'<svg viewBox="0 0 {width} {height + 2 * pad}" width="{width}" height="{height + 2 * pad}"'
+        f' role="img" aria-label="score distribution">'
+    ]
+    for i, value in enumerate(values):
+        x = gap + i * bar + (bar if i >= BINS else 0)  # a gap before n/a and errors
+        h = 0 if not value else max(2.0, height * value / top)
+        y = pad + height - h
+        if i < BINS:
+            fill, label = _color((i + 0.5) / BINS), f"{i / BINS:.1f}"
+        else:
+            fill, label = ("#94a3b8", "n/a") if i == BINS else ("#b91c1c", "error")
+        parts.append(
+            f'<rect x="{x:.1f}" y="{y:.1f}" width="{bar - 3:.1f}" height="{h:.1f}" rx="2" '
+            f'fill="{fill}"><title>{label}: {value}</title></rect>'
+        )
+        if value:
+            parts.append(
+                f'<text x="{x + (bar - 3) / 2:.1f}" y="{y - 4:.1f}" text-anchor="middle">'
+                f"{value}</text>"
+            )
+        parts.append(
+            f'<text x="{x + (bar - 3) / 2:.1f}" y="{pad + height + 15}" text-anchor="middle">'
+            f"{label}</text>"
+        )
+    parts.append(
+        f'<line x1="0" x2="{width}" y1="{pad + height + 0.5}" y2="{pad + height + 0.5}" '
+        'stroke="#cbd2df"/></svg>'
+    )
+    return "".join(parts)
+
+
+def _pill(score: float | None) -> str:
+    if score is None:
+        return '<span class="pill" style="background:#94a3b8">n/a</span>'
+    return f'<span class="pill" style="background:{_color(score)}">{score:.2f}</span>'
+
+
+def _explanation(text: str | None) -> str:
+    text = text or ""
+    if len(text) <= 320:
+        return f'<span class="expl">{_esc(text)}</span>'
+    return (
+        f'<span class="expl">{_esc(text[:300])}…</span><details><summary>full explanation'
+        f'</summary><span class="expl">{_esc(text)}</span></details>'
+    )
+
+
+def _label(text: str) -> str:
+    from composo.cli.criteria import library
+
+    names = {t: n for n, t in library().items()}
+    return names.get(text) or (text if len(text) <= 70 else text[:67] + "…")
+
+
+def _card(entry: _Criterion) -> str:
+    s = entry.stats
+    f = s.figures()
+
+    def num(v: float | None) -> str:
+        return "–" if v is None else f"{v:.2f}"
+
+    stats = "".join(
+        f"<tr><td>{k}</td><td><b>{v}</b></td></tr>"
+        for k, v in [
+            ("evaluated", s.count),
+            ("mean", num(f["mean"])),
+            ("median", num(f["median"])),
+            ("min", num(f["min"])),
+            ("max", num(f["max"])),
+            ("not applicable", s.not_applicable),
+            ("errors", f'<span class="err">{s.errors}</span>' if s.errors else 0),
+        ]
+    )
+    lowest = sorted(entry.lowest, key=lambda t: (-t[0], -t[1]))
+    rows = "".join(
+        f'<tr><td class="id">{_esc(r["id"] if r["id"] is not None else "#" + str(r["index"]))}'
+        f"</td><td>{_pill(r['score'])}</td><td>{_explanation(r['explanation'])}</td></tr>"
+        for *_, r in lowest
+    )
+    low = (
+        f"<h3>Lowest scores</h3><table><tr><th>item</th><th>score</th><th>why</th></tr>{rows}"
+        "</table>"
+        if rows
+        else ""
+    )
+    return (
+        f'<section class="card"><h2>{_esc(_label(entry.text))}</h2>'
+        f'<div class="crit">{_esc(entry.text)}</div><div class="row">{_histogram(entry)}'
+        f'<table class="stats" style="width:auto">{stats}</table></div>{low}</section>'
+    )
+
+
+def render(
+    criteria: dict[str, _Criterion],
+    errors: list[dict[str, Any]],
+    items: int,
+    error_total: int,
+    title: str,
+    source: str,
+) -> str:
+    """The whole page as one string."""
+    from datetime import datetime, timezone
+
+    scored = sum(len(c.stats.scores) for c in criteria.values())
+    na = sum(c.stats.not_applicable for c in criteria.values())
+    totals = "".join(
+        f'<div class="tot"><b>{v}</b>{k}</div>'
+        for k, v in [
+            ("conversations", items),
+            ("criteria", len(criteria)),
+            ("scored", scored),
+            ("not applicable", na),
+            ("errors", f'<span class="err">{error_total}</span>' if error_total else 0),
+        ]
+    )
+    cards = "".join(_card(c) for c in criteria.values())
+    error_rows = "".join(
+        f'<tr><td class="id">{_esc(r.get("id") or "#" + str(r["index"]))}</td>'
+        f"<td>{_esc(_label(r['criterion']))}</td><td class=\"err\">{_esc(r['error'])}</td></tr>"
+        for r in errors
+    )
+    error_block = (
+        f'<section class="card"><h2>Errors</h2><p class="sub">{error_total} pair(s) could not '
+        "be evaluated; re-run <code>composo evaluate</code> with the same <code>-o</code> to "
+        f"retry them.</p><table><tr><th>item</th><th>criterion</th><th>error</th></tr>"
+        f"{error_rows}</table></section>"
+        if error_rows
+        else ""
+    )
+    stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    return (
+        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width,initial-scale=1">'
+        f"<title>{_esc(title)}</title><style>{_CSS}</style></head><body><main>"
+        f'<h1>{_esc(title)}</h1><div class="sub">{_esc(source)} · generated {stamp}</div>'
+        f'<div class="totals">{totals}</div>{cards}{error_block}</main></body></html>\n'
+    )

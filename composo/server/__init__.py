@@ -1,0 +1,10 @@
+"""A local server that speaks the Composo evaluation API, for offline development, demos and CI.
+
+Install with ``pip install 'composo[server]'``. Importing this package is cheap: FastAPI and
+uvicorn load only when a server starts.
+"""
+
+from composo.server.config import DEFAULT_MAX_BODY_BYTES, ServerConfig
+from composo.server.local import LocalServer
+
+__all__ = ["DEFAULT_MAX_BODY_BYTES", "LocalServer", "ServerConfig"]

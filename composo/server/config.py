@@ -1,0 +1,88 @@
+"""Everything a server instance is configured with, in one frozen object."""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass, field
+from pathlib import Path
+
+__all__ = [
+    "DEFAULT_HOST",
+    "DEFAULT_MAX_BODY_BYTES",
+    "DEFAULT_PORT",
+    "JudgeOptions",
+    "ServerConfig",
+    "default_db_path",
+    "is_loopback",
+]
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8787
+DEFAULT_MAX_BODY_BYTES = 10 * 1024 * 1024  # 10 MiB
+
+
+@dataclass(frozen=True)
+class JudgeOptions:
+    """What a judge factory is given; each judge reads the fields it needs."""
+
+    model: str | None = None
+    api_key: str | None = field(default=None, repr=False)
+    base_url: str | None = None
+    timeout: float = 60.0
+    max_attempts: int = 3
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    """Settings of one server. ``db=None`` keeps tasks in memory (in-process servers);
+    the command line defaults to :func:`default_db_path`."""
+
+    host: str = DEFAULT_HOST
+    port: int = DEFAULT_PORT
+    judge: str = "heuristic"
+    judge_options: JudgeOptions = field(default_factory=JudgeOptions)
+    api_keys: tuple[str, ...] = field(default=(), repr=False)
+    db: Path | None = None
+    rate_limit_per_minute: float | None = None
+    dev_faults: bool = False
+    latency: float = 0.0
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    max_background: int = 32
+
+    def __post_init__(self) -> None:
+        if not self.api_keys and not is_loopback(self.host):
+            raise ValueError(
+                f"host {self.host!r} is not a loopback address: refusing to serve without an API "
+                "key; pass --api-key KEY (or set COMPOSO_SERVER_API_KEYS) or bind 127.0.0.1"
+            )
+        if any(not k for k in self.api_keys):
+            raise ValueError("api_keys: an API key cannot be empty")
+        if self.latency < 0:
+            raise ValueError(f"latency: must be >= 0 seconds, got {self.latency}")
+        if self.max_body_bytes < 1024:
+            raise ValueError(f"max_body_bytes: must be at least 1024, got {self.max_body_bytes}")
+        if self.rate_limit_per_minute is not None and self.rate_limit_per_minute <= 0:
+            raise ValueError(
+                f"rate_limit: must be a positive number per minute, got {self.rate_limit_per_minute}"
+            )
+
+
+def is_loopback(host: str) -> bool:
+    """True for ``localhost`` and loopback addresses (127.0.0.0/8, ::1)."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def default_db_path() -> Path:
+    """Where the command line keeps background tasks: the user's cache directory."""
+    try:
+        import platformdirs
+    except ImportError as exc:  # pragma: no cover - platformdirs ships with the server extra
+        raise ImportError(
+            "the local server needs platformdirs: pip install 'composo[server]'"
+        ) from exc
+    return Path(platformdirs.user_cache_dir("composo")) / "server-tasks.sqlite3"

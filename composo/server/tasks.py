@@ -1,0 +1,116 @@
+"""Background evaluations: accepted into the store, run on the server's event loop, resumed after
+a restart. Content of ``data_retention="none"`` tasks lives only in memory."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from pydantic import ValidationError
+
+from composo.server.store import StoredTask, TaskStore
+from composo.wire import RewardRequest, TraceRequest
+
+__all__ = ["TaskManager"]
+
+_log = logging.getLogger("composo.server")
+
+Runner = Callable[[RewardRequest | TraceRequest], Awaitable[dict[str, Any]]]
+_NOT_KEPT = (
+    "the result was not kept: data_retention='none' keeps results in memory only and the "
+    "server has restarted since"
+)
+
+
+class TaskManager:
+    """Owns the running background tasks; at most ``concurrency`` run at once."""
+
+    def __init__(self, store: TaskStore, runner: Runner, concurrency: int = 32) -> None:
+        self.store = store
+        self._runner = runner
+        self._slots = asyncio.Semaphore(concurrency)
+        self._running: set[asyncio.Task[None]] = set()
+        self._requests: dict[str, RewardRequest | TraceRequest] = {}
+        self._results: dict[str, dict[str, Any]] = {}
+
+    def submit(self, request: RewardRequest | TraceRequest) -> str:
+        """Accept ``request``; it is on disk (unless ``data_retention="none"``) before this returns."""
+        task_id = str(uuid.uuid4())
+        kind = "trace" if isinstance(request, TraceRequest) else "reward"
+        keep = request.data_retention != "none"
+        self.store.add(task_id, kind, request.model_dump_json(exclude_none=True) if keep else None)
+        if not keep:
+            self._requests[task_id] = request
+        self._start(task_id, request)
+        return task_id
+
+    def resume(self) -> int:
+        """Start the unfinished tasks left by servers that stopped; returns how many."""
+        resumed = 0
+        for task in self.store.claim_orphans():
+            request = self._load(task)
+            if request is not None:
+                self._start(task.task_id, request)
+                resumed += 1
+        if resumed:
+            _log.info("resumed %d background task(s) left unfinished", resumed)
+        return resumed
+
+    def _load(self, task: StoredTask) -> RewardRequest | TraceRequest | None:
+        model = TraceRequest if task.kind == "trace" else RewardRequest
+        try:
+            return model.model_validate_json(task.request or "")
+        except ValidationError as exc:
+            self.store.finish(task.task_id, None, f"stored request no longer valid: {exc}")
+            return None
+
+    def _start(self, task_id: str, request: RewardRequest | TraceRequest) -> None:
+        t = asyncio.get_running_loop().create_task(self._run(task_id, request))
+        self._running.add(t)
+        t.add_done_callback(self._running.discard)
+
+    async def _run(self, task_id: str, request: RewardRequest | TraceRequest) -> None:
+        async with self._slots:
+            self.store.set_running(task_id)
+            try:
+                result = await self._runner(request)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                _log.warning("background task %s failed: %s", task_id, type(exc).__name__)
+                self.store.finish(task_id, None, str(exc) or type(exc).__name__)
+            else:
+                if request.data_retention == "none":
+                    self._results[task_id] = result
+                self.store.finish(task_id, result, None)
+            finally:
+                self._requests.pop(task_id, None)
+
+    def info(self, task_id: str) -> dict[str, Any] | None:
+        """The task as ``GET /api/v1/evals/tasks/{task_id}`` answers it, or ``None`` if unknown."""
+        task = self.store.get(task_id)
+        if task is None:
+            return None
+        body: dict[str, Any] = {"task_id": task_id, "status": task.status}
+        if task.status == "succeeded":
+            result = task.result if task.retain else self._results.get(task_id)
+            if result is None:
+                return {"task_id": task_id, "status": "failed", "error": _NOT_KEPT}
+            body["result"] = result
+        elif task.status == "failed":
+            body["error"] = task.error
+        return body
+
+    async def aclose(self) -> None:
+        """Stop running tasks and hand the unfinished ones to the next server start."""
+        for t in list(self._running):
+            t.cancel()
+        if self._running:
+            await asyncio.gather(*self._running, return_exceptions=True)
+        self.store.release_unfinished()
+
+

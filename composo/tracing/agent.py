@@ -1,0 +1,228 @@
+"""``AgentTracer`` and ``agent_tracer``: mark where an agent runs, get its calls back as a trace.
+
+Each model call made while a tracer is active takes a place in that tracer's history when it
+starts (so calls and sub-agents keep the order in which they ran) and is filled in when it ends.
+Spans are only turned into ``LLMInteraction`` objects when ``trace`` is read, which keeps the cost
+paid during the user's run to a list append.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import logging
+import uuid
+from collections.abc import Awaitable, Callable
+from types import TracebackType
+from typing import Any, ParamSpec, TypeVar, overload
+
+from composo.errors import ComposoValidationError
+from composo.trace import AgentInstance, LLMInteraction, MultiAgentTrace
+from composo.tracing import context
+
+__all__ = ["AgentTracer", "agent_tracer"]
+
+_log = logging.getLogger("composo.tracing")
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+_NO_CALLS = (
+    "AgentTracer(name={name!r}) captured no LLM call, so there is no trace to evaluate. "
+    "Call ComposoTracer.init(instruments=Instruments.OPENAI) once before the model is called, and "
+    "make the calls inside the `with AgentTracer(...)` block (work handed to another thread needs "
+    "contextvars.copy_context().run to stay attached to the agent)."
+)
+
+
+class _Slot:
+    """One model call's place in an agent's history: a finished span, or an interaction."""
+
+    __slots__ = ("__weakref__", "interaction", "owner", "span")
+
+    def __init__(self, interaction: LLMInteraction | None = None, owner: int = 0) -> None:
+        self.span: Any = None
+        self.interaction = interaction
+        self.owner = owner  # the id of the span that fills this slot
+
+    def resolve(self) -> LLMInteraction | None:
+        """The interaction, converted from the span once; ``None`` while the call is running
+        or when it failed."""
+        span = self.span
+        if self.interaction is None and span is not None:
+            from composo.tracing.spans import interaction_from_span
+
+            self.interaction = interaction_from_span(span)
+            self.span = None
+        return self.interaction
+
+
+def _check_text(field: str, value: Any) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        raise ComposoValidationError(
+            f"{field}: expected a non-empty string, e.g. AgentTracer({field}='researcher'), "
+            f"got {value!r}"
+        )
+    return value
+
+
+class AgentTracer:
+    """Collect the model calls made while active into a ``MultiAgentTrace``.
+
+    Use as ``with AgentTracer(name="researcher") as tracer:`` (or ``async with``). A tracer
+    entered while another is active becomes a sub-agent of it, referenced from the parent at the
+    point it ran. ``tracer.trace`` can be read inside the block (calls so far) or after it.
+    """
+
+    def __init__(self, name: str | None = None, agent_id: str | None = None) -> None:
+        self.name: str = _check_text("name", name) or "agent"
+        self.agent_id: str = _check_text("agent_id", agent_id) or str(uuid.uuid4())
+        self._steps: list[_Slot | AgentTracer] = []
+        self._token: Any = None
+        self._state = "new"
+
+    def __repr__(self) -> str:
+        return f"AgentTracer(name={self.name!r}, agent_id={self.agent_id!r}, state={self._state})"
+
+    # -- activation -----------------------------------------------------------------------------
+
+    def __enter__(self) -> AgentTracer:
+        if self._state != "new":
+            raise RuntimeError(
+                f"{self!r} has already run; create a new AgentTracer for each agent run"
+            )
+        parent = context.current_tracer()
+        if parent is not None:
+            parent._steps.append(self)
+        self._token = context.push(self)
+        self._state = "running"
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        context.pop(self, self._token)
+        self._token = None
+        self._state = "closed"
+
+    async def __aenter__(self) -> AgentTracer:
+        return self.__enter__()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.__exit__(exc_type, exc, tb)
+
+    # -- recording (called by the span processor and by integrations) ----------------------------
+
+    def _reserve(self, owner: int) -> _Slot:
+        slot = _Slot(owner=owner)
+        self._steps.append(slot)
+        return slot
+
+    def _record(self, interaction: LLMInteraction) -> None:
+        self._steps.append(_Slot(interaction))
+
+    # -- reading --------------------------------------------------------------------------------
+
+    @property
+    def trace(self) -> MultiAgentTrace:
+        """This agent and its sub-agents as the platform's trace (the calls finished so far)."""
+        agents: dict[str, AgentInstance] = {}
+        self._collect(agents)
+        if not any(
+            isinstance(step, LLMInteraction) for a in agents.values() for step in a.interactions
+        ):
+            raise ComposoValidationError(_NO_CALLS.format(name=self.name))
+        return MultiAgentTrace(root_agent_instance_id=self.agent_id, agent_instance_by_id=agents)
+
+    def _collect(self, agents: dict[str, AgentInstance]) -> None:
+        interactions: list[str | LLMInteraction] = []
+        for step in list(self._steps):
+            if isinstance(step, AgentTracer):
+                step._collect(agents)
+                interactions.append(step.agent_id)
+            else:
+                found = step.resolve()
+                if found is not None:
+                    interactions.append(found)
+        if self.agent_id in agents:
+            raise ComposoValidationError(
+                f"agent_id: {self.agent_id!r} is used by two AgentTracers in one trace; give each "
+                "run its own id, or leave agent_id unset to get a fresh one"
+            )
+        agents[self.agent_id] = AgentInstance(
+            id=self.agent_id, name=self.name, interactions=interactions
+        )
+
+
+def _deliver(tracer: AgentTracer, on_trace: Callable[[MultiAgentTrace], Any] | None) -> None:
+    if on_trace is None:
+        return
+    try:
+        trace = tracer.trace
+    except ComposoValidationError as exc:
+        _log.warning("not passing a trace to on_trace: %s", exc)
+        return
+    on_trace(trace)
+
+
+@overload
+def agent_tracer(name: Callable[P, R], *, on_trace: None = None) -> Callable[P, R]: ...
+
+
+@overload
+def agent_tracer(
+    name: str | None = None, *, on_trace: Callable[[MultiAgentTrace], Any] | None = None
+) -> Callable[[Callable[P, R]], Callable[P, R]]: ...
+
+
+def agent_tracer(
+    name: str | Callable[P, R] | None = None,
+    *,
+    on_trace: Callable[[MultiAgentTrace], Any] | None = None,
+) -> Callable[P, R] | Callable[[Callable[P, R]], Callable[P, R]]:
+    """Run each call of the decorated function (sync or async) inside its own ``AgentTracer``.
+
+    ``name`` defaults to the function's name. Called from inside another tracer, each run is a
+    sub-agent of it; ``on_trace`` receives the run's own trace when the function returns.
+    """
+    if callable(name):
+        return agent_tracer()(name)
+    label = _check_text("name", name)
+
+    def decorate(fn: Callable[P, R]) -> Callable[P, R]:
+        agent_name = label or getattr(fn, "__name__", "agent")
+        if inspect.iscoroutinefunction(fn):
+            afn: Callable[P, Awaitable[Any]] = fn
+
+            @functools.wraps(fn)
+            async def arun(*args: P.args, **kwargs: P.kwargs) -> Any:
+                tracer = AgentTracer(agent_name)
+                async with tracer:
+                    result = await afn(*args, **kwargs)
+                _deliver(tracer, on_trace)
+                return result
+
+            wrapped: Callable[P, R] = arun  # type: ignore[assignment]
+            return wrapped
+
+        @functools.wraps(fn)
+        def run(*args: P.args, **kwargs: P.kwargs) -> R:
+            tracer = AgentTracer(agent_name)
+            with tracer:
+                result = fn(*args, **kwargs)
+            _deliver(tracer, on_trace)
+            return result
+
+        return run
+
+    return decorate

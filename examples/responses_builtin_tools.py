@@ -1,0 +1,35 @@
+"""Evaluate an OpenAI Responses API answer that used built-in tools (web search, code).
+
+Needs OPENAI_API_KEY (and OPENAI_BASE_URL for anything but OpenAI itself) besides the Composo
+variables. Pass the Response object itself as result=, and the same input= you sent to OpenAI.
+"""
+
+from openai import OpenAI
+
+from composo import Composo
+
+openai_client = OpenAI()
+composo_client = Composo()
+
+input_text = (
+    "Search the web for the latest news story on SpaceX and write a Python script "
+    "to plot their latest 3 launch dates"
+)
+
+response = openai_client.responses.create(
+    model="gpt-4.1",
+    input=input_text,
+    tools=[
+        {"type": "web_search"},
+        {"type": "code_interpreter", "container": {"type": "auto"}},
+    ],
+)
+
+result = composo_client.evaluate(
+    input=input_text,
+    result=response,
+    criteria="Reward responses that search the web and produce Python code based on the results",
+)
+
+print(f"Score: {result.score}")
+print(f"Explanation: {result.explanation}")

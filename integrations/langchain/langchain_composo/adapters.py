@@ -1,0 +1,81 @@
+"""Composo plugin hooks for LangChain objects, found through the ``composo`` entry point.
+
+Every composo process imports this module on its first evaluation, so it must stay cheap: it
+imports nothing from LangChain itself. An object can only be a LangChain object if
+``langchain_core`` is already imported; only then is the converter module loaded.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from composo import hookimpl
+
+
+def _maybe_langchain(obj: Any) -> bool:
+    if "langchain_core" not in sys.modules:
+        return False
+    if type(obj).__module__.startswith(("langchain", "langgraph")):
+        return True
+    # Lists hold the interesting objects; a subclass may live in the user's own module.
+    if isinstance(obj, Sequence) and not isinstance(obj, (str, bytes)):
+        return any(not isinstance(item, (Mapping, str)) for item in obj)
+    return hasattr(obj, "lc_serializable") or hasattr(obj, "generations")
+
+
+@hookimpl
+def composo_convert_messages(obj: Any) -> list[dict[str, Any]] | None:
+    if not _maybe_langchain(obj):
+        return None
+    from langchain_composo import messages
+
+    if messages.is_message_list(obj):
+        return messages.openai_messages(obj)
+    return messages.prompt_messages(obj)
+
+
+@hookimpl
+def composo_convert_result(obj: Any) -> list[dict[str, Any]] | None:
+    if not _maybe_langchain(obj):
+        return None
+    from langchain_composo import messages
+
+    return messages.result_messages(obj)
+
+
+@hookimpl
+def composo_convert_tools(obj: Any) -> list[dict[str, Any]] | None:
+    if not _maybe_langchain(obj):
+        return None
+    from langchain_composo import messages
+
+    return messages.openai_tools(obj) if messages.is_tool_list(obj) else None
+
+
+_instrument: Any = None
+
+
+@hookimpl
+def composo_instruments() -> list[Any]:
+    """``Instruments.LANGCHAIN`` (one object per process, so switching it off finds it again)."""
+    global _instrument
+    if _instrument is None:
+        from langchain_composo.instruments import LangChainInstrument
+
+        _instrument = LangChainInstrument()
+    return [_instrument]
+
+
+@hookimpl
+def composo_supported_types(kind: str) -> list[str] | None:
+    return {
+        "messages": [
+            "a list of LangChain messages (SystemMessage, HumanMessage, AIMessage with "
+            "tool_calls, ToolMessage)",
+            "a LangChain ChatPromptValue",
+        ],
+        "result": ["a LangChain AIMessage, ChatGeneration, ChatResult or LLMResult"],
+        "tools": ["a list of LangChain tools (BaseTool, @tool functions)"],
+    }.get(kind)

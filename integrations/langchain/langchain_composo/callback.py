@@ -1,0 +1,365 @@
+"""``ComposoCallback``: evaluate LangChain model calls and whole agent runs as they happen."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any, Literal
+from uuid import UUID
+
+from langchain_core.callbacks import BaseCallbackHandler
+from langchain_core.outputs import LLMResult
+
+from composo import AsyncComposo, Composo, ComposoValidationError
+from composo.background import BackgroundEvaluator, EvaluationRecord
+from composo.build import normalize_tags
+from langchain_composo.runs import Run, build_trace, llm_evaluation
+
+__all__ = ["ComposoCallback", "EvaluationRecord"]
+
+_log = logging.getLogger("langchain_composo")
+
+Mode = Literal["llm", "trace"]
+
+
+class ComposoCallback(BaseCallbackHandler):
+    """A LangChain callback that sends what ran to Composo, in the background.
+
+    ``mode="llm"`` scores every chat model call (input messages, tools offered, answer) against
+    each criterion; ``mode="trace"`` scores each whole run, when its outermost run ends, as a
+    multi-agent trace. Use one instance for as many runs, threads and event loops as you like.
+
+    ``results`` holds one :class:`EvaluationRecord` per criterion and evaluation (the newest
+    ``max_results``), ``on_result`` is called with each as it arrives (on a background thread),
+    and :meth:`flush` waits for pending ones. Failures are logged and recorded; with
+    ``raise_error=True`` they are raised by :meth:`flush` and by the next run instead.
+    ``tags`` are Composo tags (string to string) sent with every evaluation.
+    """
+
+    # Bookkeeping is cheap and thread-safe, so async runs call it directly, in event order.
+    run_inline = True
+
+    def __init__(
+        self,
+        criteria: str | Sequence[str] | None = None,
+        *,
+        client: Composo | AsyncComposo | None = None,
+        mode: Mode = "llm",
+        tags: dict[str, Any] | None = None,
+        on_result: Callable[[EvaluationRecord], Any] | None = None,
+        raise_error: bool = False,
+        evaluator_name: str | Sequence[str] | None = None,
+        model_core: str | None = None,
+        max_results: int | None = 1000,
+        max_pending: int = 1000,
+    ) -> None:
+        if mode not in ("llm", "trace"):
+            raise ComposoValidationError(
+                f"mode: {mode!r} is not a mode; use 'llm' (each model call) or 'trace' (whole runs)"
+            )
+        options: dict[str, Any] = {}
+        composo_tags = normalize_tags(tags)
+        if composo_tags:
+            options["tags"] = composo_tags
+        if model_core is not None:
+            options["model_core"] = model_core
+        self._evaluator = BackgroundEvaluator(
+            criteria,
+            evaluator_name=evaluator_name,
+            client=client,
+            on_result=on_result,
+            max_results=max_results,
+            max_pending=max_pending,
+            options=options,
+            name="composo-langchain",
+        )
+        self.mode: Mode = mode
+        self.criteria = self._evaluator.criteria
+        self.raise_error = raise_error
+        self._lock = threading.Lock()
+        self._runs: dict[UUID, Run] = {}
+
+    def __repr__(self) -> str:
+        return f"ComposoCallback(mode={self.mode!r}, criteria={self.criteria!r})"
+
+    # -- what users call ----------------------------------------------------------------------
+
+    @property
+    def results(self) -> list[EvaluationRecord]:
+        """Evaluation records, oldest first."""
+        return self._evaluator.results
+
+    @property
+    def pending(self) -> int:
+        return self._evaluator.pending
+
+    @property
+    def stats(self) -> dict[str, int]:
+        """``completed``, ``failed`` and ``pending`` evaluation counts."""
+        return self._evaluator.stats
+
+    @property
+    def open_runs(self) -> int:
+        """Runs started and not ended yet (zero once every run has finished)."""
+        with self._lock:
+            return len(self._runs)
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait for pending evaluations; ``False`` if ``timeout`` seconds passed first."""
+        done = self._evaluator.flush(timeout)
+        self._raise_recorded()
+        return done
+
+    async def aflush(self, timeout: float | None = None) -> bool:
+        """:meth:`flush` for async code."""
+        done = await self._evaluator.aflush(timeout)
+        self._raise_recorded()
+        return done
+
+    def close(self, timeout: float | None = 5.0) -> None:
+        """Wait up to ``timeout`` for pending evaluations, then stop the background thread."""
+        self._evaluator.close(timeout)
+
+    # -- LangChain events ---------------------------------------------------------------------
+    # LangChain calls these from whichever thread or event loop runs the chain. Each one only
+    # touches the run map under the lock; conversion and HTTP happen on the background thread.
+
+    @property
+    def ignore_chain(self) -> bool:
+        return self.mode == "llm"
+
+    @property
+    def ignore_retriever(self) -> bool:
+        return self.mode == "llm"
+
+    @property
+    def ignore_agent(self) -> bool:  # LangChain files tool events under "agent"
+        return self.mode == "llm"
+
+    def on_chat_model_start(
+        self,
+        serialized: dict[str, Any],
+        messages: list[list[Any]],
+        *,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
+        tags: list[str] | None = None,
+        metadata: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        self._raise_recorded()
+        run = self._start(run_id, parent_run_id, "llm", kwargs.get("name"), serialized, metadata)
+        run.messages = list(messages[0]) if messages else []
+        params = kwargs.get("invocation_params")
+        run.tools = params.get("tools") if isinstance(params, dict) else None
+
+    def on_llm_start(
+        self,
+        serialized: dict[str, Any],
+        prompts: list[str],
+        *,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
+        tags: list[str] | None = None,
+        metadata: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        self._raise_recorded()
+        run = self._start(run_id, parent_run_id, "llm", kwargs.get("name"), serialized, metadata)
+        run.messages = list(prompts[:1])
+
+    def on_llm_end(
+        self,
+        response: LLMResult,
+        *,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
+        **kwargs: Any,
+    ) -> None:
+        run = self._end(run_id)
+        if run is None:
+            return
+        run.output = response
+        if run.root.open is not None:
+            run.root.model_calls += 1
+        if self.mode == "llm":
+            self._submit_llm(run)
+        elif run.parent is None:
+            self._submit_trace(run)
+
+    def on_llm_error(
+        self,
+        error: BaseException,
+        *,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
+        **kwargs: Any,
+    ) -> None:
+        self._end(run_id)
+
+    def on_chain_start(
+        self,
+        serialized: dict[str, Any] | None,
+        inputs: Any,
+        *,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
+        tags: list[str] | None = None,
+        metadata: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        if parent_run_id is None:
+            self._raise_recorded()
+        self._start(run_id, parent_run_id, "chain", kwargs.get("name"), serialized, metadata, tags)
+
+    def on_chain_end(
+        self, outputs: Any, *, run_id: UUID, parent_run_id: UUID | None = None, **kwargs: Any
+    ) -> None:
+        run = self._end(run_id)
+        if run is not None and run.parent is None:
+            self._submit_trace(run)
+
+    def on_chain_error(
+        self,
+        error: BaseException,
+        *,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
+        **kwargs: Any,
+    ) -> None:
+        # A failed or cancelled run is not evaluated; its records are dropped with it.
+        self._end(run_id)
+
+    def on_tool_start(
+        self,
+        serialized: dict[str, Any] | None,
+        input_str: str,
+        *,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
+        tags: list[str] | None = None,
+        metadata: dict[str, Any] | None = None,
+        inputs: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        self._start(run_id, parent_run_id, "tool", kwargs.get("name"), serialized, metadata)
+
+    def on_tool_end(
+        self, output: Any, *, run_id: UUID, parent_run_id: UUID | None = None, **kwargs: Any
+    ) -> None:
+        run = self._end(run_id)
+        if run is not None and run.parent is None:
+            self._submit_trace(run)
+
+    def on_tool_error(
+        self,
+        error: BaseException,
+        *,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
+        **kwargs: Any,
+    ) -> None:
+        self._end(run_id)
+
+    def on_retriever_start(
+        self,
+        serialized: dict[str, Any] | None,
+        query: str,
+        *,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
+        tags: list[str] | None = None,
+        metadata: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        self._start(run_id, parent_run_id, "chain", kwargs.get("name"), serialized, metadata)
+
+    def on_retriever_end(
+        self, documents: Any, *, run_id: UUID, parent_run_id: UUID | None = None, **kwargs: Any
+    ) -> None:
+        self._end(run_id)
+
+    def on_retriever_error(
+        self,
+        error: BaseException,
+        *,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
+        **kwargs: Any,
+    ) -> None:
+        self._end(run_id)
+
+    # -- bookkeeping ------------------------------------------------------------------------------
+
+    def _start(
+        self,
+        run_id: UUID,
+        parent_run_id: UUID | None,
+        kind: str,
+        name: Any,
+        serialized: dict[str, Any] | None,
+        metadata: dict[str, Any] | None,
+        tags: list[str] | None = None,
+    ) -> Run:
+        if not isinstance(name, str) or not name:
+            name = (serialized or {}).get("name") or kind
+        with self._lock:
+            parent = self._runs.get(parent_run_id) if parent_run_id is not None else None
+            if self.mode == "llm":
+                # Model calls are judged alone; their parents are not tracked.
+                run = Run(run_id, kind, name, None, metadata, tree=False)
+            else:
+                run = Run(run_id, kind, name, parent, metadata, tree=True)
+                if parent is not None:
+                    parent.children.append(run)
+                    if kind == "chain" and Run.is_graph_step(tags):
+                        parent.is_graph = True
+                    open_ids = run.root.open
+                    if open_ids is not None:
+                        open_ids.add(run_id)
+            self._runs[run_id] = run
+        return run
+
+    def _end(self, run_id: UUID) -> Run | None:
+        """Forget a finished run; a finished root also takes every unfinished run under it."""
+        with self._lock:
+            run = self._runs.pop(run_id, None)
+            if run is None:
+                return None
+            open_ids = run.root.open
+            if open_ids is not None:
+                open_ids.discard(run_id)
+                if run.parent is None:
+                    for stale in open_ids:
+                        self._runs.pop(stale, None)
+                    run.open = None
+        return run
+
+    def _submit_llm(self, run: Run) -> None:
+        metadata = {"name": run.name, "mode": "llm"}
+        if run.metadata:
+            metadata["metadata"] = run.metadata  # type: ignore[assignment]
+        self._evaluator.submit(str(run.run_id), "evaluate", lambda: llm_evaluation(run), metadata)
+
+    def _submit_trace(self, root: Run) -> None:
+        if self.mode != "trace":
+            return
+        if not root.model_calls:
+            _log.debug("run %s made no model call; nothing to evaluate", root.run_id)
+            return
+        self._evaluator.submit(
+            str(root.run_id),
+            "evaluate_trace",
+            lambda: {"trace": build_trace(root)},
+            {"name": root.name, "mode": "trace"},
+        )
+
+    def _raise_recorded(self) -> None:
+        if not self.raise_error:
+            return
+        errors = self._evaluator.take_errors()
+        if errors and errors[0].error is not None:
+            if len(errors) > 1:
+                _log.error("%d more Composo evaluations failed (see results)", len(errors) - 1)
+            raise errors[0].error

@@ -1,0 +1,121 @@
+"""The ``composo`` plugin: LlamaIndex objects passed straight to ``Composo().evaluate(...)``.
+
+Registered through the ``composo`` entry-point group, so it is imported on the first evaluation of
+any kind: it looks only at ``type(obj).__module__`` and imports LlamaIndex when it meets one of
+its objects.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from composo.plugins import hookimpl
+
+_LLAMA = "llama_index."
+_OURS = "llama_index.evaluation.composo"
+
+
+def _from_llama_index(obj: Any) -> bool:
+    return type(obj).__module__.startswith(_LLAMA)
+
+
+def _class_name(obj: Any) -> str:
+    return type(obj).__name__
+
+
+def _is_sequence(obj: Any) -> bool:
+    return isinstance(obj, Sequence) and not isinstance(obj, (str, bytes))
+
+
+def _chat_history(obj: Any) -> bool:
+    """A list holding at least one LlamaIndex ``ChatMessage`` (other entries may be dicts)."""
+    if not _is_sequence(obj) or not obj:
+        return False
+    found = False
+    for m in obj:
+        if _from_llama_index(m) and _class_name(m) == "ChatMessage":
+            found = True
+        elif not isinstance(m, Mapping):
+            return False
+    return found
+
+
+@hookimpl
+def composo_convert_messages(obj: Any) -> list[dict[str, Any]] | None:
+    if not _chat_history(obj):
+        return None
+    from llama_index.evaluation.composo.messages import chat_messages
+
+    return chat_messages(obj)
+
+
+@hookimpl
+def composo_convert_result(obj: Any) -> list[dict[str, Any]] | None:
+    if _chat_history(obj):
+        from llama_index.evaluation.composo.messages import chat_messages
+
+        return chat_messages(obj)
+    if not _from_llama_index(obj):
+        return None
+    name = _class_name(obj)
+    if name == "ChatMessage":
+        from llama_index.evaluation.composo.messages import chat_message_dict
+
+        return [chat_message_dict(obj)]
+    if name in ("ChatResponse", "CompletionResponse"):
+        from llama_index.evaluation.composo.messages import chat_response_messages
+
+        if name == "CompletionResponse":
+            return [{"role": "assistant", "content": obj.text}]
+        return chat_response_messages(obj)
+    if name in ("Response", "AgentChatResponse", "PydanticResponse"):
+        from llama_index.evaluation.composo.messages import response_messages
+
+        return response_messages(obj)
+    if name == "AgentOutput":  # what a workflow agent's run() returns
+        from llama_index.evaluation.composo.messages import chat_message_dict
+
+        return [chat_message_dict(obj.response)]
+    return None
+
+
+@hookimpl
+def composo_convert_tools(obj: Any) -> list[dict[str, Any]] | None:
+    if not _is_sequence(obj) or not obj:
+        return None
+    if not all(_from_llama_index(t) or isinstance(t, Mapping) for t in obj):
+        return None
+    if not any(_from_llama_index(t) and hasattr(t, "metadata") for t in obj):
+        return None
+    from llama_index.evaluation.composo.messages import tool_definitions
+
+    return tool_definitions(obj)
+
+
+@hookimpl
+def composo_convert_trace(obj: Any) -> Any:
+    if type(obj).__module__.startswith(_OURS) and hasattr(obj, "trace"):
+        return obj.trace  # a finished ``LlamaIndexTraceCapture``
+    return None
+
+
+@hookimpl
+def composo_supported_types(kind: str) -> list[str] | None:
+    return {
+        "messages": ["a list of llama_index ChatMessage objects (a chat history)"],
+        "result": [
+            "a llama_index ChatMessage, ChatResponse or CompletionResponse",
+            "a llama_index Response or AgentChatResponse (source nodes become source material)",
+            "a llama_index workflow AgentOutput",
+        ],
+        "tools": ["a list of llama_index tools (FunctionTool, QueryEngineTool...)"],
+        "trace": ["a finished llama_index.evaluation.composo.LlamaIndexTraceCapture"],
+    }.get(kind)
+
+
+@hookimpl
+def composo_instruments() -> list[Any] | None:
+    from llama_index.evaluation.composo.instrument import LlamaIndexInstrument
+
+    return [LlamaIndexInstrument()]

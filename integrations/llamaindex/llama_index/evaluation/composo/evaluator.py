@@ -1,0 +1,380 @@
+"""``ComposoEvaluator``: Composo criteria as a LlamaIndex ``BaseEvaluator``.
+
+It returns ``EvaluationResult`` like LlamaIndex's own evaluators, so it drops into
+``BatchEvalRunner``, ``evaluate_response`` and notebooks unchanged. An API failure becomes
+``invalid_result=True`` (the batch keeps going) unless ``raise_on_error=True``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import statistics
+import threading
+import weakref
+from collections.abc import Sequence
+from typing import Any
+
+from composo import AsyncComposo, Composo, convert
+from composo.errors import ComposoError, ComposoValidationError
+from composo.responses import EvaluationResponse, MultiAgentTraceResponse
+from composo.wire import check_criterion
+from llama_index.core.evaluation import BaseEvaluator, EvaluationResult
+from llama_index.core.prompts.mixin import PromptDictType
+
+from llama_index.evaluation.composo.messages import (
+    node_text,
+    response_messages,
+    source_material_message,
+)
+
+__all__ = ["ComposoEvaluator"]
+
+_log = logging.getLogger("composo.llamaindex")
+
+
+
+class ComposoEvaluator(BaseEvaluator):
+    """Score ``(query, response, contexts)`` against one or more Composo criteria.
+
+    Args:
+        criteria: one criterion (``"Reward ..."``, ``"Penalize ..."``, ``"Passes if ..."``,
+            ``"Fails if ..."``) or several; several give the mean of the applicable scores.
+        client: a ``Composo`` or ``AsyncComposo``; by default one is made from ``api_key`` /
+            ``base_url`` or the ``COMPOSO_API_KEY`` / ``COMPOSO_BASE_URL`` environment variables.
+        threshold: ``passing`` is ``score >= threshold``.
+        raise_on_error: raise API failures instead of returning ``invalid_result=True``.
+        max_concurrent_requests: cap on requests in flight for clients made here (the
+            ``BatchEvalRunner`` ``workers`` setting is the usual knob; keep this at least as high).
+
+    ``contexts`` (the retrieved chunks) are sent as one ``system`` message placed just before the
+    answer, headed "Source material retrieved for the answer that follows:" and numbered ``[1]``,
+    ``[2]``... A criterion that does not apply gives ``score=None`` and ``passing=None``.
+
+    Extra keyword arguments of ``evaluate`` / ``aevaluate``: ``messages`` (a chat history to
+    evaluate instead of ``query``: ``ChatMessage`` objects or dicts; ``response`` and
+    ``contexts`` are appended to it), ``trace`` (a ``MultiAgentTrace`` or a finished
+    ``LlamaIndexTraceCapture``, evaluated with ``evaluate_trace``), ``tools`` and ``system``.
+    """
+
+    def __init__(
+        self,
+        criteria: str | Sequence[str],
+        client: Composo | AsyncComposo | None = None,
+        threshold: float = 0.5,
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        raise_on_error: bool = False,
+        model_core: str | None = None,
+        tags: dict[str, Any] | None = None,
+        explanation_cleaning: str | None = None,
+        data_retention: str | None = None,
+        timeout: float = 60.0,
+        num_retries: int = 1,
+        max_concurrent_requests: int = 8,
+    ) -> None:
+        items = [criteria] if isinstance(criteria, str) else list(criteria)
+        if not items:
+            raise ComposoValidationError("criteria: give at least one criterion")
+        try:
+            self.criteria = [
+                check_criterion(c, "criteria" if isinstance(criteria, str) else f"criteria[{i}]")
+                for i, c in enumerate(items)
+            ]
+        except ValueError as exc:
+            raise ComposoValidationError(str(exc)) from None
+        if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not (
+            0.0 <= threshold <= 1.0
+        ):
+            raise ComposoValidationError(f"threshold: a number between 0 and 1, got {threshold!r}")
+        if client is not None and not isinstance(client, (Composo, AsyncComposo)):
+            raise ComposoValidationError(
+                f"client: expected composo.Composo or composo.AsyncComposo, got "
+                f"{type(client).__name__}"
+            )
+        self.threshold = float(threshold)
+        self.raise_on_error = raise_on_error
+        self._options: dict[str, Any] = {
+            "tags": tags,
+            "model_core": model_core,
+            "explanation_cleaning": explanation_cleaning,
+            "data_retention": data_retention,
+        }
+        self._given = client
+        if isinstance(client, (Composo, AsyncComposo)):
+            settings = client
+        else:
+            # Made now so that a missing API key fails here, not in the middle of a batch.
+            settings = Composo(
+                api_key=api_key,
+                base_url=base_url,
+                timeout=timeout,
+                num_retries=num_retries,
+                max_concurrent_requests=max_concurrent_requests,
+            )
+        self._settings: dict[str, Any] = {
+            "api_key": settings._api_key,
+            "base_url": settings.base_url,
+            "num_retries": settings.num_retries,
+            "model_core": settings.model_core,
+            "timeout": settings.timeout,
+            "max_concurrent_requests": settings.max_concurrent_requests,
+        }
+        self._sync: Composo | None = client if isinstance(client, Composo) else None
+        if client is None:
+            self._sync = settings
+        self._lock = threading.Lock()
+        # AsyncComposo holds loop-bound resources, so one per event loop.
+        self._async_by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncComposo]
+        self._async_by_loop = weakref.WeakKeyDictionary()
+
+    def __repr__(self) -> str:
+        shown = self.criteria[0][:40] + ("..." if len(self.criteria[0]) > 40 else "")
+        more = f" (+{len(self.criteria) - 1})" if len(self.criteria) > 1 else ""
+        return f"{type(self).__name__}({shown!r}{more}, threshold={self.threshold})"
+
+    # -- PromptMixin: Composo criteria are not LlamaIndex prompts -------------------------------
+
+    def _get_prompts(self) -> PromptDictType:
+        return {}
+
+    def _update_prompts(self, prompts_dict: PromptDictType) -> None:
+        if prompts_dict:
+            raise ValueError(f"{type(self).__name__} has no prompts; set criteria= instead")
+
+    # -- clients ---------------------------------------------------------------------------------
+
+    def _sync_client(self) -> Composo:
+        with self._lock:
+            if self._sync is None:
+                self._sync = Composo(**self._settings)
+            return self._sync
+
+    def _async_client(self) -> AsyncComposo:
+        if isinstance(self._given, AsyncComposo):
+            return self._given
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            client = self._async_by_loop.get(loop)
+            if client is None:
+                client = AsyncComposo(**self._settings)
+                self._async_by_loop[loop] = client
+            return client
+
+    def close(self) -> None:
+        """Close the clients this evaluator made (never one that was passed in)."""
+        with self._lock:
+            if self._given is None and self._sync is not None:
+                self._sync.close()
+                self._sync = None
+            self._async_by_loop.clear()
+
+    async def aclose(self) -> None:
+        """Close the clients this evaluator made, including the one for this event loop."""
+        client = None
+        if not isinstance(self._given, AsyncComposo):
+            with self._lock:
+                client = self._async_by_loop.pop(asyncio.get_running_loop(), None)
+        if client is not None:
+            await client.aclose()
+        self.close()
+
+    # -- evaluation ------------------------------------------------------------------------------
+
+    def evaluate(
+        self,
+        query: str | None = None,
+        response: str | None = None,
+        contexts: Sequence[str] | None = None,
+        **kwargs: Any,
+    ) -> EvaluationResult:
+        """Score synchronously (a thread-pooled client: works inside a running event loop too)."""
+        call = self._prepare(query, response, contexts, kwargs)
+        try:
+            out = call.run_sync(self._sync_client())
+        except ComposoValidationError:
+            raise
+        except ComposoError as exc:
+            return self._failed(call, exc)
+        return self._result(call, out)
+
+    async def aevaluate(
+        self,
+        query: str | None = None,
+        response: str | None = None,
+        contexts: Sequence[str] | None = None,
+        sleep_time_in_seconds: float = 0,
+        **kwargs: Any,
+    ) -> EvaluationResult:
+        """Score on the running event loop with ``AsyncComposo``."""
+        call = self._prepare(query, response, contexts, kwargs)
+        if sleep_time_in_seconds:
+            await asyncio.sleep(sleep_time_in_seconds)
+        try:
+            out = await call.run_async(self._async_client())
+        except ComposoValidationError:
+            raise
+        except ComposoError as exc:
+            return self._failed(call, exc)
+        return self._result(call, out)
+
+    def evaluate_response(
+        self, query: str | None = None, response: Any = None, **kwargs: Any
+    ) -> EvaluationResult:
+        """Score a query engine ``Response`` or an ``AgentChatResponse``: its source nodes become
+        source material and its tool calls are part of the conversation."""
+        return self.evaluate(query=query, **self._response_kwargs(response), **kwargs)
+
+    async def aevaluate_response(
+        self, query: str | None = None, response: Any = None, **kwargs: Any
+    ) -> EvaluationResult:
+        return await self.aevaluate(query=query, **self._response_kwargs(response), **kwargs)
+
+    # -- helpers ---------------------------------------------------------------------------------
+
+    @staticmethod
+    def _response_kwargs(response: Any) -> dict[str, Any]:
+        if response is None:
+            return {}
+        if not hasattr(response, "source_nodes") or not hasattr(response, "response"):
+            raise ComposoValidationError(
+                f"response: expected a llama_index Response or AgentChatResponse, got "
+                f"{type(response).__name__}; pass strings to evaluate(query=, response=)"
+            )
+        return {
+            "response": response.response,
+            "contexts": [node_text(n) for n in response.source_nodes],
+            "_answer": response_messages(response),
+        }
+
+    def _prepare(
+        self,
+        query: str | None,
+        response: str | None,
+        contexts: Sequence[str] | None,
+        kwargs: dict[str, Any],
+    ) -> _Call:
+        answer = kwargs.pop("_answer", None)
+        messages = kwargs.pop("messages", None)
+        trace = kwargs.pop("trace", None)
+        tools = kwargs.pop("tools", None)
+        system = kwargs.pop("system", None)
+        if kwargs:
+            raise ComposoValidationError(
+                f"{', '.join(sorted(kwargs))}: not an option of {type(self).__name__}.evaluate; "
+                "it takes query, response, contexts, messages, trace, tools and system"
+            )
+        if contexts is not None and (
+            isinstance(contexts, str) or not all(isinstance(c, str) for c in contexts)
+        ):
+            raise ComposoValidationError("contexts: expected a list of strings (retrieved chunks)")
+        options = {k: v for k, v in self._options.items() if v is not None}
+        result = EvaluationResult(
+            query=query, response=response, contexts=list(contexts) if contexts else None
+        )
+        if trace is not None:
+            if messages is not None or response is not None:
+                raise ComposoValidationError(
+                    "trace: give either trace= or a conversation (query/response/messages)"
+                )
+            return _Call(self.criteria, result, {"trace": trace, **options})
+        return _Call(
+            self.criteria,
+            result,
+            {
+                "messages": self._conversation(query, response, contexts, messages, answer),
+                "tools": tools,
+                "system": system,
+                **options,
+            },
+        )
+
+    @staticmethod
+    def _conversation(
+        query: str | None,
+        response: str | None,
+        contexts: Sequence[str] | None,
+        messages: Any,
+        answer: list[dict[str, Any]] | None,
+    ) -> list[dict[str, Any]]:
+        convo: list[dict[str, Any]] = []
+        if messages is not None:
+            convo.extend(convert.to_messages(messages))
+        if query is not None:
+            if not isinstance(query, str):
+                raise ComposoValidationError(f"query: expected a string, got {type(query).__name__}")
+            convo.append({"role": "user", "content": query})
+        if answer is not None:  # from a Response object: source material already in place
+            return convo + answer
+        if contexts:
+            convo.append(source_material_message(list(contexts)))
+        if response is not None:
+            if not isinstance(response, str):
+                raise ComposoValidationError(
+                    f"response: expected a string, got {type(response).__name__}; "
+                    "use evaluate_response() for Response objects"
+                )
+            convo.append({"role": "assistant", "content": response})
+        elif messages is None:
+            raise ComposoValidationError(
+                "response: required (the answer to evaluate), or pass messages= with the chat "
+                "history ending in the answer"
+            )
+        if not any(m.get("role") == "user" for m in convo):
+            raise ComposoValidationError(
+                "query: required (the user's question), or pass messages= with the chat history"
+            )
+        return convo
+
+    def _result(self, call: _Call, answers: list[Any]) -> EvaluationResult:
+        scores: list[float] = []
+        notes: list[str] = []
+        for criterion, ans in zip(self.criteria, answers, strict=True):
+            if isinstance(ans, MultiAgentTraceResponse):
+                score, text = ans.overall_score, ans.explanation
+            else:
+                assert isinstance(ans, EvaluationResponse)
+                score, text = ans.score, ans.explanation
+            if score is not None:
+                scores.append(score)
+            verdict = "not applicable" if score is None else f"{score:.2f}"
+            notes.append(text if len(self.criteria) == 1 else f"[{verdict}] {criterion}: {text}")
+        score = statistics.fmean(scores) if scores else None
+        return call.result.model_copy(
+            update={
+                "score": score,
+                "passing": None if score is None else score >= self.threshold,
+                "feedback": "\n".join(notes),
+            }
+        )
+
+    def _failed(self, call: _Call, exc: ComposoError) -> EvaluationResult:
+        if self.raise_on_error:
+            raise exc
+        reason = f"{type(exc).__name__}: {exc}"
+        _log.warning("Composo evaluation failed, result marked invalid: %s", reason)
+        return call.result.model_copy(update={"invalid_result": True, "invalid_reason": reason})
+
+
+class _Call:
+    """One evaluation, ready to send with either client."""
+
+    def __init__(self, criteria: list[str], result: EvaluationResult, kwargs: dict[str, Any]):
+        self.criteria = criteria
+        self.result = result
+        self.kwargs = kwargs
+
+    def run_sync(self, client: Composo) -> list[Any]:
+        if "trace" in self.kwargs:
+            out = client.evaluate_trace(criteria=self.criteria, **self.kwargs)
+        else:
+            out = client.evaluate(criteria=self.criteria, **self.kwargs)
+        return list(out)
+
+    async def run_async(self, client: AsyncComposo) -> list[Any]:
+        if "trace" in self.kwargs:
+            out = await client.evaluate_trace(criteria=self.criteria, **self.kwargs)
+        else:
+            out = await client.evaluate(criteria=self.criteria, **self.kwargs)
+        return list(out)

@@ -1,0 +1,253 @@
+"""LlamaIndex chat objects as OpenAI-style message dicts, the shape Composo evaluates.
+
+Source material (retrieved nodes) travels as one ``system`` message placed just before the answer
+it supports, headed ``SOURCE_MATERIAL_HEADER`` and numbered ``[1]``, ``[2]``...: the evaluator and
+the ``result=`` adapter both use this layout, so RAG criteria (faithfulness, completeness,
+precision) see what the answer was allowed to rely on.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from llama_index.core.base.llms.types import (
+    ChatMessage,
+    ChatResponse,
+    CitableBlock,
+    CitationBlock,
+    TextBlock,
+    ThinkingBlock,
+    ToolCallBlock,
+)
+
+__all__ = [
+    "SOURCE_MATERIAL_HEADER",
+    "chat_message_dict",
+    "chat_messages",
+    "node_text",
+    "response_messages",
+    "source_material_message",
+    "tool_definitions",
+]
+
+SOURCE_MATERIAL_HEADER = "Source material retrieved for the answer that follows:"
+
+_log = logging.getLogger("composo.llamaindex")
+
+_ROLES = {
+    "system": "system",
+    "developer": "system",
+    "user": "user",
+    "assistant": "assistant",
+    "chatbot": "assistant",
+    "model": "assistant",
+    "tool": "tool",
+    "function": "tool",
+}
+
+
+def _arguments(kwargs: Any) -> str:
+    if kwargs is None:
+        return "{}"
+    if isinstance(kwargs, str):
+        return kwargs or "{}"
+    return json.dumps(kwargs, default=str)
+
+
+def _call(call_id: str, name: str, arguments: str) -> dict[str, Any]:
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+
+
+def _same_call_key(call: Mapping[str, Any]) -> str:
+    fn = call["function"]
+    try:
+        args = json.dumps(json.loads(fn["arguments"]), sort_keys=True)
+    except ValueError:
+        args = fn["arguments"]
+    return f"{fn['name']}\x00{args}"
+
+
+def _unique_calls(calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The same call is often kept both as a ``ToolCallBlock`` and in ``additional_kwargs``:
+    calls are the same when their ids match, or, when one has no id, their name and arguments."""
+    kept: list[dict[str, Any]] = []
+    for call in calls:
+        twin = next(
+            (
+                k
+                for k in kept
+                if (call["id"] and k["id"] == call["id"])
+                or ((not call["id"] or not k["id"]) and _same_call_key(k) == _same_call_key(call))
+            ),
+            None,
+        )
+        if twin is None:
+            kept.append(call)
+        elif not twin["id"]:
+            twin["id"] = call["id"]
+    return kept
+
+
+def _extra_tool_call(raw: Any) -> dict[str, Any] | None:
+    """One entry of ``additional_kwargs["tool_calls"]``: an OpenAI dict or object, an Anthropic
+    ``tool_use`` dict, or a LlamaIndex ``ToolSelection``."""
+    if hasattr(raw, "model_dump") and type(raw).__module__.startswith("openai."):
+        raw = raw.model_dump(mode="json", exclude_none=True)
+    if isinstance(raw, Mapping):
+        fn = raw.get("function")
+        if isinstance(fn, Mapping):
+            return _call(str(raw.get("id") or ""), str(fn.get("name", "")), _arguments(fn.get("arguments")))
+        if "name" in raw:  # Anthropic tool_use block
+            return _call(str(raw.get("id") or ""), str(raw["name"]), _arguments(raw.get("input")))
+        return None
+    if hasattr(raw, "tool_name") and hasattr(raw, "tool_kwargs"):  # ToolSelection
+        return _call(str(getattr(raw, "tool_id", "") or ""), str(raw.tool_name), _arguments(raw.tool_kwargs))
+    return None
+
+
+def _block_text(block: Any) -> str | None:
+    if isinstance(block, TextBlock):
+        return block.text
+    if isinstance(block, ThinkingBlock | ToolCallBlock):
+        return None  # reasoning is not part of the answer; tool calls are handled separately
+    if isinstance(block, CitableBlock):
+        return "".join(c.text for c in block.content if isinstance(c, TextBlock))
+    if isinstance(block, CitationBlock):
+        cited = block.cited_content
+        return cited.text if isinstance(cited, TextBlock) else f"[{cited.block_type}]"
+    kind = getattr(block, "block_type", type(block).__name__)
+    where = getattr(block, "url", None) or getattr(block, "path", None)
+    _log.debug("a %s block is sent as a placeholder: Composo evaluates text", kind)
+    return f"[{kind}: {where}]" if where else f"[{kind}]"
+
+
+def chat_message_dict(message: ChatMessage, index: int = 0) -> dict[str, Any]:
+    """One ``ChatMessage`` as a new dict; the message itself is left untouched."""
+    role_value = getattr(message.role, "value", message.role)
+    role = _ROLES.get(str(role_value))
+    if role is None:
+        raise ValueError(
+            f"messages[{index}].role is {role_value!r}; Composo takes system, user, assistant "
+            "and tool messages"
+        )
+    texts = [t for t in (_block_text(b) for b in message.blocks) if t is not None]
+    extra = message.additional_kwargs
+    out: dict[str, Any] = {"role": role, "content": "\n".join(texts) if texts else None}
+
+    calls: list[dict[str, Any]] = []
+    for block in message.blocks:
+        if isinstance(block, ToolCallBlock):
+            call = _call(block.tool_call_id or "", block.tool_name, _arguments(block.tool_kwargs))
+            calls.append(call)
+    for raw in extra.get("tool_calls") or ():
+        call = _extra_tool_call(raw)
+        if call is None:
+            raise ValueError(
+                f"messages[{index}].additional_kwargs['tool_calls'] holds a "
+                f"{type(raw).__name__} that is not a tool call"
+            )
+        calls.append(call)
+    kept = _unique_calls(calls)
+    for j, call in enumerate(kept):
+        if not call["id"]:
+            call["id"] = f"call_{index}_{j}"
+    if kept:
+        out["tool_calls"] = kept
+
+    if role == "tool":
+        call_id = extra.get("tool_call_id") or extra.get("tool_use_id")
+        if call_id:
+            out["tool_call_id"] = str(call_id)
+        name = extra.get("name") or extra.get("tool_name")
+        if name:
+            out["name"] = str(name)
+        if out["content"] is None:
+            out["content"] = ""
+    elif role != "assistant" and out["content"] is None:
+        out["content"] = ""
+    return out
+
+
+def chat_messages(messages: Iterable[Any]) -> list[dict[str, Any]]:
+    """A chat history (``ChatMessage`` objects, optionally mixed with message dicts)."""
+    out: list[dict[str, Any]] = []
+    for i, m in enumerate(messages):
+        if isinstance(m, ChatMessage):
+            out.append(chat_message_dict(m, i))
+        elif isinstance(m, Mapping):
+            out.append(dict(m))
+        else:
+            raise TypeError(f"messages[{i}] is a {type(m).__name__}, expected a ChatMessage")
+    return out
+
+
+def node_text(node: Any) -> str:
+    """The text of a ``NodeWithScore`` / node (without its metadata header)."""
+    inner = getattr(node, "node", node)
+    get = getattr(inner, "get_content", None)
+    return str(get()) if callable(get) else str(inner)
+
+
+def source_material_message(contexts: Sequence[str]) -> dict[str, Any]:
+    """The system message that carries retrieved contexts (see the module docstring)."""
+    body = "\n\n".join(f"[{i}] {c}" for i, c in enumerate(contexts, 1))
+    return {"role": "system", "content": f"{SOURCE_MATERIAL_HEADER}\n\n{body}"}
+
+
+def _tool_output_text(output: Any) -> str:
+    content = getattr(output, "content", None)
+    return str(content) if content is not None else str(getattr(output, "raw_output", ""))
+
+
+def response_messages(response: Any) -> list[dict[str, Any]]:
+    """A query-engine ``Response`` or an ``AgentChatResponse`` as the messages that answered.
+
+    Tool calls recorded in ``sources`` become an assistant tool-call turn and tool results;
+    ``source_nodes`` not already returned by those tools become source material.
+    """
+    out: list[dict[str, Any]] = []
+    tool_outputs = list(getattr(response, "sources", None) or ())
+    covered: set[int] = set()
+    if tool_outputs:
+        calls = [
+            _call(f"call_{i}", str(t.tool_name), _arguments(getattr(t, "raw_input", None)))
+            for i, t in enumerate(tool_outputs)
+        ]
+        out.append({"role": "assistant", "content": None, "tool_calls": calls})
+        for i, t in enumerate(tool_outputs):
+            out.append(
+                {
+                    "role": "tool",
+                    "tool_call_id": f"call_{i}",
+                    "name": str(t.tool_name),
+                    "content": _tool_output_text(t),
+                }
+            )
+            for n in getattr(getattr(t, "raw_output", None), "source_nodes", None) or ():
+                covered.add(id(n))
+    contexts = [node_text(n) for n in response.source_nodes or () if id(n) not in covered]
+    if contexts:
+        out.append(source_material_message(contexts))
+    text = getattr(response, "response", None)
+    if text is None:
+        raise ValueError("the response has no text (response.response is None)")
+    out.append({"role": "assistant", "content": str(text)})
+    return out
+
+
+def chat_response_messages(response: ChatResponse) -> list[dict[str, Any]]:
+    return [chat_message_dict(response.message)]
+
+
+def tool_definitions(tools: Iterable[Any]) -> list[dict[str, Any]]:
+    """LlamaIndex tools (``FunctionTool``, ``QueryEngineTool``...) as OpenAI tool definitions."""
+    out: list[dict[str, Any]] = []
+    for tool in tools:
+        if isinstance(tool, Mapping):
+            out.append(dict(tool))
+        else:
+            out.append(dict(tool.metadata.to_openai_tool(skip_length_check=True)))
+    return out

@@ -1,0 +1,525 @@
+"""LlamaIndex runs as Composo traces, read from LlamaIndex's instrumentation dispatcher.
+
+``LlamaIndexTraceCapture`` is a context manager (``with`` / ``async with``). While it is active in
+the current thread or task, every LLM call LlamaIndex makes becomes an ``LLMInteraction``:
+
+- each run of a workflow agent (``FunctionAgent``, ``ReActAgent``...) is an agent instance named
+  after the agent; in an ``AgentWorkflow`` each stretch handled by one agent is an instance, in
+  the order they ran (a hand-off starts a new one);
+- a workflow started inside another agent's tool is a sub-agent of that agent, referenced at the
+  point it ran; LLM calls a tool makes itself (a query engine tool) are a sub-agent named after
+  the tool;
+- tool calls are the interaction's output; their results are the next interaction's input;
+- LLM calls outside any workflow belong to one instance named ``name``.
+
+One process-wide pair of handlers sits on the root dispatcher while a capture (or the tracing
+instrument) is in use; with nothing to record they return at once. Handler work is a dict lookup
+and a message conversion, under a per-capture lock; errors are logged, never raised into the run.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import logging
+import threading
+import uuid
+from contextvars import ContextVar, Token
+from types import TracebackType
+from typing import Any
+
+from composo.errors import ComposoValidationError
+from composo.trace import (
+    AgentInstance,
+    InputMessage,
+    LLMInteraction,
+    MultiAgentTrace,
+    OutputMessage,
+    ToolCall,
+    ToolResponse,
+    ToolSpec,
+)
+from llama_index.core.instrumentation import get_dispatcher
+from llama_index.core.instrumentation.event_handlers import BaseEventHandler
+from llama_index.core.instrumentation.events import BaseEvent
+from llama_index.core.instrumentation.events.llm import (
+    LLMChatEndEvent,
+    LLMChatStartEvent,
+    LLMCompletionEndEvent,
+)
+from llama_index.core.instrumentation.span import BaseSpan
+from llama_index.core.instrumentation.span_handlers import BaseSpanHandler
+from llama_index.core.llms.llm import BaseLLM
+from llama_index.core.tools.types import BaseTool
+from llama_index.core.workflow import Workflow
+
+from llama_index.evaluation.composo.messages import chat_message_dict, tool_definitions
+
+__all__ = ["LlamaIndexTraceCapture"]
+
+_log = logging.getLogger("composo.llamaindex")
+_current: ContextVar[LlamaIndexTraceCapture | None] = ContextVar(
+    "composo_llamaindex_capture", default=None
+)
+_PENDING_LIMIT = 256
+_LLM_CALLS = frozenset(
+    {"chat", "achat", "stream_chat", "astream_chat", "complete", "acomplete", "stream_complete", "astream_complete"}
+)
+
+
+def _method(span_id: str) -> str:
+    """``"MockLLM.chat-<uuid>"`` -> ``"chat"``."""
+    return span_id.split("-", 1)[0].rsplit(".", 1)[-1]
+
+
+# -- conversion ------------------------------------------------------------------------------
+
+
+def _text(content: Any) -> str:
+    return "" if content is None else str(content)
+
+
+def _input_messages(messages: list[dict[str, Any]]) -> list[InputMessage]:
+    out: list[InputMessage] = []
+    names: dict[str, str] = {}  # tool call id -> tool name, to name the responses
+    for m in messages:
+        role = str(m.get("role"))
+        if role == "tool":
+            call_id = str(m.get("tool_call_id") or "")
+            out.append(
+                InputMessage(
+                    role="tool",
+                    type="tool_response",
+                    content=ToolResponse(
+                        id=call_id,
+                        response=_text(m.get("content")),
+                        name=m.get("name") or names.get(call_id),
+                    ),
+                )
+            )
+            continue
+        for call in m.get("tool_calls") or ():
+            names[str(call["id"])] = str(call["function"]["name"])
+        if m.get("content") or not m.get("tool_calls"):
+            out.append(InputMessage(role=role, type="text", content=_text(m.get("content"))))
+        for call in m.get("tool_calls") or ():
+            out.append(InputMessage(role=role, type="tool_call", content=_tool_call(call)))
+    return out
+
+
+def _tool_call(call: dict[str, Any]) -> ToolCall:
+    fn = call["function"]
+    return ToolCall(id=str(call["id"]), name=str(fn["name"]), parameters=str(fn["arguments"]))
+
+
+def _output_messages(message: dict[str, Any]) -> list[OutputMessage]:
+    out: list[OutputMessage] = []
+    if message.get("content") or not message.get("tool_calls"):
+        out.append(OutputMessage(type="text", content=_text(message.get("content"))))
+    out.extend(OutputMessage(type="tool_call", content=_tool_call(c)) for c in message.get("tool_calls") or ())
+    return out
+
+
+def _tool_specs(tools: Any) -> list[ToolSpec] | None:
+    if not tools:
+        return None
+    specs = []
+    for d in tool_definitions(tools):
+        fn = d.get("function", d)
+        params = fn.get("parameters", fn.get("input_schema", {}))
+        specs.append(
+            ToolSpec(
+                name=str(fn.get("name", "")),
+                description=str(fn.get("description") or ""),
+                parameters=params if isinstance(params, str) else json.dumps(params),
+            )
+        )
+    return specs
+
+
+def chat_interaction(
+    messages: list[Any], response_message: Any, tools: list[ToolSpec] | None
+) -> LLMInteraction:
+    """One chat call (LlamaIndex ``ChatMessage`` objects) as an ``LLMInteraction``."""
+    inputs = [chat_message_dict(m, i) for i, m in enumerate(messages)]
+    return LLMInteraction(
+        input_messages=_input_messages(inputs),
+        output_messages=_output_messages(chat_message_dict(response_message)),
+        tools_available=tools,
+    )
+
+
+def completion_interaction(prompt: str, text: str) -> LLMInteraction:
+    return LLMInteraction(
+        input_messages=[InputMessage(role="user", type="text", content=prompt)],
+        output_messages=[OutputMessage(type="text", content=text)],
+    )
+
+
+# -- what one capture records ----------------------------------------------------------------
+
+
+class _Agent:
+    __slots__ = ("id", "interactions", "name")
+
+    def __init__(self, name: str) -> None:
+        self.id = str(uuid.uuid4())
+        self.name = name
+        self.interactions: list[str | LLMInteraction] = []
+
+
+class _Scope:
+    """A workflow run or a tool call: the LLM calls under it belong to one agent at a time."""
+
+    __slots__ = ("agent", "agent_name", "fixed", "parent", "spans", "tool")
+
+    def __init__(self, agent_name: str, parent: _Scope | None, *, fixed: bool, tool: bool) -> None:
+        self.agent_name = agent_name
+        self.fixed = fixed  # a single agent: its steps cannot rename it
+        self.tool = tool
+        self.parent = parent
+        self.agent: _Agent | None = None
+        self.spans: list[str] = []
+
+
+class LlamaIndexTraceCapture:
+    """Record what LlamaIndex does inside ``with`` / ``async with`` as a ``MultiAgentTrace``.
+
+    ``name`` names the instance for LLM calls made outside any workflow, and the root when
+    several agents ran side by side. Read ``trace`` after the block (or pass the capture itself
+    as ``trace=`` to ``evaluate_trace``). A capture is used once; nothing global keeps its data.
+    """
+
+    def __init__(self, name: str | None = None) -> None:
+        self.name = name
+        self._lock = threading.Lock()
+        self._agents: dict[str, _Agent] = {}
+        self._top: list[str] = []
+        self._spans: dict[str, _Scope] = {}
+        self._runs: dict[str, _Scope] = {}
+        self._tools: dict[str, list[ToolSpec] | None] = {}
+        self._llm_calls: dict[str, int] = {}  # open LLM call spans -> id of the LLM
+        self._nested: set[str] = set()  # LLM calls made by another call of the same LLM
+        self._loose = _Scope(name or "llama_index", None, fixed=True, tool=False)
+        self._token: Token[LlamaIndexTraceCapture | None] | None = None
+        self._state = "new"
+
+    def __repr__(self) -> str:
+        return (
+            f"LlamaIndexTraceCapture(name={self.name!r}, state={self._state!r}, "
+            f"agents={len(self._agents)})"
+        )
+
+    # -- context manager -----------------------------------------------------------------
+
+    def __enter__(self) -> LlamaIndexTraceCapture:
+        if self._state != "new":
+            raise RuntimeError("a LlamaIndexTraceCapture records once; create a new one")
+        _hub.acquire()
+        self._token = _current.set(self)
+        self._state = "active"
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self._token is not None:
+            try:
+                _current.reset(self._token)
+            except ValueError:  # exited in another context than entered: just stop recording
+                _current.set(None)
+            self._token = None
+        self._state = "finished"
+        with self._lock:
+            self._spans.clear()
+            self._runs.clear()
+            self._tools.clear()
+            self._llm_calls.clear()
+            self._nested.clear()
+        _hub.release()
+
+    async def __aenter__(self) -> LlamaIndexTraceCapture:
+        return self.__enter__()
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.__exit__(exc_type, exc, tb)
+
+    # -- the result ----------------------------------------------------------------------
+
+    @property
+    def llm_call_count(self) -> int:
+        with self._lock:
+            return sum(
+                1 for a in self._agents.values() for s in a.interactions if not isinstance(s, str)
+            )
+
+    @property
+    def trace(self) -> MultiAgentTrace:
+        """The captured run; raises ``ComposoValidationError`` when no LLM call was seen."""
+        with self._lock:
+            agents = {
+                a.id: AgentInstance(id=a.id, name=a.name, interactions=list(a.interactions))
+                for a in self._agents.values()
+            }
+            top = list(self._top)
+        if not agents:
+            raise ComposoValidationError(
+                "trace: the capture saw no LLM call; run the LlamaIndex code inside "
+                "`with LlamaIndexTraceCapture() as capture:` (a trace needs at least one model call)"
+            )
+        if len(top) == 1:
+            root = top[0]
+        else:
+            root_agent = AgentInstance(
+                id=str(uuid.uuid4()), name=self.name or "agent_workflow", interactions=list(top)
+            )
+            agents[root_agent.id] = root_agent
+            root = root_agent.id
+        return MultiAgentTrace(root_agent_instance_id=root, agent_instance_by_id=agents)
+
+    # -- recording (called by the handlers) ----------------------------------------------
+
+    def _span_enter(self, id_: str, bound_args: Any, instance: Any, parent_id: str | None) -> None:
+        with self._lock:
+            if isinstance(instance, BaseLLM) and _method(id_) in _LLM_CALLS:
+                # chat() built on complete() (or the reverse) must count as one call
+                if parent_id is not None and self._llm_calls.get(parent_id) == id(instance):
+                    self._nested.add(id_)
+                self._llm_calls[id_] = id(instance)
+            parent = self._spans.get(parent_id) if parent_id else None
+            if isinstance(instance, Workflow) and id_.startswith(f"{type(instance).__name__}.run-"):
+                while parent is not None and parent.tool:
+                    parent = parent.parent  # an agent run inside a tool is the caller's sub-agent
+                agent_name = getattr(instance, "name", None)
+                fixed = isinstance(agent_name, str) and bool(agent_name)
+                scope = _Scope(
+                    agent_name if fixed else type(instance).__name__, parent, fixed=fixed, tool=False
+                )
+                self._runs[id_] = scope
+            elif parent is not None and isinstance(instance, BaseTool):
+                name = instance.metadata.name or type(instance).__name__
+                scope = _Scope(name, parent, fixed=True, tool=True)
+                self._runs[id_] = scope
+            elif parent is not None:
+                scope = parent
+                ev = bound_args.arguments.get("ev") if bound_args is not None else None
+                name = getattr(ev, "current_agent_name", None)
+                if isinstance(name, str) and name and not scope.fixed:
+                    scope.agent_name = name
+            else:
+                return
+            self._spans[id_] = scope
+            scope.spans.append(id_)
+
+    def _span_end(self, id_: str) -> None:
+        with self._lock:
+            self._llm_calls.pop(id_, None)
+            scope = self._runs.pop(id_, None)
+            if scope is not None:
+                for span_id in scope.spans:
+                    self._spans.pop(span_id, None)
+                    self._tools.pop(span_id, None)
+
+    def _offered(self, span_id: str | None, tools: list[ToolSpec] | None) -> None:
+        if span_id is None:
+            return
+        with self._lock:
+            self._tools[span_id] = tools
+
+    def _take_offered(self, span_id: str | None) -> list[ToolSpec] | None:
+        with self._lock:
+            return self._tools.pop(span_id, None) if span_id else None
+
+    def _is_nested(self, span_id: str | None) -> bool:
+        with self._lock:
+            if span_id in self._nested:
+                self._nested.discard(span_id)
+                self._tools.pop(span_id, None)
+                return True
+            return False
+
+    def _record(self, span_id: str | None, interaction: LLMInteraction) -> None:
+        with self._lock:
+            scope = self._spans.get(span_id) if span_id else None
+            self._agent_for(scope or self._loose).interactions.append(interaction)
+
+    def _agent_for(self, scope: _Scope) -> _Agent:
+        if scope.agent is None or scope.agent.name != scope.agent_name:
+            agent = _Agent(scope.agent_name)
+            self._agents[agent.id] = agent
+            if scope.parent is not None:
+                self._agent_for(scope.parent).interactions.append(agent.id)
+            else:
+                self._top.append(agent.id)
+            scope.agent = agent
+        return scope.agent
+
+
+# -- the handlers on the dispatcher ----------------------------------------------------------
+
+
+class _Hub:
+    """Installs the handlers while someone needs them; forwards to ``composo.tracing`` when the
+    instrument is on and no capture is active."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._users = 0
+        self.forwarding = 0
+        self._handlers: tuple[_EventHandler, _SpanHandler] | None = None
+        self._pending: dict[str, list[ToolSpec] | None] = {}
+
+    def acquire(self, forward: bool = False) -> None:
+        with self._lock:
+            self._users += 1
+            self.forwarding += int(forward)
+            if self._handlers is None:
+                events, spans = _EventHandler(), _SpanHandler()
+                root = get_dispatcher()
+                # New lists, so a dispatch already iterating the old one is not disturbed.
+                root.event_handlers = [*root.event_handlers, events]
+                root.span_handlers = [*root.span_handlers, spans]
+                self._handlers = (events, spans)
+
+    def release(self, forward: bool = False) -> None:
+        with self._lock:
+            self._users = max(0, self._users - 1)
+            self.forwarding = max(0, self.forwarding - int(forward))
+            if self.forwarding == 0:
+                self._pending.clear()
+            if self._users == 0 and self._handlers is not None:
+                events, spans = self._handlers
+                root = get_dispatcher()
+                root.event_handlers = [h for h in root.event_handlers if h is not events]
+                root.span_handlers = [h for h in root.span_handlers if h is not spans]
+                self._handlers = None
+
+    @property
+    def installed(self) -> bool:
+        return self._handlers is not None
+
+    # pending tool lists for forwarded calls (no capture to keep them in)
+    def offered(self, span_id: str | None, tools: list[ToolSpec] | None) -> None:
+        if span_id is None:
+            return
+        with self._lock:
+            if len(self._pending) >= _PENDING_LIMIT:
+                self._pending.pop(next(iter(self._pending)))
+            self._pending[span_id] = tools
+
+    def take_offered(self, span_id: str | None) -> list[ToolSpec] | None:
+        with self._lock:
+            return self._pending.pop(span_id, None) if span_id else None
+
+
+_hub = _Hub()
+
+
+def _forward(interaction: LLMInteraction) -> None:
+    from composo.tracing.context import record_interaction
+
+    record_interaction(interaction)
+
+
+class _EventHandler(BaseEventHandler):
+    @classmethod
+    def class_name(cls) -> str:
+        return "ComposoTraceEventHandler"
+
+    def handle(self, event: BaseEvent, **kwargs: Any) -> None:
+        capture = _current.get()
+        if capture is None and not _hub.forwarding:
+            return
+        try:
+            _handle(capture, event)
+        except Exception:  # never into the user's run
+            _log.debug("could not record a LlamaIndex %s", type(event).__name__, exc_info=True)
+
+
+def _handle(capture: LlamaIndexTraceCapture | None, event: BaseEvent) -> None:
+    if capture is not None and isinstance(event, (LLMChatEndEvent, LLMCompletionEndEvent)):
+        if capture._is_nested(event.span_id):
+            return
+    if isinstance(event, LLMChatStartEvent):
+        tools = _tool_specs(event.additional_kwargs.get("tools"))
+        if capture is not None:
+            capture._offered(event.span_id, tools)
+        else:
+            _hub.offered(event.span_id, tools)
+        return
+    if isinstance(event, LLMChatEndEvent):
+        if event.response is None:
+            return
+        tools = (
+            capture._take_offered(event.span_id)
+            if capture is not None
+            else _hub.take_offered(event.span_id)
+        )
+        interaction = chat_interaction(list(event.messages), event.response.message, tools)
+    elif isinstance(event, LLMCompletionEndEvent):
+        interaction = completion_interaction(event.prompt, event.response.text)
+    else:
+        return
+    if capture is not None:
+        capture._record(event.span_id, interaction)
+    else:
+        _forward(interaction)
+
+
+class _SpanHandler(BaseSpanHandler[BaseSpan]):
+    @classmethod
+    def class_name(cls) -> str:
+        return "ComposoTraceSpanHandler"
+
+    def span_enter(
+        self,
+        id_: str,
+        bound_args: inspect.BoundArguments,
+        instance: Any | None = None,
+        parent_id: str | None = None,
+        tags: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        capture = _current.get()
+        if capture is None:
+            return
+        try:
+            capture._span_enter(id_, bound_args, instance, parent_id)
+        except Exception:
+            _log.debug("could not follow a LlamaIndex span", exc_info=True)
+
+    def span_exit(
+        self,
+        id_: str,
+        bound_args: inspect.BoundArguments,
+        instance: Any | None = None,
+        result: Any | None = None,
+        **kwargs: Any,
+    ) -> None:
+        capture = _current.get()
+        if capture is not None:
+            capture._span_end(id_)
+
+    def span_drop(
+        self,
+        id_: str,
+        bound_args: inspect.BoundArguments,
+        instance: Any | None = None,
+        err: BaseException | None = None,
+        **kwargs: Any,
+    ) -> None:
+        capture = _current.get()
+        if capture is not None:
+            capture._span_end(id_)
+
+    # Spans are followed in span_enter/exit above; the base class's span objects are not used.
+    def new_span(self, *args: Any, **kwargs: Any) -> BaseSpan | None:
+        return None
+
+    def prepare_to_exit_span(self, *args: Any, **kwargs: Any) -> BaseSpan | None:
+        return None
+
+    def prepare_to_drop_span(self, *args: Any, **kwargs: Any) -> BaseSpan | None:
+        return None

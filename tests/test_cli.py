@@ -1,0 +1,261 @@
+"""The `composo` command line, run as a subprocess against the local server."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.servers import ServerProcess
+
+ROOT = Path(__file__).resolve().parents[1]
+DATASET = ROOT / "examples" / "data" / "conversations.jsonl"
+CRITERIA = [
+    "Reward answers that explain the refund policy",
+    "Passes if the answer mentions the return window",
+]
+ROW_KEYS = {"index", "id", "criterion", "score", "explanation", "error"}
+
+
+def env() -> dict[str, str]:
+    out = {k: v for k, v in os.environ.items() if not k.startswith("COMPOSO_")}
+    out["COLUMNS"] = "200"
+    return out
+
+
+def composo(*args: Any, stdin: str | None = None, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "composo", *map(str, args)],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        env=env(),
+        timeout=timeout,
+        cwd=ROOT,
+    )
+
+
+def server_args(live: ServerProcess) -> list[str]:
+    return ["--base-url", live.base_url, "--api-key", live.api_key]
+
+
+def crit_args(criteria: list[str] = CRITERIA) -> list[str]:
+    return [a for c in criteria for a in ("-c", c)]
+
+
+def line(i: int, **extra: Any) -> str:
+    return json.dumps(
+        {
+            "id": f"q{i}",
+            "messages": [
+                {"role": "user", "content": f"Question {i}: how do refunds work for returns?"},
+                {"role": "assistant", "content": "Returns within 30 days get a full refund." * (1 + i % 3)},
+            ],
+            **extra,
+        }
+    )
+
+
+def rows(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+
+
+def pairs(found: list[dict[str, Any]]) -> Counter[tuple[int, str]]:
+    return Counter((r["index"], r["criterion"]) for r in found)
+
+
+def test_evaluates_a_file_and_summarises(live: ServerProcess, tmp_path: Path) -> None:
+    data = tmp_path / "data.jsonl"
+    data.write_text("\n".join(line(i) for i in range(6)) + "\n")
+    out = tmp_path / "out.jsonl"
+
+    done = composo("evaluate", data, *crit_args(), "-o", out, *server_args(live))
+
+    assert done.returncode == 0, done.stderr
+    found = rows(out)
+    assert all(set(r) == ROW_KEYS and r["error"] is None for r in found)
+    assert pairs(found) == Counter({(i, c): 1 for i in range(6) for c in CRITERIA})
+    assert {r["id"] for r in found if r["index"] == 4} == {"q4"}
+    binary = [r["score"] for r in found if r["criterion"] == CRITERIA[1]]
+    assert set(binary) <= {0.0, 1.0}
+    # the summary: one line per criterion with count, mean, median, min, max, n/a, errors
+    for header in ("count", "mean", "median", "min", "max", "n/a", "errors"):
+        assert header in done.stderr
+    assert re.search(r"refund policy\s*│\s*6\s*│", done.stderr)
+
+
+def test_bad_lines_are_reported_recorded_and_skipped(live: ServerProcess, tmp_path: Path) -> None:
+    data = tmp_path / "data.jsonl"
+    data.write_text(
+        "\n".join(
+            [
+                line(0),
+                '{"messages": [ oops',
+                "",
+                "[1, 2, 3]",
+                json.dumps({"id": "lonely", "messages": [{"role": "user", "content": "hi"}]}),
+                line(5),
+            ]
+        )
+        + "\n"
+    )
+    out = tmp_path / "out.jsonl"
+
+    done = composo("evaluate", data, *crit_args(), "-o", out, *server_args(live))
+
+    assert done.returncode == 1
+    assert "line 2: not valid JSON" in done.stderr
+    assert "line 4: expected a JSON object, got a list" in done.stderr
+    assert "line 5:" in done.stderr and "at least 2" in done.stderr
+    found = rows(out)
+    failed = {r["index"] for r in found if r["error"]}
+    assert failed == {1, 3, 4}  # 0-based line numbers; the blank line 3 is skipped
+    assert pairs(found) == Counter({(i, c): 1 for i in (0, 1, 3, 4, 5) for c in CRITERIA})
+    assert next(r for r in found if r["index"] == 4)["id"] == "lonely"
+    assert all(r["score"] is not None or r["explanation"] for r in found if r["index"] in (0, 5))
+
+
+def test_reads_stdin_and_writes_stdout(live: ServerProcess) -> None:
+    data = "\n".join(line(i) for i in range(3)) + "\n"
+    done = composo("evaluate", "-", "-c", CRITERIA[0], *server_args(live), stdin=data)
+    assert done.returncode == 0, done.stderr
+    found = [json.loads(x) for x in done.stdout.splitlines()]
+    assert sorted((r["index"], r["id"]) for r in found) == [(0, "q0"), (1, "q1"), (2, "q2")]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["-c", "be nice"], "must begin with 'Reward'"),
+        (["-c", CRITERIA[0], "--concurrency", "0"], "--concurrency"),
+        ([], "-c"),
+        (["-c", CRITERIA[0], "--local", "--base-url", "http://127.0.0.1:9"], "--local"),
+    ],
+)
+def test_usage_errors_exit_2(tmp_path: Path, args: list[str], message: str) -> None:
+    data = tmp_path / "data.jsonl"
+    data.write_text(line(0) + "\n")
+    done = composo("evaluate", data, *args)
+    assert done.returncode == 2 and message in done.stderr
+
+
+def test_missing_input_and_missing_key_exit_2(tmp_path: Path) -> None:
+    done = composo("evaluate", tmp_path / "nope.jsonl", "-c", CRITERIA[0])
+    assert done.returncode == 2 and "no such file" in done.stderr
+    data = tmp_path / "data.jsonl"
+    data.write_text(line(0) + "\n")
+    done = composo("evaluate", data, "-c", CRITERIA[0], "--base-url", "http://127.0.0.1:9")
+    assert done.returncode == 2 and "--api-key" in done.stderr and "--local" in done.stderr
+
+
+def test_wrong_key_stops_early_with_exit_1(live: ServerProcess, tmp_path: Path) -> None:
+    data = tmp_path / "data.jsonl"
+    data.write_text("\n".join(line(i) for i in range(200)) + "\n")
+    out = tmp_path / "out.jsonl"
+    done = composo(
+        "evaluate", data, "-c", CRITERIA[0], "-o", out, "--base-url", live.base_url,
+        "--api-key", "wrong-key", "--concurrency", "2",
+    )
+    assert done.returncode == 1 and "stopped" in done.stderr and "wrong-key" not in done.stderr
+    assert 0 < len(rows(out)) < 20  # it did not hammer the server with 200 doomed requests
+
+
+def test_failed_pairs_are_retried_on_resume(live: ServerProcess, tmp_path: Path) -> None:
+    data = tmp_path / "data.jsonl"
+    data.write_text("\n".join(line(i) for i in range(4)) + "\n")
+    out = tmp_path / "out.jsonl"
+    live.fault({"status": 400, "detail": "refused once"})
+
+    first = composo("evaluate", data, *crit_args(), "-o", out, "--concurrency", "1", *server_args(live))
+    assert first.returncode == 1
+    assert [r["error"] for r in rows(out) if r["error"]] == ["BadRequestError: refused once (status 400)"]
+
+    second = composo("evaluate", data, *crit_args(), "-o", out, *server_args(live))
+    assert second.returncode == 0, second.stderr
+    assert "7 pair(s) already scored, 1 failed pair(s) to retry" in second.stderr
+    found = rows(out)
+    assert pairs(found) == Counter({(i, c): 1 for i in range(4) for c in CRITERIA})
+    assert all(r["error"] is None for r in found)
+    assert len(live.requests()) == 8 + 1  # the retry only; scored pairs were not sent again
+
+
+def test_resume_after_kill_9_writes_every_pair_exactly_once(
+    live: ServerProcess, tmp_path: Path
+) -> None:
+    n = 60
+    data = tmp_path / "data.jsonl"
+    data.write_text("\n".join(line(i) for i in range(n)) + "\n")
+    out = tmp_path / "out.jsonl"
+    live.fault(*[{"delay": 0.03}] * (2 * n))  # slow every request down so the kill lands mid-run
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "composo", "evaluate", str(data), *crit_args(), "-o", str(out),
+         "--concurrency", "4", *server_args(live)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env(), cwd=ROOT,
+    )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and (not out.exists() or len(out.read_bytes().splitlines()) < 20):
+        time.sleep(0.01)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(10)
+    before = rows(out)
+    assert 20 <= len(before) < 2 * n, "the kill should land in the middle of the run"
+    with out.open("ab") as f:  # as if the kill had cut a row in half
+        f.write(b'{"index": 59, "id": "q59", "criterion": "Reward ans')
+
+    done = composo("evaluate", data, *crit_args(), "-o", out, *server_args(live))
+
+    assert done.returncode == 0, done.stderr
+    assert "damaged last line repaired" in done.stderr
+    found = rows(out)
+    assert pairs(found) == Counter({(i, c): 1 for i in range(n) for c in CRITERIA})
+    assert found[: len(before)] == before  # what was written before the kill is kept as it was
+
+
+def test_local_flag_runs_the_example_dataset(tmp_path: Path) -> None:
+    out = tmp_path / "out.jsonl"
+    done = composo("evaluate", DATASET, "-c", "rag_faithfulness", "-c", "tool_selection", "-o", out, "--local")
+    assert done.returncode == 0, done.stderr
+    found = rows(out)
+    n = sum(1 for x in DATASET.read_text().splitlines() if x.strip())
+    assert n >= 50 and len(found) == 2 * n
+    tool_rows = [r for r in found if r["criterion"].startswith("Reward tool calls")]
+    assert any(r["score"] is None for r in tool_rows) and any(r["score"] is not None for r in tool_rows)
+    assert len({r["score"] for r in found}) > 5  # the dataset shows a spread
+
+
+def test_report_is_one_self_contained_html_file(live: ServerProcess, tmp_path: Path) -> None:
+    data = tmp_path / "data.jsonl"
+    data.write_text("\n".join([line(i) for i in range(8)] + ["not json"]) + "\n")
+    out = tmp_path / "out.jsonl"
+    composo("evaluate", data, *crit_args(), "-o", out, *server_args(live))
+    worst = min((r for r in rows(out) if r["score"] is not None and r["criterion"] == CRITERIA[0]),
+                key=lambda r: r["score"])
+
+    done = composo("report", out, "-o", tmp_path / "report.html")
+
+    assert done.returncode == 0, done.stderr
+    page = (tmp_path / "report.html").read_text()
+    assert page.startswith("<!DOCTYPE html>") and page.count("<svg") == 2
+    assert not re.search(r"""(src|href)\s*=|@import|url\(|<script|<link""", page)  # nothing fetched
+    assert worst["id"] in page and worst["explanation"].split(".")[0] in page
+    assert "not valid JSON" in page  # the error row is listed
+    assert composo("report", tmp_path / "missing.jsonl").returncode == 2
+
+
+def test_criteria_lists_the_library() -> None:
+    done = composo("criteria")
+    assert done.returncode == 0
+    from composo import criteria
+
+    assert "rag_faithfulness" in done.stdout and "binary_cites_sources" in done.stdout
+    assert criteria.tool_selection[:40] in done.stdout

@@ -1,0 +1,193 @@
+"""LangChain objects passed straight to Composo: the installed plugin converts them, and the wire
+body is what the platform expects (real langchain-core objects, local server)."""
+
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from langchain_core.messages import (
+    AIMessage,
+    ChatMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+)
+from langchain_core.outputs import ChatGeneration, ChatResult, Generation, LLMResult
+from langchain_core.prompts import ChatPromptTemplate
+from langchain_core.tools import tool
+
+from composo import AsyncComposo, Composo, ComposoValidationError, EvaluationResponse
+from tests.support.servers import ServerProcess
+
+CRITERION = "Reward answers that use the tool result"
+
+
+@tool
+def get_weather(city: str) -> str:
+    """Current weather for a city."""
+    return f"Sunny in {city}"
+
+
+def last_body(live: ServerProcess) -> dict:  # type: ignore[type-arg]
+    body: dict = live.requests()[-1]["body"]  # type: ignore[type-arg]
+    return body
+
+
+def test_installed_plugin_converts_messages_without_importing_it(live: ServerProcess) -> None:
+    code = textwrap.dedent(
+        f"""
+        import json, sys
+        from composo import Composo
+        client = Composo(api_key={live.api_key!r}, base_url={live.base_url!r})
+        client.evaluate(messages=[{{"role": "user", "content": "hi"}},
+                                  {{"role": "assistant", "content": "hello"}}],
+                        criteria="Reward friendly answers")
+        dicts_loaded_langchain = "langchain_core" in sys.modules
+        from langchain_core.messages import AIMessage, HumanMessage
+        r = client.evaluate(messages=[HumanMessage("What is 2 + 2?"), AIMessage("4")],
+                            criteria="Reward correct answers")
+        print(json.dumps({{"score": r.score, "dicts_loaded_langchain": dicts_loaded_langchain,
+                          "plugin_imported": "langchain_composo" in sys.modules}}))
+        """
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert 0.0 <= result["score"] <= 1.0
+    # Plain dicts never pay for LangChain; the plugin was found through its entry point.
+    assert result["dicts_loaded_langchain"] is False
+    assert result["plugin_imported"] is True
+    assert last_body(live)["messages"] == [
+        {"role": "user", "content": "What is 2 + 2?"},
+        {"role": "assistant", "content": "4"},
+    ]
+
+
+def test_full_conversation_with_tool_calls_and_content_blocks(
+    client: Composo, live: ServerProcess
+) -> None:
+    messages = [
+        SystemMessage("You are a weather bot."),
+        HumanMessage(
+            [
+                {"type": "text", "text": "Weather in Oslo?"},
+                {"type": "text", "text": "Be brief."},
+            ]
+        ),
+        AIMessage("", tool_calls=[{"name": "get_weather", "args": {"city": "Oslo"}, "id": "t1"}]),
+        ToolMessage("Sunny in Oslo", tool_call_id="t1", name="get_weather"),
+        ChatMessage(role="developer", content="Answer in one sentence."),
+    ]
+    before = copy.deepcopy(messages)
+    result = client.evaluate(
+        messages=messages,
+        result=AIMessage([{"type": "text", "text": "It is sunny in Oslo."}]),
+        tools=[get_weather],
+        criteria=CRITERION,
+    )
+    assert isinstance(result, EvaluationResponse) and result.score is not None
+    assert messages == before  # the caller's messages are untouched
+    body = last_body(live)
+    assert body["messages"] == [
+        {"role": "system", "content": "You are a weather bot."},
+        {"role": "user", "content": "Weather in Oslo?\nBe brief."},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {
+                    "type": "function",
+                    "id": "t1",
+                    "function": {"name": "get_weather", "arguments": '{"city": "Oslo"}'},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": "t1", "name": "get_weather", "content": "Sunny in Oslo"},
+        {"role": "system", "content": "Answer in one sentence."},
+        {"role": "assistant", "content": "It is sunny in Oslo."},
+    ]
+    assert body["tools"] == [
+        {
+            "type": "function",
+            "function": {
+                "name": "get_weather",
+                "description": "Current weather for a city.",
+                "parameters": {
+                    "type": "object",
+                    "properties": {"city": {"type": "string"}},
+                    "required": ["city"],
+                },
+            },
+        }
+    ]
+
+
+def test_image_parts_are_kept_and_provider_only_parts_dropped(
+    client: Composo, live: ServerProcess
+) -> None:
+    image = {"type": "image_url", "image_url": {"url": "https://example.com/cat.png"}}
+    client.evaluate(
+        messages=[HumanMessage([{"type": "text", "text": "What animal?"}, image])],
+        result=AIMessage(
+            [{"type": "reasoning", "reasoning": "whiskers"}, {"type": "text", "text": "A cat."}]
+        ),
+        criteria=CRITERION,
+    )
+    messages = last_body(live)["messages"]
+    assert messages[0]["content"] == [{"type": "text", "text": "What animal?"}, image]
+    assert messages[1] == {"role": "assistant", "content": "A cat."}
+
+
+@pytest.mark.parametrize(
+    "result",
+    [
+        AIMessage("Bonjour!"),
+        ChatResult(generations=[ChatGeneration(message=AIMessage("Bonjour!"))]),
+        LLMResult(generations=[[ChatGeneration(message=AIMessage("Bonjour!"))]]),
+        LLMResult(generations=[[Generation(text="Bonjour!")]]),
+    ],
+    ids=["AIMessage", "ChatResult", "LLMResult-chat", "LLMResult-text"],
+)
+def test_results_and_prompt_values(client: Composo, live: ServerProcess, result: object) -> None:
+    prompt = ChatPromptTemplate.from_messages(
+        [("system", "Translate to {language}."), ("human", "{text}")]
+    ).invoke({"language": "French", "text": "Hello!"})
+    client.evaluate(messages=prompt, result=result, criteria="Reward correct translations")
+    assert last_body(live)["messages"] == [
+        {"role": "system", "content": "Translate to French."},
+        {"role": "user", "content": "Hello!"},
+        {"role": "assistant", "content": "Bonjour!"},
+    ]
+
+
+async def test_async_client_takes_langchain_objects(
+    aclient: AsyncComposo, live: ServerProcess
+) -> None:
+    [a, b] = await aclient.evaluate(
+        messages=[HumanMessage("2 + 2?")],
+        result=AIMessage("4"),
+        criteria=["Reward correct answers", "Passes if the answer is a number"],
+    )
+    assert a.criterion == "Reward correct answers" and b.score in (0.0, 1.0)
+
+
+def test_mistakes_are_explained_before_any_request(client: Composo, live: ServerProcess) -> None:
+    with pytest.raises(ComposoValidationError, match="at least 2"):
+        client.evaluate(messages=[HumanMessage("alone")], criteria=CRITERION)
+    with pytest.raises(ComposoValidationError, match=r"roles? .*critic|critic"):
+        client.evaluate(
+            messages=[ChatMessage(role="critic", content="hm"), HumanMessage("hi")],
+            result=AIMessage("hello"),
+            criteria=CRITERION,
+        )
+    with pytest.raises(ComposoValidationError, match="LangChain AIMessage"):
+        client.evaluate(messages=[HumanMessage("hi")], result=object(), criteria=CRITERION)
+    with pytest.raises(ComposoValidationError, match="no generations"):
+        client.evaluate(messages=[HumanMessage("hi")], result=LLMResult(generations=[]), criteria=CRITERION)
+    assert live.requests() == []

@@ -1,0 +1,236 @@
+"""ComposoCallback in "trace" mode: a LangChain agent or LangGraph run becomes one multi-agent
+trace, evaluated when the outermost run ends (real langchain / langgraph, local server)."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any
+
+import pytest
+from langchain.agents import create_agent
+from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.runnables import RunnableConfig
+from langchain_core.tools import tool
+from langgraph.graph import END, START, MessagesState, StateGraph
+
+from composo import Composo, MultiAgentTraceResponse
+from langchain_composo import ComposoCallback
+from tests.support.servers import ServerProcess
+from tests.test_langchain_callback import EchoChat, ToolCallingFakeChat, get_weather
+
+CRITERION = "Reward agents that use their tools to answer"
+
+
+def trace_bodies(live: ServerProcess) -> list[dict[str, Any]]:
+    return [r["body"] for r in live.requests() if r["path"].endswith("/evals/trace")]
+
+
+def weather_agent(city: str = "Paris") -> Any:
+    model = ToolCallingFakeChat(
+        messages=iter(
+            [
+                AIMessage("", tool_calls=[{"name": "get_weather", "args": {"city": city}, "id": "w1"}]),
+                AIMessage(f"It is sunny and 21C in {city}."),
+            ]
+        )
+    )
+    return create_agent(model, tools=[get_weather], name="weather_agent", system_prompt="Be brief.")
+
+
+@pytest.fixture
+def tracer(client: Composo) -> Any:
+    cb = ComposoCallback(criteria=CRITERION, client=client, mode="trace")
+    yield cb
+    cb.close()
+
+
+def test_tool_calling_agent_becomes_one_trace(tracer: ComposoCallback, live: ServerProcess) -> None:
+    run_id = uuid.uuid4()
+    out = weather_agent().invoke(
+        {"messages": [HumanMessage("Weather in Paris?")]},
+        config={"callbacks": [tracer], "run_id": run_id},
+    )
+    assert out["messages"][-1].content == "It is sunny and 21C in Paris."
+    assert tracer.flush(timeout=30)
+    [record] = tracer.results
+    assert record.ok, record.error
+    assert record.run_id == str(run_id) and record.kind == "evaluate_trace"
+    assert isinstance(record.response, MultiAgentTraceResponse)
+    assert record.score == record.response.overall_score and record.score is not None
+    assert "weather_agent" in record.response.results_by_agent_name
+
+    [body] = trace_bodies(live)
+    trace = body["trace"]
+    assert trace["root_agent_instance_id"] == str(run_id)
+    [agent] = trace["agent_instance_by_id"].values()
+    assert agent["name"] == "weather_agent"
+    first, second = agent["interactions"]
+    assert [m["content"] for m in first["input_messages"]] == ["Be brief.", "Weather in Paris?"]
+    assert first["output_messages"] == [
+        {
+            "type": "tool_call",
+            "content": {"id": "w1", "name": "get_weather", "parameters": '{"city": "Paris"}'},
+        }
+    ]
+    assert [t["name"] for t in first["tools_available"]] == ["get_weather"]
+    tool_reply = second["input_messages"][-1]
+    assert tool_reply["role"] == "tool" and tool_reply["type"] == "tool_response"
+    assert tool_reply["content"] == {
+        "id": "w1",
+        "response": "Sunny and 21C in Paris",
+        "name": "get_weather",
+    }
+    assert second["output_messages"] == [{"type": "text", "content": "It is sunny and 21C in Paris."}]
+    assert tracer.open_runs == 0
+
+
+def test_sub_agent_called_as_a_tool_is_its_own_agent(
+    tracer: ComposoCallback, live: ServerProcess
+) -> None:
+    researcher = create_agent(
+        ToolCallingFakeChat(messages=iter([AIMessage("Paris has 2.1 million people.")])),
+        tools=[],
+        name="researcher",
+    )
+
+    @tool
+    def ask_researcher(question: str) -> str:
+        """Ask the research assistant a question."""
+        reply = researcher.invoke({"messages": [HumanMessage(question)]})
+        return str(reply["messages"][-1].content)
+
+    supervisor = create_agent(
+        ToolCallingFakeChat(
+            messages=iter(
+                [
+                    AIMessage(
+                        "",
+                        tool_calls=[
+                            {"name": "ask_researcher", "args": {"question": "Paris size?"}, "id": "r1"}
+                        ],
+                    ),
+                    AIMessage("About 2.1 million people live in Paris."),
+                ]
+            )
+        ),
+        tools=[ask_researcher],
+        name="supervisor",
+    )
+    supervisor.invoke({"messages": [HumanMessage("How big is Paris?")]}, config={"callbacks": [tracer]})
+    assert tracer.flush(timeout=30)
+    assert tracer.results[0].ok, tracer.results[0].error
+
+    [body] = trace_bodies(live)
+    agents = body["trace"]["agent_instance_by_id"]
+    root = agents[body["trace"]["root_agent_instance_id"]]
+    assert root["name"] == "supervisor"
+    kinds = ["agent" if isinstance(i, str) else "llm" for i in root["interactions"]]
+    assert kinds == ["llm", "agent", "llm"]  # the sub-agent ran between the two model calls
+    sub = agents[root["interactions"][1]]
+    assert sub["name"] == "researcher"
+    [sub_call] = sub["interactions"]
+    assert sub_call["input_messages"] == [
+        {"role": "user", "type": "text", "content": "Paris size?"}
+    ]
+    response = tracer.results[0].response
+    assert isinstance(response, MultiAgentTraceResponse)
+    assert set(response.results_by_agent_name) == {"supervisor", "researcher"}
+
+
+def test_langgraph_subgraph_is_a_sub_agent(tracer: ComposoCallback, live: ServerProcess) -> None:
+    writer = EchoChat()
+    planner = EchoChat()
+
+    def write(state: MessagesState) -> dict[str, Any]:
+        return {"messages": [writer.invoke(state["messages"])]}
+
+    def plan(state: MessagesState) -> dict[str, Any]:
+        return {"messages": [planner.invoke(state["messages"])]}
+
+    inner = StateGraph(MessagesState)
+    inner.add_node("write", write)
+    inner.add_edge(START, "write")
+    inner.add_edge("write", END)
+    outer = StateGraph(MessagesState)
+    outer.add_node("plan", plan)
+    outer.add_node("writer_team", inner.compile(name="writer_team"))
+    outer.add_edge(START, "plan")
+    outer.add_edge("plan", "writer_team")
+    outer.add_edge("writer_team", END)
+    graph = outer.compile(name="editor")
+
+    graph.invoke({"messages": [HumanMessage("Draft a haiku")]}, config={"callbacks": [tracer]})
+    assert tracer.flush(timeout=30)
+    assert tracer.results[0].ok, tracer.results[0].error
+    [body] = trace_bodies(live)
+    agents = body["trace"]["agent_instance_by_id"]
+    root = agents[body["trace"]["root_agent_instance_id"]]
+    assert root["name"] == "editor"
+    assert isinstance(root["interactions"][0], dict) and isinstance(root["interactions"][1], str)
+    sub = agents[root["interactions"][1]]
+    assert sub["name"] == "writer_team"
+    assert sub["interactions"][0]["output_messages"][0]["content"].startswith("You asked:")
+
+
+def test_concurrent_agent_runs_stay_apart(tracer: ComposoCallback, live: ServerProcess) -> None:
+    cities = ["Oslo", "Lima", "Cairo", "Perth"]
+    agents = {c: weather_agent(c) for c in cities}
+
+    async def run_all() -> None:
+        await asyncio.gather(
+            *(
+                agents[c].ainvoke(
+                    {"messages": [HumanMessage(f"Weather in {c}?")]},
+                    config=RunnableConfig(callbacks=[tracer]),
+                )
+                for c in cities
+            )
+        )
+
+    asyncio.run(run_all())
+    assert tracer.flush(timeout=30)
+    assert len(tracer.results) == len(cities) and all(r.ok for r in tracer.results)
+    seen = set()
+    for body in trace_bodies(live):
+        [agent] = body["trace"]["agent_instance_by_id"].values()
+        question = agent["interactions"][0]["input_messages"][-1]["content"]
+        city = question.removeprefix("Weather in ").rstrip("?")
+        answer = agent["interactions"][1]["output_messages"][0]["content"]
+        assert answer == f"It is sunny and 21C in {city}."
+        assert len(agent["interactions"]) == 2
+        seen.add(city)
+    assert seen == set(cities)
+    assert tracer.open_runs == 0
+
+
+def test_failed_run_is_not_evaluated_and_leaves_nothing_behind(
+    tracer: ComposoCallback, live: ServerProcess
+) -> None:
+    @tool
+    def flaky(city: str) -> str:
+        """Always fails."""
+        raise ConnectionError("weather service unreachable")
+
+    agent = create_agent(
+        ToolCallingFakeChat(
+            messages=iter(
+                [AIMessage("", tool_calls=[{"name": "flaky", "args": {"city": "X"}, "id": "f1"}])]
+            )
+        ),
+        tools=[flaky],
+        name="fragile",
+    )
+    with pytest.raises(ConnectionError):
+        agent.invoke({"messages": [HumanMessage("go")]}, config={"callbacks": [tracer]})
+    assert tracer.open_runs == 0
+    assert tracer.flush(timeout=30)
+    assert tracer.results == [] and trace_bodies(live) == []
+
+
+def test_a_chain_without_model_calls_is_skipped(tracer: ComposoCallback, live: ServerProcess) -> None:
+    from langchain_core.runnables import RunnableLambda
+
+    RunnableLambda(lambda x: x * 2).invoke(3, config={"callbacks": [tracer]})
+    assert tracer.flush(timeout=30)
+    assert tracer.results == [] and tracer.open_runs == 0

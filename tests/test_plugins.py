@@ -1,0 +1,112 @@
+"""Plugins: registered objects and entry-point packages convert what the core does not know."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+import composo
+from composo import Composo, ComposoValidationError
+from composo.plugins import get_plugin_manager
+from tests.support.servers import ServerProcess
+
+
+@dataclass
+class Ticket:
+    question: str
+    answer: str
+
+
+class TicketPlugin:
+    @composo.hookimpl
+    def composo_convert_messages(self, obj: Any) -> list[dict[str, Any]] | None:
+        if isinstance(obj, Ticket):
+            return [
+                {"role": "user", "content": obj.question},
+                {"role": "assistant", "content": obj.answer},
+            ]
+        return None
+
+    @composo.hookimpl
+    def composo_supported_types(self, kind: str) -> list[str] | None:
+        return ["a Ticket"] if kind == "messages" else None
+
+
+@pytest.fixture
+def ticket_plugin() -> Iterator[None]:
+    pm = get_plugin_manager()
+    pm.register(TicketPlugin(), name="test.tickets")
+    try:
+        yield
+    finally:
+        pm.unregister(name="test.tickets")
+
+
+def test_registered_plugin_converts_its_type(
+    ticket_plugin: None, client: Composo, live: ServerProcess
+) -> None:
+    result = client.evaluate(messages=Ticket("Reset my password?", "Use the link."), criteria="Reward a")
+    assert result.score is not None
+    assert live.requests()[0]["body"]["messages"][0] == {"role": "user", "content": "Reset my password?"}
+
+
+def test_unknown_object_lists_supported_types_and_how_to_add_one(ticket_plugin: None) -> None:
+    with Composo(api_key="k", base_url="http://127.0.0.1:9") as c:
+        with pytest.raises(ComposoValidationError) as info:
+            c.evaluate(messages={1, 2}, criteria="Reward a")
+    text = str(info.value)
+    assert "builtins.set" in text
+    assert "a Ticket" in text and "message dicts" in text
+    assert "composo_convert_" in text and "entry-point" in text
+
+
+def test_unregistered_plugin_is_no_longer_asked() -> None:
+    pm = get_plugin_manager()
+    pm.register(TicketPlugin(), name="test.tickets")
+    pm.unregister(name="test.tickets")
+    with Composo(api_key="k", base_url="http://127.0.0.1:9") as c, pytest.raises(ComposoValidationError):
+        c.evaluate(messages=Ticket("q", "a"), criteria="Reward a")
+
+
+def test_builtins_are_plugins_like_any_other() -> None:
+    names = {name for name, _ in get_plugin_manager().list_name_plugin()}
+    assert {"composo.basic", "composo.openai_chat", "composo.openai_responses"} <= names
+
+
+def test_entry_point_plugin_is_discovered(live: ServerProcess) -> None:
+    # examples/plugin_example is installed (requirements-dev.txt) and never imported by the core:
+    # a fresh interpreter must find it through the `composo` entry-point group alone.
+    code = textwrap.dedent(
+        f"""
+        from composo import Composo
+        from composo_plugin_example import Transcript
+        c = Composo(api_key={live.api_key!r}, base_url={live.base_url!r})
+        r = c.evaluate(messages=Transcript(["Where is my parcel?", "It ships tomorrow."]),
+                       criteria="Reward answers that address the customer's question")
+        print("score", r.score)
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("score ")
+    assert live.requests()[0]["body"]["messages"][1] == {
+        "role": "assistant",
+        "content": "It ships tomorrow.",
+    }
+
+
+def test_import_composo_stays_light() -> None:
+    code = (
+        "import sys, composo; heavy = ('openai', 'langchain', 'langchain_core', 'llama_index', "
+        "'opentelemetry', 'fastapi', 'uvicorn'); "
+        "print(sorted({m.split('.')[0] for m in sys.modules} & set(heavy)))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"

@@ -1,0 +1,129 @@
+"""The ``openai`` judge against the loopback stand-in for an OpenAI-compatible endpoint."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from composo import APIError, Composo, TaskFailedError
+from composo.server import LocalServer
+from composo.server.config import JudgeOptions
+from composo.trace import trace_from_messages
+from tests.support.openai_standin import OpenAIStandIn, chat_completion
+from tests.support.servers import ServerProcess
+
+QA = [
+    {"role": "user", "content": "What is the capital of France?"},
+    {"role": "assistant", "content": "Paris."},
+]
+
+
+def verdict(score: float | None, explanation: str = "because", applicable: bool = True) -> Any:
+    text = json.dumps({"applicable": applicable, "score": score, "explanation": explanation})
+    return chat_completion(content=text, model="judge-mini")
+
+
+@pytest.fixture
+def judged(openai_standin: OpenAIStandIn) -> Iterator[Composo]:
+    options = JudgeOptions(model="judge-mini", api_key="sk-test", base_url=openai_standin.base_url)
+    with LocalServer(judge="openai", judge_options=options) as srv, Composo(
+        api_key=srv.api_key, base_url=srv.base_url
+    ) as c:
+        yield c
+
+
+def chat_requests(oa: OpenAIStandIn) -> list[dict[str, Any]]:
+    return [r["body"] for r in oa.requests if r["path"].endswith("/chat/completions")]
+
+
+def test_reward_verdict_and_what_the_judge_is_asked(
+    judged: Composo, openai_standin: OpenAIStandIn
+) -> None:
+    openai_standin.queue_chat(verdict(0.75, "names Paris"))
+    res = judged.evaluate(messages=QA, criteria="Reward correct answers", system="Be brief")
+    assert (res.score, res.explanation) == (0.75, "names Paris")
+    (body,) = chat_requests(openai_standin)
+    assert body["model"] == "judge-mini"
+    assert body["response_format"] == {"type": "json_object"}
+    assert body["temperature"] == 0
+    system, user = (m["content"] for m in body["messages"])
+    assert "Penalize" in system and "applicable" in system  # the written rubric
+    assert "Criterion: Reward correct answers" in user
+    assert "graded" in user
+    assert "Be brief" in user
+    assert ">>> JUDGED [assistant] Paris." in user
+    assert "[user] What is the capital of France?" in user
+
+
+def test_binary_and_not_applicable(judged: Composo, openai_standin: OpenAIStandIn) -> None:
+    openai_standin.queue_chat(verdict(1, "it passes"), verdict(None, "no tools", applicable=False))
+    assert judged.evaluate(messages=QA, criteria="Passes if the answer names a city").score == 1.0
+    na = judged.evaluate(messages=QA, criteria="Reward good tool calls")
+    assert na.score is None and na.explanation == "no tools"
+    first = chat_requests(openai_standin)[0]["messages"][1]["content"]
+    assert isinstance(first, str)
+    assert "binary" in first
+
+
+def test_unusable_answers_are_sent_back_then_retried(
+    judged: Composo, openai_standin: OpenAIStandIn
+) -> None:
+    openai_standin.queue_chat(
+        chat_completion(content="I think it is good"),
+        verdict(0.5, "binary needs 0 or 1"),
+        verdict(0.0, "does not pass"),
+    )
+    res = judged.evaluate(messages=QA, criteria="Passes if the answer explains its reasoning")
+    assert res.score == 0.0
+    bodies = chat_requests(openai_standin)
+    assert len(bodies) == 3
+    assert "not a JSON object" in bodies[1]["messages"][-1]["content"]
+    assert "exactly 0 or 1" in bodies[2]["messages"][-1]["content"]
+
+
+def test_parse_failures_are_reported(judged: Composo, openai_standin: OpenAIStandIn) -> None:
+    openai_standin.on_chat(lambda body: chat_completion(content='{"score": 7, "explanation": "x"}'))
+    with pytest.raises(APIError, match="could not be used after 3 attempts") as info:
+        judged.evaluate(messages=QA, criteria="Reward correct answers")
+    assert info.value.status_code == 502
+    task = judged.evaluate(messages=QA, criteria="Reward correct answers", block=False)
+    with pytest.raises(TaskFailedError, match="outside 0..1"):
+        judged.wait(task["task_id"], timeout=10, poll_interval=0.05)
+
+
+def test_endpoint_errors(judged: Composo, openai_standin: OpenAIStandIn) -> None:
+    openai_standin.fail(503)
+    openai_standin.queue_chat(verdict(0.9))
+    assert judged.evaluate(messages=QA, criteria="Reward correct answers").score == 0.9
+    for _ in range(4):
+        openai_standin.fail(401, "Incorrect API key provided")
+    with pytest.raises(APIError, match="Incorrect API key provided"):
+        judged.evaluate(messages=QA, criteria="Reward correct answers")
+
+
+def test_trace_asks_once_per_agent_instance(judged: Composo, openai_standin: OpenAIStandIn) -> None:
+    trace = trace_from_messages(QA, name="answerer", agent_id="a1")
+    openai_standin.queue_chat(verdict(0.6, "fine"))
+    res = judged.evaluate_trace(trace, criteria="Reward agents that answer correctly")
+    assert res.agent_scores == {"a1": 0.6}
+    (body,) = chat_requests(openai_standin)
+    assert "agent 'answerer'" in body["messages"][1]["content"]
+
+
+def test_command_line_reads_openai_environment(openai_standin: OpenAIStandIn) -> None:
+    openai_standin.queue_chat(verdict(0.25, "from the command line"))
+    env = {"OPENAI_BASE_URL": openai_standin.base_url, "OPENAI_API_KEY": "sk-env"}
+    extra = ["--judge", "openai", "--judge-model", "served-judge"]
+    with ServerProcess(extra_args=extra, env=env) as srv, Composo(
+        api_key=srv.api_key, base_url=srv.base_url
+    ) as c:
+        assert c.evaluate(messages=QA, criteria="Reward correct answers").score == 0.25
+    assert chat_requests(openai_standin)[0]["model"] == "served-judge"
+
+
+def test_openai_judge_without_a_key_or_endpoint_is_refused() -> None:
+    with pytest.raises(ValueError, match="OPENAI_API_KEY"):
+        LocalServer(judge="openai").start()

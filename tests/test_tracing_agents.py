@@ -1,0 +1,177 @@
+"""``AgentTracer`` and ``agent_tracer`` on their own: decorators, ordering, bad input, calls fed
+by integrations, and bounded memory over thousands of runs."""
+
+from __future__ import annotations
+
+import gc
+import tracemalloc
+import weakref
+from collections.abc import Iterator
+from typing import Any
+
+import openai
+import pytest
+
+from composo import (
+    AgentTracer,
+    ComposoTracer,
+    ComposoValidationError,
+    InputMessage,
+    LLMInteraction,
+    MultiAgentTrace,
+    OutputMessage,
+    agent_tracer,
+)
+from composo.tracing.context import current_tracer, record_interaction
+from tests.support.openai_standin import OpenAIStandIn, chat_completion
+
+
+@pytest.fixture
+def tracing() -> Iterator[None]:
+    ComposoTracer.init()
+    yield
+    ComposoTracer.shutdown()
+
+
+def llm_span(prompt: str, answer: str) -> None:
+    """One model call as any OpenInference instrumentor reports it (a real OpenTelemetry span)."""
+    tracer = ComposoTracer.tracer_provider().get_tracer("framework")
+    attributes = {
+        "openinference.span.kind": "LLM",
+        "llm.input_messages.0.message.role": "user",
+        "llm.input_messages.0.message.content": prompt,
+        "llm.output_messages.0.message.role": "assistant",
+        "llm.output_messages.0.message.content": answer,
+    }
+    with tracer.start_as_current_span("llm", attributes=attributes):
+        pass
+
+
+def interaction(prompt: str, answer: str) -> LLMInteraction:
+    return LLMInteraction(
+        input_messages=[InputMessage(role="user", type="text", content=prompt)],
+        output_messages=[OutputMessage(type="text", content=answer)],
+    )
+
+
+def contents(trace: MultiAgentTrace, agent_id: str) -> list[str]:
+    out = []
+    for step in trace.agent_instance_by_id[agent_id].interactions:
+        if isinstance(step, LLMInteraction):
+            out.append(str(step.input_messages[0].content))
+        else:
+            out.append(f"<{trace.agent_instance_by_id[step].name}>")
+    return out
+
+
+def test_decorated_sync_and_async_agents(tracing: None) -> None:
+    received: list[MultiAgentTrace] = []
+
+    @agent_tracer(name="researcher", on_trace=received.append)
+    def research(topic: str) -> str:
+        llm_span(topic, "notes")
+        return "notes"
+
+    @agent_tracer
+    async def summarise(text: str) -> str:
+        llm_span(text, "summary")
+        return "summary"
+
+    import asyncio
+
+    with AgentTracer(name="orchestrator") as tracer:
+        llm_span("plan", "ok")
+        assert research("cells") == "notes"
+        assert asyncio.run(summarise("notes")) == "summary"
+    assert research.__name__ == "research"
+    assert contents(tracer.trace, tracer.agent_id) == ["plan", "<researcher>", "<summarise>"]
+    (own,) = received
+    assert [a.name for a in own.agent_instance_by_id.values()] == ["researcher"]
+
+
+def test_record_interaction_feeds_the_innermost_agent() -> None:
+    assert record_interaction(interaction("nobody", "listening")) is False
+    with AgentTracer(name="outer") as outer:
+        assert current_tracer() is outer
+        record_interaction(interaction("first", "1"))
+        with AgentTracer(name="inner") as inner:
+            assert record_interaction(interaction("nested", "2")) is True
+        record_interaction(interaction("last", "3"))
+    assert current_tracer() is None
+    trace = outer.trace
+    assert contents(trace, outer.agent_id) == ["first", "<inner>", "last"]
+    assert contents(trace, inner.agent_id) == ["nested"]
+    assert contents(inner.trace, inner.agent_id) == ["nested"]  # a sub-agent's own trace
+
+
+def test_bad_arguments_and_reuse_are_refused() -> None:
+    with pytest.raises(ComposoValidationError, match="name: expected a non-empty string"):
+        AgentTracer(name="")
+    with pytest.raises(ComposoValidationError, match="agent_id"):
+        AgentTracer(agent_id=42)  # type: ignore[arg-type]
+    with AgentTracer(agent_id="same") as outer:
+        record_interaction(interaction("a", "b"))
+        with AgentTracer(agent_id="same"):
+            record_interaction(interaction("c", "d"))
+    with pytest.raises(ComposoValidationError, match="'same' is used by two AgentTracers"):
+        _ = outer.trace
+    with pytest.raises(RuntimeError, match="already run"), outer:
+        pass
+
+
+def test_trace_read_inside_the_block_has_the_calls_so_far() -> None:
+    with AgentTracer() as tracer:
+        record_interaction(interaction("one", "1"))
+        assert tracer.trace.llm_interaction_count() == 1
+        record_interaction(interaction("two", "2"))
+    assert tracer.trace.llm_interaction_count() == 2
+
+
+def test_thousands_of_runs_leave_nothing_behind(tracing: None) -> None:
+    from composo.tracing.tracer import _processors
+
+    processor = _processors[ComposoTracer.tracer_provider()]
+
+    def run(n: int) -> Any:
+        with AgentTracer(name="worker") as tracer:
+            llm_span(f"q{n}", "a")
+            with AgentTracer(name="helper"):
+                llm_span("sub", "b")
+        assert tracer.trace.llm_interaction_count() == 2
+        return weakref.ref(tracer)
+
+    for n in range(200):  # warm up caches (pydantic, OpenTelemetry)
+        run(n)
+    gc.collect()
+    tracemalloc.start()
+    before = tracemalloc.take_snapshot()
+    refs = [run(n) for n in range(3000)]
+    gc.collect()
+    after = tracemalloc.take_snapshot()
+    tracemalloc.stop()
+    grown = sum(s.size_diff for s in after.compare_to(before, "filename"))
+    assert grown < 300_000, f"{grown} bytes retained after 3000 runs"
+    assert all(r() is None for r in refs)
+    assert processor.pending() == 0
+
+
+def test_abandoned_stream_is_forgotten_with_its_agent(
+    tracing: None, openai_standin: OpenAIStandIn
+) -> None:
+    from composo.tracing.tracer import _processors
+
+    processor = _processors[ComposoTracer.tracer_provider()]
+    openai_standin.queue_chat(chat_completion(content="never read"))
+    client = openai.OpenAI(base_url=openai_standin.base_url, api_key="sk-test")
+    with AgentTracer() as tracer:
+        stream = client.chat.completions.create(
+            model="gpt-4o-mini", messages=[{"role": "user", "content": "hi"}], stream=True
+        )
+    assert processor.pending() == 1  # the call is still running
+    with pytest.raises(ComposoValidationError, match="captured no LLM call"):
+        _ = tracer.trace
+    del tracer
+    gc.collect()
+    assert processor.pending() == 0
+    stream.close()
+    client.close()

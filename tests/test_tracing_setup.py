@@ -1,0 +1,334 @@
+"""``ComposoTracer`` and ``Instruments``: the user's OpenTelemetry setup is reused and never
+replaced, instruments come from plugins, init is idempotent, shutdown switches capture off, and
+the tracing extra is only needed where it is used."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import openai
+import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+import composo
+from composo import (
+    AgentTracer,
+    ComposoTracer,
+    ComposoValidationError,
+    Instruments,
+    LLMInteraction,
+    MultiAgentTrace,
+)
+from composo.plugins import get_plugin_manager
+from tests.support.openai_standin import OpenAIStandIn, chat_completion
+
+
+class EchoInstrument:
+    """A third-party framework's instrument: its model calls become OpenInference LLM spans."""
+
+    name = "echo-framework"
+
+    def __init__(self) -> None:
+        self.tracer: Any = None
+
+    def instrument(self, tracer_provider: Any) -> None:
+        self.tracer = tracer_provider.get_tracer("echo-framework")
+
+    def uninstrument(self) -> None:
+        self.tracer = None
+
+
+ECHO = EchoInstrument()
+
+
+def echo_chat(prompt: str, model: Callable[[str], str] | None = None) -> str:
+    """The framework's chat call; ``model`` is the client it delegates to (as a framework's
+    OpenAI chat model delegates to the openai client)."""
+    if ECHO.tracer is None:
+        return model(prompt) if model else prompt.upper()
+    attributes = {
+        "openinference.span.kind": "LLM",
+        "llm.input_messages.0.message.role": "user",
+        "llm.input_messages.0.message.content": prompt,
+    }
+    with ECHO.tracer.start_as_current_span("EchoChat", attributes=attributes) as span:
+        answer = model(prompt) if model else prompt.upper()
+        span.set_attribute("llm.output_messages.0.message.role", "assistant")
+        span.set_attribute("llm.output_messages.0.message.content", answer)
+    return answer
+
+
+class EchoPlugin:
+    @composo.hookimpl
+    def composo_instruments(self) -> list[Any]:
+        return [ECHO]
+
+
+@pytest.fixture
+def echo_plugin() -> Iterator[None]:
+    pm = get_plugin_manager()
+    pm.register(EchoPlugin(), name="test.echo")
+    try:
+        yield
+    finally:
+        pm.unregister(name="test.echo")
+
+
+@pytest.fixture
+def off() -> Iterator[None]:
+    """Tracing starts and ends switched off."""
+    ComposoTracer.shutdown()
+    yield
+    ComposoTracer.shutdown()
+
+
+@pytest.fixture
+def oai(openai_standin: OpenAIStandIn) -> Iterator[openai.OpenAI]:
+    with openai.OpenAI(base_url=openai_standin.base_url, api_key="sk-test", max_retries=0) as c:
+        yield c
+
+
+def ask(client: openai.OpenAI, text: str) -> str:
+    done = client.chat.completions.create(
+        model="gpt-4o-mini", messages=[{"role": "user", "content": text}]
+    )
+    return done.choices[0].message.content or ""
+
+
+def steps(trace: MultiAgentTrace) -> list[LLMInteraction]:
+    agent = trace.agent_instance_by_id[trace.root_agent_instance_id]
+    return [s for s in agent.interactions if isinstance(s, LLMInteraction)]
+
+
+def run_python(code: str, env: dict[str, str] | None = None) -> str:
+    import os
+
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, **(env or {})},
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+# -- Instruments ----------------------------------------------------------------------------------
+
+
+def test_plugin_instrument_is_switched_on_and_captured(
+    echo_plugin: None, off: None, oai: openai.OpenAI
+) -> None:
+    assert Instruments.ECHO_FRAMEWORK is ECHO
+    assert "ECHO_FRAMEWORK" in dir(Instruments)
+    ComposoTracer.init(instruments=[Instruments.OPENAI, Instruments.ECHO_FRAMEWORK])
+    assert ECHO.tracer is not None
+    assert ComposoTracer.instrumented() == ["openai", "echo-framework"]
+    with AgentTracer(name="echo") as tracer:
+        echo_chat("hello")
+    (step,) = steps(tracer.trace)
+    assert step.input_messages[0].content == "hello"
+    assert step.output_messages[0].content == "HELLO"
+    ComposoTracer.shutdown()
+    assert ECHO.tracer is None
+
+
+def test_framework_llm_span_around_openai_call_counts_once(
+    echo_plugin: None, off: None, oai: openai.OpenAI, openai_standin: OpenAIStandIn
+) -> None:
+    openai_standin.queue_chat(chat_completion(content="from the model"))
+    ComposoTracer.init(instruments=[Instruments.OPENAI, Instruments.ECHO_FRAMEWORK])
+    with AgentTracer() as tracer:
+        assert echo_chat("wrapped", model=lambda p: ask(oai, p)) == "from the model"
+        ask(oai, "direct")
+    wrapped, direct = steps(tracer.trace)
+    assert wrapped.input_messages[0].content == "wrapped"
+    assert wrapped.output_messages[0].content == "from the model"
+    assert direct.input_messages[0].content == "direct"
+
+
+@pytest.fixture
+def integrations_missing() -> Iterator[None]:
+    """As if no integration package were installed: their plugins are set aside for the test."""
+    pm = get_plugin_manager()
+    aside = [
+        (name, plugin)
+        for name, plugin in pm.list_name_plugin()
+        if hasattr(plugin, "composo_instruments") and name is not None
+    ]
+    for name, _ in aside:
+        pm.unregister(name=name)
+    try:
+        yield
+    finally:
+        for name, plugin in aside:
+            pm.register(plugin, name=name)
+
+
+def test_unknown_instrument_says_what_exists_and_what_to_install(
+    integrations_missing: None,
+) -> None:
+    assert dir(Instruments).count("OPENAI") == 1
+    with pytest.raises(AttributeError) as err:
+        _ = Instruments.LANGCHAIN
+    message = str(err.value)
+    assert "Install langchain-composo" in message
+    assert "Available: OPENAI." in message
+    assert "llama-index-evaluation-composo (LLAMA_INDEX)" in message
+    with pytest.raises(AttributeError, match="Instruments.NOPE is not available"):
+        _ = Instruments.NOPE
+
+
+def test_installed_integrations_add_their_instruments() -> None:
+    pytest.importorskip("llama_index.evaluation.composo")
+    pytest.importorskip("langchain_composo")
+    assert Instruments.LLAMA_INDEX.name == "llama_index"
+    assert Instruments.LANGCHAIN.name.lower() == "langchain"
+
+
+@pytest.mark.parametrize("bad", ["openai", [object()], 3])
+def test_bad_instruments_value_is_refused(off: None, bad: Any) -> None:
+    with pytest.raises(ComposoValidationError, match="instruments"):
+        ComposoTracer.init(instruments=bad)
+    assert ComposoTracer.instrumented() == []
+
+
+# -- init, providers, shutdown ---------------------------------------------------------------------
+
+
+def test_init_is_idempotent(off: None, oai: openai.OpenAI) -> None:
+    provider = TracerProvider()
+    ComposoTracer.init(instruments=Instruments.OPENAI, tracer_provider=provider)
+    ComposoTracer.init(instruments=Instruments.OPENAI)
+    ComposoTracer.init(instruments=[Instruments.OPENAI], tracer_provider=provider)
+    assert ComposoTracer.instrumented() == ["openai"]
+    with AgentTracer() as tracer:
+        ask(oai, "once")
+    assert len(steps(tracer.trace)) == 1
+    with pytest.raises(ComposoValidationError, match="tracer_provider"):
+        ComposoTracer.init(tracer_provider=TracerProvider())
+
+
+def test_users_provider_keeps_receiving_spans(off: None, oai: openai.OpenAI) -> None:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    ComposoTracer.init(instruments=Instruments.OPENAI, tracer_provider=provider)
+    assert ComposoTracer.tracer_provider() is provider
+    with AgentTracer() as tracer:
+        ask(oai, "shared")
+    ask(oai, "outside")
+    assert [s.name for s in exporter.get_finished_spans()] == ["ChatCompletion"] * 2
+    assert len(steps(tracer.trace)) == 1
+    ComposoTracer.shutdown()
+    ask(oai, "after shutdown")
+    assert len(exporter.get_finished_spans()) == 2  # un-instrumented; their provider still works
+    with provider.get_tracer("app").start_as_current_span("their own"):
+        pass
+    assert len(exporter.get_finished_spans()) == 3
+
+
+def test_shutdown_stops_capture_and_init_restarts_it(off: None, oai: openai.OpenAI) -> None:
+    ComposoTracer.init()
+    assert hasattr(openai.OpenAI.request, "__wrapped__")
+    ComposoTracer.shutdown()
+    assert not hasattr(openai.OpenAI.request, "__wrapped__")
+    with AgentTracer(name="untraced") as tracer:
+        ask(oai, "not captured")
+    with pytest.raises(ComposoValidationError, match="captured no LLM call"):
+        _ = tracer.trace
+    ComposoTracer.init()
+    with AgentTracer() as again:
+        ask(oai, "captured")
+    assert len(steps(again.trace)) == 1
+
+
+def test_global_sdk_provider_is_reused(openai_standin: OpenAIStandIn) -> None:
+    out = run_python(
+        f"""
+        import openai
+        from opentelemetry import trace
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+        from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+        from composo import AgentTracer, ComposoTracer, Instruments
+
+        exporter = InMemorySpanExporter()
+        theirs = TracerProvider()
+        theirs.add_span_processor(SimpleSpanProcessor(exporter))
+        trace.set_tracer_provider(theirs)
+        ComposoTracer.init(instruments=Instruments.OPENAI)
+        client = openai.OpenAI(base_url="{openai_standin.base_url}", api_key="sk-test")
+        with AgentTracer() as tracer:
+            client.chat.completions.create(
+                model="gpt-4o-mini", messages=[{{"role": "user", "content": "hi"}}]
+            )
+        print(trace.get_tracer_provider() is theirs, ComposoTracer.tracer_provider() is theirs)
+        print([s.name for s in exporter.get_finished_spans()])
+        print(tracer.trace.llm_interaction_count())
+        """
+    )
+    assert out.splitlines() == ["True True", "['ChatCompletion']", "1"]
+
+
+def test_without_a_provider_the_global_one_is_left_for_the_user(
+    openai_standin: OpenAIStandIn,
+) -> None:
+    out = run_python(
+        f"""
+        import openai
+        from opentelemetry import trace
+        from opentelemetry.sdk.trace import TracerProvider
+        from composo import AgentTracer, ComposoTracer
+
+        ComposoTracer.init()
+        print(type(trace.get_tracer_provider()).__name__)
+        later = TracerProvider()
+        trace.set_tracer_provider(later)
+        print(trace.get_tracer_provider() is later)
+        long_chat = [
+            {{"role": "user" if i % 2 == 0 else "assistant", "content": f"m{{i}}"}}
+            for i in range(81)
+        ]
+        client = openai.OpenAI(base_url="{openai_standin.base_url}", api_key="sk-test")
+        with AgentTracer() as tracer:
+            client.chat.completions.create(model="gpt-4o-mini", messages=long_chat)
+        (step,) = tracer.trace.agent_instance_by_id[tracer.agent_id].interactions
+        print(len(step.input_messages), step.input_messages[0].content)
+        """
+    )
+    # Composo's own provider keeps long conversations whole (the default limit is 128 attributes).
+    assert out.splitlines() == ["ProxyTracerProvider", "True", "81 m0"]
+
+
+def test_tracing_extra_is_needed_only_where_it_is_used() -> None:
+    out = run_python(
+        """
+        import sys
+
+        class Block:
+            def find_spec(self, name, path=None, target=None):
+                if name.split(".")[0] in ("opentelemetry", "openinference"):
+                    raise ImportError(f"No module named {name!r}", name=name)
+
+        sys.meta_path.insert(0, Block())
+        import composo
+        from composo import AgentTracer, agent_tracer
+        from composo.tracing.context import record_interaction
+        print(sorted(m for m in ("openai", "opentelemetry") if m in sys.modules))
+        try:
+            from composo import ComposoTracer
+        except ImportError as exc:
+            print(exc)
+        """
+    )
+    loaded, error = out.splitlines()
+    assert loaded == "[]"
+    assert "pip install 'composo[tracing]'" in error
