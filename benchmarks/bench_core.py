@@ -23,20 +23,32 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from composo import Composo  # noqa: E402
-from tests.support.servers import ServerProcess  # noqa: E402
+from composo import Composo
+from tests.support.servers import ServerProcess
 
 QA = [
     {"role": "user", "content": "What's the capital of France?"},
     {"role": "assistant", "content": "The capital of France is Paris."},
 ]
-HEAVY = ("openai", "langchain", "langchain_core", "llama_index", "opentelemetry", "fastapi", "uvicorn")
+HEAVY = (
+    "openai",
+    "langchain",
+    "langchain_core",
+    "llama_index",
+    "opentelemetry",
+    "fastapi",
+    "uvicorn",
+)
 
 
 def _import_seconds(stmt: str, runs: int = 15) -> float:
     code = f"import time; t = time.perf_counter(); {stmt}; print(time.perf_counter() - t)"
     times = [
-        float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
+        float(
+            subprocess.run(
+                [sys.executable, "-c", code], capture_output=True, text=True, check=True
+            ).stdout
+        )
         for _ in range(runs)
     ]
     return statistics.median(times)
@@ -46,18 +58,27 @@ def bench_import() -> None:
     base = _import_seconds("import httpx, pydantic")
     ours = _import_seconds("import composo")
     heavy = subprocess.run(
-        [sys.executable, "-c", "import sys, composo; print(sorted({m.split('.')[0] for m in sys.modules}))"],
-        capture_output=True, text=True, check=True,
+        [
+            sys.executable,
+            "-c",
+            "import sys, composo; print(sorted({m.split('.')[0] for m in sys.modules}))",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout
     loaded = sorted(set(json.loads(heavy.replace("'", '"'))) & set(HEAVY))
-    print(f"import composo: {ours * 1000:.1f} ms vs import httpx, pydantic: {base * 1000:.1f} ms "
-          f"-> ratio {ours / base:.2f}x (goal <= 1.3x); heavy modules imported: {loaded or 'none'}")
+    print(
+        f"import composo: {ours * 1000:.1f} ms vs import httpx, pydantic: {base * 1000:.1f} ms "
+        f"-> ratio {ours / base:.2f}x (goal <= 1.3x); heavy modules imported: {loaded or 'none'}"
+    )
 
 
 def bench_concurrency() -> None:
-    with ServerProcess(latency=0.3, dev_faults=False) as srv, Composo(
-        api_key=srv.api_key, base_url=srv.base_url
-    ) as c:
+    with (
+        ServerProcess(latency=0.3, dev_faults=False) as srv,
+        Composo(api_key=srv.api_key, base_url=srv.base_url) as c,
+    ):
         c.evaluate(messages=QA, criteria="Reward warm-up")
         one, five = [], []
         for _ in range(5):
@@ -68,8 +89,10 @@ def bench_concurrency() -> None:
             c.evaluate(messages=QA, criteria=[f"Reward quality aspect {i}" for i in range(5)])
             five.append(time.perf_counter() - t)
     a, b = statistics.median(one), statistics.median(five)
-    print(f"5 criteria at 300 ms latency: {b * 1000:.0f} ms vs 1 criterion {a * 1000:.0f} ms "
-          f"-> ratio {b / a:.2f}x (goal <= 1.3x)")
+    print(
+        f"5 criteria at 300 ms latency: {b * 1000:.0f} ms vs 1 criterion {a * 1000:.0f} ms "
+        f"-> ratio {b / a:.2f}x (goal <= 1.3x)"
+    )
 
 
 def bench_cpu(n: int = 3000) -> None:
@@ -100,8 +123,10 @@ def bench_cpu(n: int = 3000) -> None:
             samples.append((time.process_time() - t) / n)
         results[name] = min(samples)
     ratio = results["composo"] / results["bare"]
-    print(f"client CPU per request: {results['composo'] * 1e6:.0f} us vs bare httpx POST "
-          f"{results['bare'] * 1e6:.0f} us -> ratio {ratio:.2f}x (goal <= 2x)")
+    print(
+        f"client CPU per request: {results['composo'] * 1e6:.0f} us vs bare httpx POST "
+        f"{results['bare'] * 1e6:.0f} us -> ratio {ratio:.2f}x (goal <= 2x)"
+    )
 
 
 if __name__ == "__main__":

@@ -30,8 +30,14 @@ REWARD_BODY = json.dumps(
     {
         "messages": [
             {"role": "system", "content": "You are a helpful travel assistant."},
-            {"role": "user", "content": "What's the weather like in Paris this weekend, and should I pack an umbrella?"},
-            {"role": "assistant", "content": "Paris expects light rain on Saturday and sun on Sunday, around 18C. Pack a small umbrella for Saturday."},
+            {
+                "role": "user",
+                "content": "What's the weather in Paris this weekend? Should I pack an umbrella?",
+            },
+            {
+                "role": "assistant",
+                "content": "Light rain on Saturday, sun on Sunday, around 18C: pack an umbrella.",
+            },
         ],
         "evaluation_criteria": "Reward responses that answer every part of the user's question",
     }
@@ -42,14 +48,43 @@ TRACE_BODY = json.dumps(
         "trace": {
             "root_agent_instance_id": "root",
             "agent_instance_by_id": {
-                "root": {"id": "root", "name": "planner", "interactions": [
-                    {"input_messages": [{"role": "user", "content": "Book a table for two in Rome"}],
-                     "output_messages": [{"content": "Delegating to the booking agent."}]},
-                    "booker"]},
-                "booker": {"id": "booker", "name": "booker", "interactions": [
-                    {"input_messages": [{"role": "user", "content": "Book a table for two in Rome"}],
-                     "output_messages": [{"type": "tool_call", "content": {"id": "c1", "name": "book", "parameters": "{\"city\": \"Rome\", \"people\": 2}"}}],
-                     "tools_available": [{"name": "book", "description": "Book a table", "parameters": "{}"}]}]},
+                "root": {
+                    "id": "root",
+                    "name": "planner",
+                    "interactions": [
+                        {
+                            "input_messages": [
+                                {"role": "user", "content": "Book a table for two in Rome"}
+                            ],
+                            "output_messages": [{"content": "Delegating to the booking agent."}],
+                        },
+                        "booker",
+                    ],
+                },
+                "booker": {
+                    "id": "booker",
+                    "name": "booker",
+                    "interactions": [
+                        {
+                            "input_messages": [
+                                {"role": "user", "content": "Book a table for two in Rome"}
+                            ],
+                            "output_messages": [
+                                {
+                                    "type": "tool_call",
+                                    "content": {
+                                        "id": "c1",
+                                        "name": "book",
+                                        "parameters": '{"city": "Rome", "people": 2}',
+                                    },
+                                }
+                            ],
+                            "tools_available": [
+                                {"name": "book", "description": "Book a table", "parameters": "{}"}
+                            ],
+                        }
+                    ],
+                },
             },
         },
         "evaluation_criteria": "Reward agents that complete the user's goal",
@@ -64,8 +99,9 @@ def free_port() -> int:
         return port
 
 
-async def worker(port: int, path: str, body: bytes, stop_at: float, latencies: list[float],
-                 errors: list[int]) -> None:
+async def worker(
+    port: int, path: str, body: bytes, stop_at: float, latencies: list[float], errors: list[int]
+) -> None:
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     head = (
         f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAPI-Key: {KEY}\r\n"
@@ -93,31 +129,61 @@ async def worker(port: int, path: str, body: bytes, stop_at: float, latencies: l
         writer.close()
 
 
-async def load(port: int, path: str, body: bytes, seconds: float, concurrency: int) -> dict[str, float]:
+async def load(
+    port: int, path: str, body: bytes, seconds: float, concurrency: int
+) -> dict[str, float]:
     latencies: list[float] = []
     errors: list[int] = []
     # Warm up (connections, first-request imports), then measure.
-    await asyncio.gather(*(worker(port, path, body, time.perf_counter() + 0.5, [], errors)
-                           for _ in range(concurrency)))
+    await asyncio.gather(
+        *(
+            worker(port, path, body, time.perf_counter() + 0.5, [], errors)
+            for _ in range(concurrency)
+        )
+    )
     started = time.perf_counter()
-    await asyncio.gather(*(worker(port, path, body, started + seconds, latencies, errors)
-                           for _ in range(concurrency)))
+    await asyncio.gather(
+        *(
+            worker(port, path, body, started + seconds, latencies, errors)
+            for _ in range(concurrency)
+        )
+    )
     elapsed = time.perf_counter() - started
     q = statistics.quantiles(latencies, n=100)
-    return {"rps": len(latencies) / elapsed, "p50": q[49] * 1000, "p99": q[98] * 1000,
-            "n": len(latencies), "errors": len(errors)}
+    return {
+        "rps": len(latencies) / elapsed,
+        "p50": q[49] * 1000,
+        "p99": q[98] * 1000,
+        "n": len(latencies),
+        "errors": len(errors),
+    }
 
 
 def start_server(port: int, db: Path) -> subprocess.Popen[bytes]:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "composo", "serve", "--port", str(port), "--api-key", KEY,
-         "--db", str(db), "--no-access-log"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [
+            sys.executable,
+            "-m",
+            "composo",
+            "serve",
+            "--port",
+            str(port),
+            "--api-key",
+            KEY,
+            "--db",
+            str(db),
+            "--no-access-log",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         try:
-            if httpx.get(f"http://127.0.0.1:{port}/api/healthcheck", timeout=0.5).status_code == 200:
+            if (
+                httpx.get(f"http://127.0.0.1:{port}/api/healthcheck", timeout=0.5).status_code
+                == 200
+            ):
                 return proc
         except httpx.HTTPError:
             time.sleep(0.05)
@@ -134,14 +200,21 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         proc = start_server(port, Path(tmp) / "bench.sqlite3")
         try:
-            print(f"local server, heuristic judge, {args.concurrency} concurrent clients, "
-                  f"{args.seconds:g}s per endpoint, {os.cpu_count()} CPU(s)")
-            for name, path, body in (("reward", "/api/v1/evals/reward", REWARD_BODY),
-                                     ("trace (2 agents)", "/api/v1/evals/trace", TRACE_BODY)):
+            print(
+                f"local server, heuristic judge, {args.concurrency} concurrent clients, "
+                f"{args.seconds:g}s per endpoint, {os.cpu_count()} CPU(s)"
+            )
+            for name, path, body in (
+                ("reward", "/api/v1/evals/reward", REWARD_BODY),
+                ("trace (2 agents)", "/api/v1/evals/trace", TRACE_BODY),
+            ):
                 r = asyncio.run(load(port, path, body, args.seconds, args.concurrency))
-                print(f"{name:18s} {r['rps']:8.0f} evaluations/s  p50 {r['p50']:6.1f} ms  "
-                      f"p99 {r['p99']:6.1f} ms  ({int(r['n'])} requests, {int(r['errors'])} errors)  "
-                      f"ratio to goal {r['rps'] / GOAL_PER_SECOND:.2f}x (goal {GOAL_PER_SECOND:.0f}/s)")
+                print(
+                    f"{name:18s} {r['rps']:8.0f} evaluations/s  p50 {r['p50']:6.1f} ms  "
+                    f"p99 {r['p99']:6.1f} ms  ({int(r['n'])} requests, {int(r['errors'])} errors)  "
+                    f"ratio to goal {r['rps'] / GOAL_PER_SECOND:.2f}x "
+                    f"(goal {GOAL_PER_SECOND:.0f}/s)"
+                )
         finally:
             proc.terminate()
             proc.wait(10)

@@ -33,7 +33,9 @@ class AsyncComposo(BaseClient):
         max_concurrent_requests: int = 5,
         http_client: httpx.AsyncClient | None = None,
     ) -> None:
-        super().__init__(api_key, base_url, num_retries, model_core, timeout, max_concurrent_requests)
+        super().__init__(
+            api_key, base_url, num_retries, model_core, timeout, max_concurrent_requests
+        )
         self._owns_http = http_client is None
         self._http = http_client or httpx.AsyncClient(
             limits=httpx.Limits(max_connections=max(max_concurrent_requests, 10)),
@@ -50,7 +52,10 @@ class AsyncComposo(BaseClient):
         return self
 
     async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
     ) -> None:
         await self.aclose()
 
@@ -144,9 +149,17 @@ class AsyncComposo(BaseClient):
     ) -> list[batch.BatchResult]:
         """See :meth:`Composo.evaluate_many`; ``items`` may also be an async iterable."""
         plan, window, bar = batch.setup(
-            items, criteria, evaluator_name, concurrency, progress, self.max_concurrent_requests,
-            model_core=model_core or self.model_core, tags=tags, evaluate_latest=evaluate_latest,
-            explanation_cleaning=explanation_cleaning, data_retention=data_retention,
+            items,
+            criteria,
+            evaluator_name,
+            concurrency,
+            progress,
+            self.max_concurrent_requests,
+            model_core=model_core or self.model_core,
+            tags=tags,
+            evaluate_latest=evaluate_latest,
+            explanation_cleaning=explanation_cleaning,
+            data_retention=data_retention,
         )
         results = batch.astream(self, batch.ajobs_from(items), plan, window, bar)
         return batch.ordered([r async for r in results], plan)
@@ -167,9 +180,17 @@ class AsyncComposo(BaseClient):
     ) -> AsyncIterator[batch.BatchResult]:
         """See :meth:`Composo.evaluate_many_iter`: ``async for`` over results as they finish."""
         plan, window, bar = batch.setup(
-            items, criteria, evaluator_name, concurrency, progress, self.max_concurrent_requests,
-            model_core=model_core or self.model_core, tags=tags, evaluate_latest=evaluate_latest,
-            explanation_cleaning=explanation_cleaning, data_retention=data_retention,
+            items,
+            criteria,
+            evaluator_name,
+            concurrency,
+            progress,
+            self.max_concurrent_requests,
+            model_core=model_core or self.model_core,
+            tags=tags,
+            evaluate_latest=evaluate_latest,
+            explanation_cleaning=explanation_cleaning,
+            data_retention=data_retention,
         )
         return batch.astream(self, batch.ajobs_from(items), plan, window, bar)
 
@@ -193,7 +214,10 @@ class AsyncComposo(BaseClient):
                 async with self._slots:
                     try:
                         response = await self._http.request(
-                            method, url, json=json, headers=self._headers(),
+                            method,
+                            url,
+                            json=json,
+                            headers=self._headers(),
                             timeout=self._attempt_timeout(deadline),
                         )
                     except httpx.HTTPError as exc:

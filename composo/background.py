@@ -11,10 +11,12 @@ limit: what does not fit is recorded as an error, not dropped silently.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import collections
 import functools
 import logging
 import threading
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -125,9 +127,14 @@ class BackgroundEvaluator:
         self._thread: threading.Thread | None = None
         self._threads: ThreadPoolExecutor | None = None
         self._tasks: set[asyncio.Future[None]] = set()
+        # Jobs waiting for the loop; the loop is woken once per batch, not once per job.
+        self._inbox: collections.deque[_Job] = collections.deque()
+        self._wake_pending = False
         # Requests wait for a slot here, so a client's timeout only starts once its request can go.
         self._slots: asyncio.Semaphore | None = None
         self._closed = False
+        self._skipped = 0
+        _live.add(self)
 
     # -- what callers see ---------------------------------------------------------------------
 
@@ -177,6 +184,14 @@ class BackgroundEvaluator:
             if not full:
                 self._pending += n
         if full:
+            self._skipped += 1
+            if self._skipped in (1, 10, 100) or self._skipped % 1000 == 0:
+                _log.warning(
+                    "%s: %d run(s) not evaluated so far because %d evaluations were pending",
+                    self._name,
+                    self._skipped,
+                    self.max_pending,
+                )
             err = BacklogFullError(
                 f"evaluation skipped: {self.max_pending} evaluations are already pending; "
                 "the server is slower than the runs (raise max_pending, or call flush())"
@@ -185,7 +200,11 @@ class BackgroundEvaluator:
                 self._record(job, self._criterion(src), error=err, pending=False)
             return False
         loop = self._ensure_loop()
-        loop.call_soon_threadsafe(self._start, job)
+        self._inbox.append(job)
+        with self._cond:
+            wake, self._wake_pending = not self._wake_pending, True
+        if wake:
+            loop.call_soon_threadsafe(self._drain)
         return True
 
     def flush(self, timeout: float | None = None) -> bool:
@@ -246,15 +265,26 @@ class BackgroundEvaluator:
         finally:
             loop.close()
 
-    def _start(self, job: _Job) -> None:
-        task = asyncio.ensure_future(self._run(job))
-        # Keep a reference until done, as asyncio only holds tasks weakly.
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+    def _drain(self) -> None:
+        with self._cond:
+            self._wake_pending = False
+        inbox = self._inbox
+        while inbox:
+            task = asyncio.ensure_future(self._run(inbox.popleft()))
+            # Keep a reference until done, as asyncio only holds tasks weakly.
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    def _slot_semaphore(self) -> asyncio.Semaphore:
+        if self._slots is None:
+            self._slots = asyncio.Semaphore(self._client.max_concurrent_requests)
+        return self._slots
 
     async def _run(self, job: _Job) -> None:
         try:
-            kwargs = dict(job.prepare())
+            # Converted only when a request can go: a backlog costs no CPU until then.
+            async with self._slot_semaphore():
+                kwargs = dict(job.prepare())
         except Exception as exc:
             _log.warning("could not prepare run %s for evaluation: %s", job.run_id, exc)
             for src in self._sources:
@@ -269,10 +299,8 @@ class BackgroundEvaluator:
             call["criteria"] = criterion
         else:
             call["evaluator_name"] = criterion
-        if self._slots is None:
-            self._slots = asyncio.Semaphore(self._client.max_concurrent_requests)
         try:
-            async with self._slots:
+            async with self._slot_semaphore():
                 response = await self._call(job.kind, call)
         except Exception as exc:
             _log.warning("evaluation of run %s against %r failed: %s", job.run_id, criterion, exc)
@@ -340,3 +368,19 @@ class BackgroundEvaluator:
                 self._pending -= 1
                 if self._pending == 0:
                     self._cond.notify_all()
+
+
+_live: weakref.WeakSet[BackgroundEvaluator] = weakref.WeakSet()
+
+
+@atexit.register
+def _warn_unfinished() -> None:
+    """Evaluations still queued at exit are lost; say so rather than losing them silently."""
+    for evaluator in list(_live):
+        if evaluator.pending and not evaluator._closed:
+            _log.warning(
+                "%s: %d evaluation(s) were still pending at exit and are lost; call flush() "
+                "before the program ends",
+                evaluator._name,
+                evaluator.pending,
+            )

@@ -1,4 +1,4 @@
-"""What both clients share: configuration, headers, paths, response decoding. Only transport differs."""
+"""What both clients share: configuration, headers, paths, decoding. Only transport differs."""
 
 from __future__ import annotations
 
@@ -56,10 +56,13 @@ class BaseClient:
                 f"got {num_retries!r}"
             )
         if not isinstance(timeout, (int, float)) or timeout <= 0:
-            raise ComposoValidationError(f"timeout: must be a positive number of seconds, got {timeout!r}")
+            raise ComposoValidationError(
+                f"timeout: must be a positive number of seconds, got {timeout!r}"
+            )
         if not isinstance(max_concurrent_requests, int) or max_concurrent_requests < 1:
             raise ComposoValidationError(
-                f"max_concurrent_requests: must be an integer of at least 1, got {max_concurrent_requests!r}"
+                "max_concurrent_requests: must be an integer of at least 1, "
+                f"got {max_concurrent_requests!r}"
             )
         self._api_key = key.strip()
         url = base_url or os.environ.get("COMPOSO_BASE_URL") or DEFAULT_BASE_URL
@@ -99,7 +102,9 @@ class BaseClient:
             body = response.text
         if response.is_success:
             return body
-        request_id = next((response.headers[h] for h in _REQUEST_ID_HEADERS if h in response.headers), None)
+        request_id = next(
+            (response.headers[h] for h in _REQUEST_ID_HEADERS if h in response.headers), None
+        )
         exc = status_error(response.status_code, body, request_id)
         exc.retry_after = parse_retry_after(response.headers)
         raise exc
@@ -122,7 +127,9 @@ class BaseClient:
     def _task_outcome(info: TaskInfo) -> EvaluationResponse | MultiAgentTraceResponse | None:
         """The task's result when it is finished, ``None`` while it runs; raises if it failed."""
         if info.status == "failed":
-            raise TaskFailedError(f"task {info.task_id} failed: {info.error}", response_body=info.error)
+            raise TaskFailedError(
+                f"task {info.task_id} failed: {info.error}", response_body=info.error
+            )
         if info.status != "succeeded" or info.result is None:
             return None
         if "results_by_agent_name" in info.result:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import queue
 from collections.abc import (
     AsyncIterable,
     AsyncIterator,
@@ -19,7 +20,7 @@ from collections.abc import (
     Mapping,
     Sequence,
 )
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeAlias
 
@@ -375,7 +376,16 @@ def stream(
 ) -> Iterator[BatchResult]:
     """Results as they finish, with at most ``window`` requests in flight (threads)."""
     pool = ThreadPoolExecutor(max_workers=window, thread_name_prefix="composo-batch")
-    pending: set[Future[BatchResult]] = set()
+    finished: queue.SimpleQueue[BatchResult] = queue.SimpleQueue()
+    in_flight = 0
+
+    def work(p: _Pending) -> None:
+        try:
+            result = _run_sync(client, p)
+        except BaseException as exc:  # still hand a result back, or the reader would wait forever
+            result = _finished(p, error=exc)
+        finished.put(result)
+
     if progress is not None:
         progress.start()
     try:
@@ -385,20 +395,17 @@ def stream(
                     _tick(progress)
                     yield step
                     continue
-                while len(pending) >= window:
-                    done, pending = wait(pending, return_when=FIRST_COMPLETED)
-                    for fut in done:
-                        _tick(progress)
-                        yield fut.result()
-                pending.add(pool.submit(_run_sync, client, step))
-        while pending:
-            done, pending = wait(pending, return_when=FIRST_COMPLETED)
-            for fut in done:
-                _tick(progress)
-                yield fut.result()
+                while in_flight >= window:
+                    in_flight -= 1
+                    _tick(progress)
+                    yield finished.get()
+                pool.submit(work, step)
+                in_flight += 1
+        while in_flight:
+            in_flight -= 1
+            _tick(progress)
+            yield finished.get()
     finally:
-        for fut in pending:
-            fut.cancel()
         pool.shutdown(wait=False, cancel_futures=True)
         if progress is not None:
             progress.close()

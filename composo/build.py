@@ -12,7 +12,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from composo import convert
-from composo.errors import ComposoValidationError
+from composo.errors import ComposoValidationError, validation_error
 from composo.wire import MODEL_CORES, RewardRequest, TraceRequest, check_criterion
 
 __all__ = [
@@ -20,20 +20,9 @@ __all__ = [
     "normalize_tags",
     "reward_requests",
     "trace_requests",
-    "validation_error",
 ]
 
 _TAG_LIMIT = 64
-
-
-def validation_error(exc: ValidationError, prefix: str = "") -> ComposoValidationError:
-    """Pydantic's error, reworded as one line per field."""
-    lines = []
-    for err in exc.errors(include_url=False):
-        loc = ".".join(str(p) for p in err["loc"])
-        msg = str(err["msg"]).removeprefix("Value error, ")
-        lines.append(f"{prefix}{loc}: {msg}" if loc else f"{prefix}{msg}".rstrip(": "))
-    return ComposoValidationError("; ".join(lines))
 
 
 def normalize_criteria(criteria: Any, evaluator_name: Any) -> tuple[list[dict[str, str]], bool]:
@@ -101,7 +90,7 @@ def check_model_core(model_core: Any) -> str | None:
         raise ComposoValidationError(
             f"model_core: {model_core!r} is not a model core; use one of {', '.join(MODEL_CORES)}"
         )
-    return model_core
+    return str(model_core) if model_core is not None else None
 
 
 def conversation(
@@ -113,7 +102,9 @@ def conversation(
             "messages: give exactly one of messages= (a chat message list) or input= "
             "(the OpenAI Responses API input)"
         )
-    msgs = convert.to_messages(messages) if messages is not None else convert.to_input_messages(input)
+    msgs = (
+        convert.to_messages(messages) if messages is not None else convert.to_input_messages(input)
+    )
     if result is not None:
         msgs = msgs + convert.to_result_messages(result)
     if len(msgs) < 2:

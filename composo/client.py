@@ -39,7 +39,9 @@ class Composo(BaseClient):
         http_client: httpx.Client | None = None,
         max_concurrent_requests: int = 5,
     ) -> None:
-        super().__init__(api_key, base_url, num_retries, model_core, timeout, max_concurrent_requests)
+        super().__init__(
+            api_key, base_url, num_retries, model_core, timeout, max_concurrent_requests
+        )
         self._owns_http = http_client is None
         self._http = http_client or httpx.Client(
             limits=httpx.Limits(max_connections=max(max_concurrent_requests, 10)),
@@ -61,7 +63,10 @@ class Composo(BaseClient):
         return self
 
     def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
     ) -> None:
         self.close()
 
@@ -165,9 +170,17 @@ class Composo(BaseClient):
         ``result``, ``system``, ``tools``, ``tags``, optional ``id``) or objects a plugin converts.
         ``concurrency`` defaults to (and is capped by) ``max_concurrent_requests``."""
         plan, window, bar = batch.setup(
-            items, criteria, evaluator_name, concurrency, progress, self.max_concurrent_requests,
-            model_core=model_core or self.model_core, tags=tags, evaluate_latest=evaluate_latest,
-            explanation_cleaning=explanation_cleaning, data_retention=data_retention,
+            items,
+            criteria,
+            evaluator_name,
+            concurrency,
+            progress,
+            self.max_concurrent_requests,
+            model_core=model_core or self.model_core,
+            tags=tags,
+            evaluate_latest=evaluate_latest,
+            explanation_cleaning=explanation_cleaning,
+            data_retention=data_retention,
         )
         return batch.ordered(batch.stream(self, batch.jobs_from(items), plan, window, bar), plan)
 
@@ -188,9 +201,17 @@ class Composo(BaseClient):
         """Like :meth:`evaluate_many`, but yields each result as it finishes (in no set order)
         and holds nothing: items are read only as request slots free up."""
         plan, window, bar = batch.setup(
-            items, criteria, evaluator_name, concurrency, progress, self.max_concurrent_requests,
-            model_core=model_core or self.model_core, tags=tags, evaluate_latest=evaluate_latest,
-            explanation_cleaning=explanation_cleaning, data_retention=data_retention,
+            items,
+            criteria,
+            evaluator_name,
+            concurrency,
+            progress,
+            self.max_concurrent_requests,
+            model_core=model_core or self.model_core,
+            tags=tags,
+            evaluate_latest=evaluate_latest,
+            explanation_cleaning=explanation_cleaning,
+            data_retention=data_retention,
         )
         return batch.stream(self, batch.jobs_from(items), plan, window, bar)
 
@@ -204,7 +225,9 @@ class Composo(BaseClient):
                 )
             return self._pool
 
-    def _run_all(self, requests: Sequence[RewardRequest | TraceRequest], single: bool, block: bool) -> Any:
+    def _run_all(
+        self, requests: Sequence[RewardRequest | TraceRequest], single: bool, block: bool
+    ) -> Any:
         if len(requests) == 1:
             out = self._run_one(requests[0], block)
             return out if single else [out]
@@ -222,7 +245,10 @@ class Composo(BaseClient):
             with attempt, self._slots:
                 try:
                     response = self._http.request(
-                        method, url, json=json, headers=self._headers(),
+                        method,
+                        url,
+                        json=json,
+                        headers=self._headers(),
                         timeout=self._attempt_timeout(deadline),
                     )
                 except httpx.HTTPError as exc:

@@ -1,11 +1,13 @@
-"""Ask the plugins to turn whatever the user passed into wire-ready values, or say what is supported."""
+"""Ask the plugins to turn what the user passed into wire-ready values, or say what is supported."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
-from composo.errors import ComposoValidationError
+from pydantic import ValidationError
+
+from composo.errors import ComposoValidationError, validation_error
 from composo.plugins import get_plugin_manager
 from composo.trace import MultiAgentTrace
 
@@ -44,6 +46,8 @@ def _convert(kind: str, hook_name: str, obj: Any) -> Any:
         out = hook(obj=obj)
     except ComposoValidationError:
         raise
+    except ValidationError as exc:
+        raise validation_error(exc, field=kind) from None
     except (TypeError, ValueError, KeyError, AttributeError) as exc:
         raise ComposoValidationError(f"{kind}: could not be converted: {exc}") from exc
     if out is None:

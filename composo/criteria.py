@@ -11,8 +11,8 @@ __all__ = [
     "BINARY",
     "RAG",
     "TOOL_USE",
-    "agent_exploration",
     "agent_exploitation",
+    "agent_exploration",
     "agent_goal_pursuit",
     "agent_tool_efficiency",
     "binary_cites_sources",
@@ -24,8 +24,8 @@ __all__ = [
     "rag_precision",
     "rag_relevance",
     "tool_call_formulation",
-    "tool_selection",
     "tool_result_use",
+    "tool_selection",
 ]
 
 # Retrieval-augmented generation
@@ -66,12 +66,8 @@ agent_exploration = (
 agent_exploitation = (
     "Reward agents that make good use of what they already learned instead of repeating work"
 )
-agent_tool_efficiency = (
-    "Penalize agents that make redundant, repeated or unnecessary tool calls"
-)
-agent_goal_pursuit = (
-    "Reward agents that stay focused on the user's goal and complete it"
-)
+agent_tool_efficiency = "Penalize agents that make redundant, repeated or unnecessary tool calls"
+agent_goal_pursuit = "Reward agents that stay focused on the user's goal and complete it"
 
 # Binary (0 or 1)
 binary_cites_sources = "Passes if the response cites the source material it relies on"

@@ -1,8 +1,11 @@
-"""Exceptions raised by the SDK: one class per HTTP status family, each carrying what the server said."""
+"""Exceptions raised by the SDK: one class per status family, each carrying what the server said."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pydantic import ValidationError
 
 __all__ = [
     "APIConnectionError",
@@ -20,6 +23,7 @@ __all__ = [
     "RequestTooLargeError",
     "TaskFailedError",
     "status_error",
+    "validation_error",
 ]
 
 
@@ -114,9 +118,7 @@ _BY_STATUS: dict[int, type[APIStatusError]] = {
 }
 
 
-def status_error(
-    status_code: int, body: Any, request_id: str | None = None
-) -> APIStatusError:
+def status_error(status_code: int, body: Any, request_id: str | None = None) -> APIStatusError:
     """Build the exception that matches ``status_code``, with the server's ``detail`` as message."""
     cls = _BY_STATUS.get(status_code)
     if cls is None:
@@ -138,3 +140,13 @@ def _detail_text(detail: Any) -> str:
                 items.append(str(d))
         return "; ".join(items)
     return str(detail)
+
+
+def validation_error(exc: ValidationError, field: str = "") -> ComposoValidationError:
+    """Pydantic's error, reworded as one ``field: problem`` clause per field."""
+    lines = []
+    for err in exc.errors(include_url=False):
+        loc = ".".join(str(p) for p in (field, *err["loc"]) if p != "")
+        msg = str(err["msg"]).removeprefix("Value error, ")
+        lines.append(f"{loc}: {msg}" if loc else msg)
+    return ComposoValidationError("; ".join(lines))

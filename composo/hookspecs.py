@@ -1,7 +1,8 @@
 """Hook specifications: every way to teach the SDK about a foreign object goes through these.
 
 Converters are ``firstresult`` hooks: a plugin that does not recognise the object returns ``None``
-and the next one is asked. Built-in adapters are registered ``trylast`` so plugins can override them.
+and the next one is asked. Built-in adapters are registered ``trylast`` so plugins can override
+them.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ def composo_convert_input(obj: Any) -> Messages | None:
 
 @hookspec(firstresult=True)
 def composo_convert_result(obj: Any) -> Messages | None:
-    """Turn ``obj`` (a value passed as ``result=``) into the messages appended to the conversation."""
+    """Turn ``obj`` (a value passed as ``result=``) into messages appended to the conversation."""
 
 
 @hookspec(firstresult=True)
@@ -58,7 +59,8 @@ def composo_supported_types(kind: str) -> list[str] | None:
 @hookspec
 def composo_instruments() -> list[Any] | None:
     """Tracing instruments this plugin adds: objects with ``name``, ``instrument(tracer_provider)``
-    and ``uninstrument()`` (see ``composo.tracing.instruments``). They become ``Instruments.<NAME>``."""
+    and ``uninstrument()`` (see ``composo.tracing.instruments``); they become
+    ``Instruments.<NAME>``."""
 
 
 @hookspec

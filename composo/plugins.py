@@ -37,9 +37,28 @@ def get_plugin_manager() -> pluggy.PluginManager:
                 pm.add_hookspecs(hookspecs)
                 for name, module in BUILTIN_PLUGINS.items():
                     pm.register(importlib.import_module(module), name=name)
-                loaded = pm.load_setuptools_entrypoints(ENTRY_POINT_GROUP)
-                if loaded:
-                    _log.debug("loaded %d composo plugin(s) from entry points", loaded)
+                _load_entry_points(pm)
                 pm.check_pending()
                 _manager = pm
     return _manager
+
+
+def _load_entry_points(pm: pluggy.PluginManager) -> None:
+    """Register installed plugins. One that fails to import is skipped with a warning, so a
+    broken third-party package cannot take every evaluation down with it."""
+    from importlib.metadata import entry_points
+
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        if pm.get_plugin(ep.name) is not None or pm.is_blocked(ep.name):
+            continue
+        try:
+            plugin = ep.load()
+        except Exception:
+            _log.warning(
+                "composo plugin %r (%s) failed to load and is skipped",
+                ep.name,
+                ep.value,
+                exc_info=True,
+            )
+            continue
+        pm.register(plugin, name=ep.name)

@@ -30,7 +30,7 @@ class Source(_Model):
 
 
 class EvaluationResponse(_Model):
-    """One criterion's verdict: ``score`` in [0, 1], or ``None`` when the criterion did not apply."""
+    """One criterion's verdict: ``score`` in [0, 1], or ``None`` when the criterion didn't apply."""
 
     score: float | None = Field(default=None, ge=0.0, le=1.0)
     explanation: str = ""
@@ -97,8 +97,10 @@ class MultiAgentTraceResponse(_Model):
             for instance_id, res in agent.results_by_agent_instance_id.items():
                 scores[instance_id] = res.score if res is not None else None
                 if res is not None and res.explanation:
-                    label = name if len(agent.results_by_agent_instance_id) == 1 else (
-                        f"{name} ({instance_id})"
+                    label = (
+                        name
+                        if len(agent.results_by_agent_instance_id) == 1
+                        else (f"{name} ({instance_id})")
                     )
                     lines.append(f"{label}: {res.explanation}")
         applicable = [s for s in scores.values() if s is not None]
@@ -112,7 +114,11 @@ class MultiAgentTraceResponse(_Model):
         """Median applicable score per agent name (several instances of one agent are common)."""
         out: dict[str, float | None] = {}
         for name, agent in self.results_by_agent_name.items():
-            vals = [r.score for r in agent.results_by_agent_instance_id.values() if r and r.score is not None]
+            vals = [
+                r.score
+                for r in agent.results_by_agent_instance_id.values()
+                if r and r.score is not None
+            ]
             out[name] = statistics.median(vals) if vals else None
         return out
 

@@ -12,7 +12,9 @@ import httpx
 
 from composo.errors import APIConnectionError, APIStatusError
 
-if TYPE_CHECKING:  # tenacity (and the asyncio it pulls in) loads on the first request, not at import
+if (
+    TYPE_CHECKING
+):  # tenacity (and the asyncio it pulls in) loads on the first request, not at import
     from tenacity import AsyncRetrying, RetryCallState, Retrying
 
 __all__ = ["RETRYABLE_STATUS", "async_retrying", "is_retryable", "parse_retry_after", "retrying"]
@@ -99,5 +101,3 @@ def async_retrying(num_retries: int, timeout: float) -> AsyncRetrying:
     from tenacity import AsyncRetrying
 
     return AsyncRetrying(**_policy(num_retries, timeout))
-
-

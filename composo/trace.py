@@ -93,7 +93,9 @@ class MultiAgentTrace(_Model):
             )
         for key, agent in agents.items():
             if agent.id != key:
-                raise ValueError(f"agent_instance_by_id[{key!r}].id is {agent.id!r}; they must match")
+                raise ValueError(
+                    f"agent_instance_by_id[{key!r}].id is {agent.id!r}; they must match"
+                )
             for i, step in enumerate(agent.interactions):
                 if isinstance(step, str) and step not in agents:
                     raise ValueError(
@@ -102,7 +104,8 @@ class MultiAgentTrace(_Model):
                     )
         if self.llm_interaction_count() == 0:
             raise ValueError(
-                "the trace has no LLM interaction: a trace needs at least one model call to evaluate"
+                "the trace has no LLM interaction: a trace needs at least one model call "
+                "to evaluate"
             )
         return self
 
@@ -121,9 +124,7 @@ def _text(content: Any) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        return "".join(
-            b.get("text", "") if isinstance(b, Mapping) else str(b) for b in content
-        )
+        return "".join(b.get("text", "") if isinstance(b, Mapping) else str(b) for b in content)
     return json.dumps(content, default=str)
 
 
@@ -191,7 +192,9 @@ def trace_from_messages(
                 )
             )
         else:
-            history.append(InputMessage(role=str(role), type="text", content=_text(m.get("content"))))
+            history.append(
+                InputMessage(role=str(role), type="text", content=_text(m.get("content")))
+            )
     aid = agent_id or str(uuid.uuid4())
     return MultiAgentTrace(
         root_agent_instance_id=aid,

@@ -1,4 +1,4 @@
-"""The platform's request contract, defined once: the client validates with it, the local server too."""
+"""The platform's request contract, defined once: client and local server both validate with it."""
 
 from __future__ import annotations
 
@@ -67,7 +67,9 @@ def is_binary(criterion: str) -> bool:
     return criterion.lstrip().lower().startswith(BINARY_PREFIXES)
 
 
-Tags = dict[Annotated[str, Field(max_length=_TAG_LIMIT)], Annotated[str, Field(max_length=_TAG_LIMIT)]]
+Tags = dict[
+    Annotated[str, Field(max_length=_TAG_LIMIT)], Annotated[str, Field(max_length=_TAG_LIMIT)]
+]
 
 
 class _Request(BaseModel):
@@ -116,8 +118,7 @@ class RewardRequest(_Request):
             role = m.get("role")
             if role not in MESSAGE_ROLES:
                 raise ValueError(
-                    f"messages[{i}].role is {role!r}; use one of "
-                    f"{', '.join(sorted(MESSAGE_ROLES))}"
+                    f"messages[{i}].role is {role!r}; use one of {', '.join(sorted(MESSAGE_ROLES))}"
                 )
         return messages
 

@@ -89,7 +89,11 @@ def test_single_criterion_returns_one_response_and_sends_only_set_fields(
 
 
 def test_several_criteria_come_back_in_order(client: Composo) -> None:
-    criteria = ["Reward accurate information", "Passes if the answer names a city", "Penalize jargon"]
+    criteria = [
+        "Reward accurate information",
+        "Passes if the answer names a city",
+        "Penalize jargon",
+    ]
     results = client.evaluate(messages=QA, criteria=criteria)
     assert [r.criterion for r in results] == criteria
     assert results[1].score in (0.0, 1.0)
@@ -162,10 +166,16 @@ async def test_async_evaluate_and_trace(aclient: AsyncComposo) -> None:
 
 
 def test_trace_response_derives_reference_fields(client: Composo, live: ServerProcess) -> None:
-    trace = trace_from_messages(TOOL_RUN, name="weather_agent", tools=[{
-        "type": "function",
-        "function": {"name": "get_weather", "description": "Weather", "parameters": {}},
-    }])
+    trace = trace_from_messages(
+        TOOL_RUN,
+        name="weather_agent",
+        tools=[
+            {
+                "type": "function",
+                "function": {"name": "get_weather", "description": "Weather", "parameters": {}},
+            }
+        ],
+    )
     verdict = client.evaluate_trace(
         trace=trace, criteria="Reward agents that use tools well", tags={"agent_version": "1.0.0"}
     )
@@ -224,9 +234,14 @@ def test_missing_key_names_parameter_and_variable(monkeypatch: pytest.MonkeyPatc
 
 def test_wrong_key_is_an_authentication_error_without_the_key(live: ServerProcess) -> None:
     secret = "sk-wrong-secret-value-42"
-    with Composo(api_key=secret, base_url=live.base_url) as c, pytest.raises(AuthenticationError) as info:
+    with (
+        Composo(api_key=secret, base_url=live.base_url) as c,
+        pytest.raises(AuthenticationError) as info,
+    ):
         c.evaluate(messages=QA, criteria="Reward accuracy")
     assert info.value.status_code == 401
+    assert info.value.request_id  # the server's x-request-id, for support tickets
+    assert info.value.request_id in str(info.value)
     assert secret not in str(info.value) and secret not in repr(info.value)
     assert len(live.requests()) == 1  # 401 is never retried
 
@@ -251,8 +266,11 @@ def test_callers_objects_are_not_mutated(client: Composo) -> None:
 
 
 def test_result_is_appended_to_the_conversation(client: Composo, live: ServerProcess) -> None:
-    client.evaluate(messages=QA[:1], result={"role": "assistant", "content": "Paris."},
-                    criteria="Reward accuracy")
+    client.evaluate(
+        messages=QA[:1],
+        result={"role": "assistant", "content": "Paris."},
+        criteria="Reward accuracy",
+    )
     client.evaluate(messages=QA[:1], result="Paris!", criteria="Reward accuracy")
     bodies = [r["body"]["messages"] for r in live.requests()]
     assert bodies[0][-1] == {"role": "assistant", "content": "Paris."}
@@ -262,8 +280,11 @@ def test_result_is_appended_to_the_conversation(client: Composo, live: ServerPro
 def test_client_model_core_is_sent_and_overridable(live: ServerProcess) -> None:
     with Composo(api_key=live.api_key, base_url=live.base_url, model_core="align-20250529") as c:
         c.evaluate(messages=QA, criteria="Reward accuracy")
-        c.evaluate(messages=QA, criteria="Passes if the answer names Paris",
-                   model_core="align-lightning-20251127")
+        c.evaluate(
+            messages=QA,
+            criteria="Passes if the answer names Paris",
+            model_core="align-lightning-20251127",
+        )
     cores = [r["body"]["model_core"] for r in live.requests()]
     assert cores == ["align-20250529", "align-lightning-20251127"]
 

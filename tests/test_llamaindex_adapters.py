@@ -26,6 +26,8 @@ from openai.types.chat import ChatCompletionMessageToolCall
 
 from composo import Composo, ComposoValidationError
 
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:inspect")
+
 CRITERION = "Reward answers that respond to the user's question"
 
 
@@ -74,7 +76,9 @@ def test_tool_calls_from_blocks_and_additional_kwargs_are_not_duplicated(
         ChatMessage(
             role="assistant",
             blocks=[
-                ToolCallBlock(tool_call_id="call_a", tool_name="weather", tool_kwargs={"city": "Paris"})
+                ToolCallBlock(
+                    tool_call_id="call_a", tool_name="weather", tool_kwargs={"city": "Paris"}
+                )
             ],
             additional_kwargs={
                 # the same call again, as an OpenAI dict, plus one only known as an OpenAI object
@@ -88,8 +92,12 @@ def test_tool_calls_from_blocks_and_additional_kwargs_are_not_duplicated(
                 ]
             },
         ),
-        ChatMessage(role="tool", content="sunny in Paris", additional_kwargs={"tool_call_id": "call_a"}),
-        ChatMessage(role="tool", content="rain in Oslo", additional_kwargs={"tool_call_id": "call_b"}),
+        ChatMessage(
+            role="tool", content="sunny in Paris", additional_kwargs={"tool_call_id": "call_a"}
+        ),
+        ChatMessage(
+            role="tool", content="rain in Oslo", additional_kwargs={"tool_call_id": "call_b"}
+        ),
         ChatMessage(role="assistant", content="Paris is sunny; Oslo has rain."),
     ]
     client.evaluate(messages=history, criteria=CRITERION)
@@ -112,7 +120,9 @@ def test_tool_selections_and_id_less_blocks_get_usable_ids(client: Composo, live
             blocks=[ToolCallBlock(tool_name="weather", tool_kwargs={"city": "Rome"})],
             additional_kwargs={
                 "tool_calls": [
-                    ToolSelection(tool_id="sel_1", tool_name="weather", tool_kwargs={"city": "Rome"})
+                    ToolSelection(
+                        tool_id="sel_1", tool_name="weather", tool_kwargs={"city": "Rome"}
+                    )
                 ]
             },
         ),
@@ -142,7 +152,10 @@ def test_non_text_blocks_become_visible_placeholders(client: Composo, live) -> N
     history = [
         ChatMessage(
             role="user",
-            blocks=[TextBlock(text="What is in this picture?"), ImageBlock(url="https://example.com/cat.png")],
+            blocks=[
+                TextBlock(text="What is in this picture?"),
+                ImageBlock(url="https://example.com/cat.png"),
+            ],
         ),
         ChatMessage(role="assistant", content="A cat."),
     ]
@@ -233,15 +246,33 @@ def test_plugin_works_without_importing_the_integration(live) -> None:
 
         from llama_index.core.llms import ChatMessage
 
-        history = [ChatMessage(role="user", content="hi"), ChatMessage(role="assistant", content="hello")]
+        history = [ChatMessage(role="user", content="hi")]
+        history.append(ChatMessage(role="assistant", content="hello"))
         result = client.evaluate(messages=history, criteria="Reward friendly replies")
         assert result.score is not None
         assert "llama_index.evaluation.composo.evaluator" not in sys.modules
         print("ok")
         """
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60
-    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"
+
+
+async def test_workflow_agent_output_and_completion_response_as_result(
+    client: Composo, live
+) -> None:
+    from llama_index.core.agent.workflow import FunctionAgent
+    from llama_index.core.llms.mock import MockFunctionCallingLLM
+
+    def reply(messages: list[ChatMessage], **kwargs: object) -> ChatMessage:
+        return ChatMessage(role="assistant", content="Hello from the agent.")
+
+    agent = FunctionAgent(name="greeter", llm=MockFunctionCallingLLM(response_generator=reply))
+    output = await agent.run("Say hello")
+    question = [ChatMessage(role="user", content="Say hello")]
+    client.evaluate(messages=question, result=output, criteria=CRITERION)
+    client.evaluate(messages=question, result=MockLLM().complete("Hello there"), criteria=CRITERION)
+    first, second = (r["body"]["messages"] for r in live.requests())
+    assert first[-1] == {"role": "assistant", "content": "Hello from the agent."}
+    assert second[-1] == {"role": "assistant", "content": "Hello there"}

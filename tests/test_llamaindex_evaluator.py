@@ -31,6 +31,10 @@ from composo import (
 )
 from tests.support.servers import free_port
 
+pytestmark = pytest.mark.filterwarnings(
+    "ignore::DeprecationWarning:inspect", "ignore:asyncio_module:DeprecationWarning"
+)
+
 QUESTION = "How tall is the Eiffel Tower?"
 CONTEXTS = ["The Eiffel Tower is 330 metres tall.", "It was finished in 1889 in Paris."]
 ANSWER = "The Eiffel Tower is 330 metres tall."
@@ -95,7 +99,10 @@ async def test_aevaluate_runs_on_the_event_loop_thread(live) -> None:
     async with AsyncComposo(api_key=live.api_key, base_url=live.base_url, http_client=http) as ac:
         evaluator = ComposoRelevancyEvaluator(client=ac)
         results = await asyncio.gather(
-            *(evaluator.aevaluate(query=QUESTION, response=ANSWER, contexts=CONTEXTS) for _ in range(3))
+            *(
+                evaluator.aevaluate(query=QUESTION, response=ANSWER, contexts=CONTEXTS)
+                for _ in range(3)
+            )
         )
     await http.aclose()
     assert all(r.score is not None and not r.invalid_result for r in results)
@@ -134,7 +141,9 @@ def test_tool_use_evaluator_judges_a_chat_history_with_tool_calls(client: Compos
         ChatMessage(role="user", content="What is the weather in Paris?"),
         ChatMessage(
             role="assistant",
-            blocks=[ToolCallBlock(tool_call_id="c1", tool_name="weather", tool_kwargs={"city": "Paris"})],
+            blocks=[
+                ToolCallBlock(tool_call_id="c1", tool_name="weather", tool_kwargs={"city": "Paris"})
+            ],
         ),
         ChatMessage(role="tool", content="sunny", additional_kwargs={"tool_call_id": "c1"}),
     ]
@@ -242,9 +251,9 @@ def test_batch_keeps_going_when_the_server_fails(live) -> None:
         {"relevancy": ComposoRelevancyEvaluator(api_key=live.api_key, base_url=live.base_url)},
         workers=2,
     )
-    rows = runner.evaluate_response_strs(
-        queries=[QUESTION] * 4, response_strs=[ANSWER] * 4
-    )["relevancy"]
+    rows = runner.evaluate_response_strs(queries=[QUESTION] * 4, response_strs=[ANSWER] * 4)[
+        "relevancy"
+    ]
     assert sum(r.invalid_result for r in rows) == 2
     assert sum(r.score is not None for r in rows) == 2
 
@@ -264,3 +273,40 @@ def test_goal_pursuit_evaluates_a_trace(client: Composo, live) -> None:
     [req] = live.requests()
     assert req["path"].endswith("/evals/trace")
     assert req["body"]["evaluation_criteria"] == criteria.agent_goal_pursuit
+
+
+async def test_evaluate_response_takes_a_workflow_agent_output(client: Composo, live) -> None:
+    from llama_index.core.agent.workflow import FunctionAgent
+    from llama_index.core.llms.mock import MockFunctionCallingLLM
+
+    def reply(messages: list[ChatMessage], **kwargs: object) -> ChatMessage:
+        return ChatMessage(role="assistant", content="The Eiffel Tower is 330 metres tall.")
+
+    agent = FunctionAgent(name="guide", llm=MockFunctionCallingLLM(response_generator=reply))
+    output = await agent.run(QUESTION)
+    result = await ComposoRelevancyEvaluator(client=client).aevaluate_response(
+        query=QUESTION, response=output
+    )
+    assert result.response == "The Eiffel Tower is 330 metres tall."
+    assert result.score is not None
+    [body] = reward_bodies(live)
+    assert body["messages"] == [
+        {"role": "user", "content": QUESTION},
+        {"role": "assistant", "content": "The Eiffel Tower is 330 metres tall."},
+    ]
+    with pytest.raises(ComposoValidationError, match="response"):
+        ComposoRelevancyEvaluator(client=client).evaluate_response(query=QUESTION, response=42)
+
+
+def test_contexts_go_just_before_the_answer_of_a_chat_history(client: Composo, live) -> None:
+    history = [
+        ChatMessage(role="user", content=QUESTION),
+        ChatMessage(role="assistant", content=ANSWER),
+    ]
+    ComposoFaithfulnessEvaluator(client=client).evaluate(messages=history, contexts=CONTEXTS)
+    [body] = reward_bodies(live)
+    assert [m["role"] for m in body["messages"]] == ["user", "system", "assistant"]
+    assert CONTEXTS[0] in body["messages"][1]["content"]
+
+    with pytest.raises(ComposoValidationError, match="trace"):
+        ComposoGoalPursuitEvaluator(client=client).evaluate(query=QUESTION, trace={"x": 1})

@@ -16,9 +16,18 @@ from llama_index.core.instrumentation import get_dispatcher
 from llama_index.core.llms import MockLLM
 from llama_index.core.llms.mock import MockFunctionCallingLLM
 from llama_index.core.tools import FunctionTool
-from llama_index.evaluation.composo import LlamaIndexTraceCapture
+from llama_index.evaluation.composo import ComposoGoalPursuitEvaluator, LlamaIndexTraceCapture
 
-from composo import Composo, ComposoValidationError, LLMInteraction, MultiAgentTrace, criteria
+from composo import (
+    Composo,
+    ComposoValidationError,
+    InputMessage,
+    LLMInteraction,
+    MultiAgentTrace,
+    criteria,
+)
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:inspect")
 
 
 def weather(city: str) -> str:
@@ -36,7 +45,9 @@ def weather_llm(city: str = "Paris") -> MockFunctionCallingLLM:
             return ChatMessage(role="assistant", content=f"The weather: {results[-1].content}.")
         return ChatMessage(
             role="assistant",
-            blocks=[ToolCallBlock(tool_call_id=mine, tool_name="weather", tool_kwargs={"city": city})],
+            blocks=[
+                ToolCallBlock(tool_call_id=mine, tool_name="weather", tool_kwargs={"city": city})
+            ],
         )
 
     return MockFunctionCallingLLM(response_generator=reply)
@@ -71,7 +82,11 @@ async def test_function_agent_with_a_tool(client: Composo) -> None:
         ("user", "What is the weather in Paris?"),
     ]
     [call] = [o.content for o in first.output_messages]
-    assert (call.id, call.name, json.loads(call.parameters)) == ("call_Paris", "weather", {"city": "Paris"})
+    assert (call.id, call.name, json.loads(call.parameters)) == (
+        "call_Paris",
+        "weather",
+        {"city": "Paris"},
+    )
     assert [t.name for t in first.tools_available] == ["weather"]
     assert json.loads(first.tools_available[0].parameters)["required"] == ["city"]
     result = second.input_messages[-1]
@@ -86,6 +101,8 @@ async def test_function_agent_with_a_tool(client: Composo) -> None:
     verdict = client.evaluate_trace(capture, criteria=criteria.agent_goal_pursuit)
     assert set(verdict.agent_scores) == {trace.root_agent_instance_id}
     assert verdict.overall_score is not None
+    as_evaluator = await ComposoGoalPursuitEvaluator(client=client).aevaluate(trace=capture)
+    assert as_evaluator.score == verdict.overall_score
 
 
 async def test_two_agent_workflow_with_a_hand_off(client: Composo, live) -> None:
@@ -146,7 +163,11 @@ async def test_an_agent_called_as_a_tool_is_a_sub_agent() -> None:
             return ChatMessage(role="assistant", content=f"Forecaster says: {results[-1].content}")
         return ChatMessage(
             role="assistant",
-            blocks=[ToolCallBlock(tool_call_id="d1", tool_name="ask_forecaster", tool_kwargs={"question": "Oslo?"})],
+            blocks=[
+                ToolCallBlock(
+                    tool_call_id="d1", tool_name="ask_forecaster", tool_kwargs={"question": "Oslo?"}
+                )
+            ],
         )
 
     outer = FunctionAgent(
@@ -227,14 +248,14 @@ def test_nothing_is_recorded_outside_a_capture_and_handlers_leave() -> None:
     assert (list(root.event_handlers), list(root.span_handlers)) == before
     [agent] = capture.trace.agent_instance_by_id.values()
     assert [i.input_messages[0].content for i in agent.interactions] == ["inside"]
-    assert capture._spans == {} and capture._tools == {}
+    assert capture._spans == {} and len(capture._calls) == 0
 
 
 def test_a_capture_without_llm_calls_explains_itself() -> None:
     with LlamaIndexTraceCapture() as capture:
         pass
     with pytest.raises(ComposoValidationError, match="no LLM call"):
-        capture.trace
+        _ = capture.trace
     with pytest.raises(RuntimeError, match="once"), capture:
         pass
 
@@ -254,3 +275,28 @@ async def test_a_failing_tool_does_not_break_the_run_or_the_capture() -> None:
     assert "service down" in str(answer)
     second = interactions(capture.trace, "fragile")[1]
     assert "service down" in second.input_messages[-1].content.response
+
+
+async def test_instrument_hands_llamaindex_calls_to_the_active_agent_tracer() -> None:
+    from composo.tracing import AgentTracer, ComposoTracer, Instruments
+
+    ComposoTracer.init(instruments=Instruments.LLAMA_INDEX)
+    try:
+        await weather_agent().run("Weather outside any tracer?")  # nothing to record it: fine
+        async with AgentTracer(name="concierge") as tracer:
+            await weather_agent("Rome").run("What is the weather in Rome?")
+            MockLLM().chat([ChatMessage(role="user", content="One more, made directly")])
+    finally:
+        ComposoTracer.shutdown()
+    trace = tracer.trace
+    [agent] = trace.agent_instance_by_id.values()
+    assert agent.name == "concierge"
+    first, second, third = agent.interactions
+    assert first.output_messages[0].content.name == "weather"
+    assert second.input_messages[-1].content.response == "sunny in Rome"
+    # chat() of a completion model runs complete() inside: still one interaction
+    assert third.input_messages == [
+        InputMessage(role="user", type="text", content="One more, made directly")
+    ]
+    names = [h.class_name() for h in get_dispatcher().event_handlers]
+    assert "ComposoTraceEventHandler" not in names  # switched off with the tracer

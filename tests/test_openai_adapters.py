@@ -490,6 +490,47 @@ def test_output_list_as_result(
     assert sent_messages(live) == whole
 
 
+def test_input_with_earlier_builtin_tool_output_and_images(
+    openai_standin: OpenAIStandIn, oai: openai.OpenAI, client: Composo, live: ServerProcess
+) -> None:
+    openai_standin.on_response(oas.reference_response)
+    ask: list[Any] = [
+        {
+            "role": "user",
+            "content": [
+                {"type": "input_text", "text": "Find the launch in this photo"},
+                {"type": "input_image", "image_url": "https://example.org/pad.png"},
+            ],
+        }
+    ]
+    first = oai.responses.create(model="gpt-4.1", input=ask, tools=[{"type": "web_search"}])
+    follow_up = {
+        "type": "message",
+        "role": "user",
+        "content": [{"type": "input_text", "text": "As a table"}],
+    }
+    turn_two = [*ask, *first.output, follow_up]
+    openai_standin.queue_response(oas.response([oas.output_message("| date |")]))
+    second = oai.responses.create(model="gpt-4.1", input=turn_two)
+
+    client.evaluate(input=turn_two, result=second, criteria=CRITERION)
+
+    sent = sent_messages(live)
+    check_shape(sent)
+    assert [m["role"] for m in sent] == [
+        "user", "assistant", "tool", "assistant", "tool", "assistant", "user", "assistant",
+    ]  # fmt: skip
+    assert (
+        sent[0]["content"] == "Find the launch in this photo\n[image: https://example.org/pad.png]"
+    )
+    assert list(calls(sent)) == ["web_search", "code_interpreter"]
+    assert "Sources:\n[1] SpaceX launches Axiom Mission 4" in sent[5]["content"]
+    assert sent[6:] == [
+        {"role": "user", "content": "As a table"},
+        {"role": "assistant", "content": "| date |"},
+    ]
+
+
 async def test_async_client_with_a_response(
     openai_standin: OpenAIStandIn, aclient: AsyncComposo, live: ServerProcess
 ) -> None:

@@ -51,15 +51,20 @@ def ticket_plugin() -> Iterator[None]:
 def test_registered_plugin_converts_its_type(
     ticket_plugin: None, client: Composo, live: ServerProcess
 ) -> None:
-    result = client.evaluate(messages=Ticket("Reset my password?", "Use the link."), criteria="Reward a")
+    result = client.evaluate(
+        messages=Ticket("Reset my password?", "Use the link."), criteria="Reward a"
+    )
     assert result.score is not None
-    assert live.requests()[0]["body"]["messages"][0] == {"role": "user", "content": "Reset my password?"}
+    assert live.requests()[0]["body"]["messages"][0] == {
+        "role": "user",
+        "content": "Reset my password?",
+    }
 
 
 def test_unknown_object_lists_supported_types_and_how_to_add_one(ticket_plugin: None) -> None:
-    with Composo(api_key="k", base_url="http://127.0.0.1:9") as c:
-        with pytest.raises(ComposoValidationError) as info:
-            c.evaluate(messages={1, 2}, criteria="Reward a")
+    c = Composo(api_key="k", base_url="http://127.0.0.1:9")
+    with c, pytest.raises(ComposoValidationError) as info:
+        c.evaluate(messages={1, 2}, criteria="Reward a")
     text = str(info.value)
     assert "builtins.set" in text
     assert "a Ticket" in text and "message dicts" in text
@@ -70,7 +75,10 @@ def test_unregistered_plugin_is_no_longer_asked() -> None:
     pm = get_plugin_manager()
     pm.register(TicketPlugin(), name="test.tickets")
     pm.unregister(name="test.tickets")
-    with Composo(api_key="k", base_url="http://127.0.0.1:9") as c, pytest.raises(ComposoValidationError):
+    with (
+        Composo(api_key="k", base_url="http://127.0.0.1:9") as c,
+        pytest.raises(ComposoValidationError),
+    ):
         c.evaluate(messages=Ticket("q", "a"), criteria="Reward a")
 
 
@@ -110,3 +118,29 @@ def test_import_composo_stays_light() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
+
+
+def test_a_broken_installed_plugin_is_skipped_with_a_warning(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    import importlib.metadata
+
+    import pluggy
+
+    from composo import hookspecs
+    from composo.plugins import _load_entry_points
+
+    good = importlib.metadata.EntryPoint(
+        name="transcript", value="composo_plugin_example.plugin", group="composo"
+    )
+    broken = importlib.metadata.EntryPoint(
+        name="broken", value="no_such_module_for_composo", group="composo"
+    )
+    monkeypatch.setattr(importlib.metadata, "entry_points", lambda group: [broken, good])
+    pm = pluggy.PluginManager("composo")
+    pm.add_hookspecs(hookspecs)
+    caplog.set_level("WARNING", logger="composo")
+    _load_entry_points(pm)
+    assert pm.get_plugin("transcript") is not None
+    assert pm.get_plugin("broken") is None
+    assert "'broken'" in caplog.text and "skipped" in caplog.text

@@ -143,9 +143,9 @@ def test_dropped_every_time_is_a_connection_error(live: ServerProcess) -> None:
 def test_server_down_is_a_connection_error() -> None:
     from tests.support.servers import free_port
 
-    with Composo(api_key="k", base_url=f"http://127.0.0.1:{free_port()}", timeout=5) as c:
-        with pytest.raises(APIConnectionError, match="could not reach"):
-            c.evaluate(messages=QA, criteria=CRITERION)
+    c = Composo(api_key="k", base_url=f"http://127.0.0.1:{free_port()}", timeout=5)
+    with c, pytest.raises(APIConnectionError, match="could not reach"):
+        c.evaluate(messages=QA, criteria=CRITERION)
 
 
 async def test_async_retries_and_timeout(live: ServerProcess) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import httpx
 import pytest
 
@@ -81,7 +83,9 @@ def test_several_criteria_come_back_in_order(client: Composo) -> None:
 
 
 async def test_async_client_reward_and_trace(aclient: AsyncComposo) -> None:
-    res = await aclient.evaluate(messages=WEATHER, criteria="Reward tool calls with grounded arguments")
+    res = await aclient.evaluate(
+        messages=WEATHER, criteria="Reward tool calls with grounded arguments"
+    )
     assert res.score is not None
     assert "get_weather" in res.explanation
     tr = await aclient.evaluate_trace(two_agent_trace(), criteria=REWARD)
@@ -154,11 +158,16 @@ def test_invalid_bodies_get_422_naming_the_field(
 
 def test_trace_rules_are_enforced(live: ServerProcess) -> None:
     trace = two_agent_trace().model_dump()
-    r = post(live, "/api/v1/evals/trace", {"trace": trace, "evaluation_criteria": REWARD,
-                                           "evaluate_latest": True})
+    r = post(
+        live,
+        "/api/v1/evals/trace",
+        {"trace": trace, "evaluation_criteria": REWARD, "evaluate_latest": True},
+    )
     assert r.status_code == 422 and "evaluate_latest" in r.json()["detail"]
     empty = {"root_agent_instance_id": "a", "agent_instance_by_id": {"a": {"id": "a", "name": "x"}}}
-    r = post(live, "/api/v1/evals/trace/background", {"trace": empty, "evaluation_criteria": REWARD})
+    r = post(
+        live, "/api/v1/evals/trace/background", {"trace": empty, "evaluation_criteria": REWARD}
+    )
     assert r.status_code == 422 and "LLM interaction" in r.json()["detail"]
 
 
@@ -188,14 +197,23 @@ def test_dev_switch_records_requests_without_the_key(live: ServerProcess, client
 def test_faults_are_consumed_in_order(live: ServerProcess) -> None:
     live.fault({"status": 429, "retry_after": "3", "detail": "slow down"}, {"status": 500})
     r = post(live, "/api/v1/evals/reward", {"messages": QA, "evaluation_criteria": REWARD})
-    assert (r.status_code, r.headers["retry-after"], r.json()) == (429, "3", {"detail": "slow down"})
+    assert (r.status_code, r.headers["retry-after"], r.json()) == (
+        429,
+        "3",
+        {"detail": "slow down"},
+    )
     assert post(live, "/api/v1/evals/reward", {}).status_code == 500
     assert post(live, "/api/v1/evals/reward", {}).status_code == 422
 
 
 def test_fault_path_filter(live: ServerProcess) -> None:
     live.fault({"status": 503, "path": "/trace"})
-    assert post(live, "/api/v1/evals/reward", {"messages": QA, "evaluation_criteria": REWARD}).status_code == 200
+    assert (
+        post(
+            live, "/api/v1/evals/reward", {"messages": QA, "evaluation_criteria": REWARD}
+        ).status_code
+        == 200
+    )
     assert post(live, "/api/v1/evals/trace", {}).status_code == 503
 
 
@@ -214,16 +232,18 @@ def test_dropped_twice_exhausts_retries(live: ServerProcess, client: Composo) ->
         client.evaluate(messages=QA, criteria=REWARD)
 
 
-def test_dev_routes_are_404_without_the_switch(tmp_path: object) -> None:
-    with ServerProcess(dev_faults=False) as srv:
+def test_dev_routes_are_404_without_the_switch(tmp_path: Path) -> None:
+    with ServerProcess(dev_faults=False, db=tmp_path / "t.db") as srv:
         assert httpx.get(srv.base_url + "/_dev/requests").status_code == 404
         assert httpx.post(srv.base_url + "/_dev/faults", json={"faults": []}).status_code == 404
 
 
 def test_trace_interactions_render_like_a_conversation(client: Composo) -> None:
     interaction = LLMInteraction.model_validate(
-        {"input_messages": [{"role": "user", "content": "What is the capital of France?"}],
-         "output_messages": [{"content": "Paris is the capital of France."}]}
+        {
+            "input_messages": [{"role": "user", "content": "What is the capital of France?"}],
+            "output_messages": [{"content": "Paris is the capital of France."}],
+        }
     )
     trace = MultiAgentTrace(
         root_agent_instance_id="a",

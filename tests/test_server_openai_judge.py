@@ -29,9 +29,10 @@ def verdict(score: float | None, explanation: str = "because", applicable: bool 
 @pytest.fixture
 def judged(openai_standin: OpenAIStandIn) -> Iterator[Composo]:
     options = JudgeOptions(model="judge-mini", api_key="sk-test", base_url=openai_standin.base_url)
-    with LocalServer(judge="openai", judge_options=options) as srv, Composo(
-        api_key=srv.api_key, base_url=srv.base_url
-    ) as c:
+    with (
+        LocalServer(judge="openai", judge_options=options) as srv,
+        Composo(api_key=srv.api_key, base_url=srv.base_url) as c,
+    ):
         yield c
 
 
@@ -90,7 +91,7 @@ def test_parse_failures_are_reported(judged: Composo, openai_standin: OpenAIStan
         judged.evaluate(messages=QA, criteria="Reward correct answers")
     assert info.value.status_code == 502
     task = judged.evaluate(messages=QA, criteria="Reward correct answers", block=False)
-    with pytest.raises(TaskFailedError, match="outside 0..1"):
+    with pytest.raises(TaskFailedError, match=r"outside 0\.\.1"):
         judged.wait(task["task_id"], timeout=10, poll_interval=0.05)
 
 
@@ -117,9 +118,10 @@ def test_command_line_reads_openai_environment(openai_standin: OpenAIStandIn) ->
     openai_standin.queue_chat(verdict(0.25, "from the command line"))
     env = {"OPENAI_BASE_URL": openai_standin.base_url, "OPENAI_API_KEY": "sk-env"}
     extra = ["--judge", "openai", "--judge-model", "served-judge"]
-    with ServerProcess(extra_args=extra, env=env) as srv, Composo(
-        api_key=srv.api_key, base_url=srv.base_url
-    ) as c:
+    with (
+        ServerProcess(extra_args=extra, env=env) as srv,
+        Composo(api_key=srv.api_key, base_url=srv.base_url) as c,
+    ):
         assert c.evaluate(messages=QA, criteria="Reward correct answers").score == 0.25
     assert chat_requests(openai_standin)[0]["model"] == "served-judge"
 

@@ -28,17 +28,21 @@ REWARD = "Reward responses that name the capital city"
 
 
 @pytest.fixture(scope="module")
-def strict() -> Iterator[ServerProcess]:
+def strict(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     """A server with a small body limit and a rate limit of 3 requests a minute."""
-    with ServerProcess(extra_args=["--max-body-bytes", "4096", "--rate-limit", "3/min"]) as srv:
+    args = ["--max-body-bytes", "4096", "--rate-limit", "3/min"]
+    db = tmp_path_factory.mktemp("strict") / "t.db"
+    with ServerProcess(extra_args=args, db=db) as srv:
         yield srv
 
 
 def test_body_over_the_limit_is_413(strict: ServerProcess) -> None:
     big = [{"role": "user", "content": "x" * 5000}, QA[1]]
-    with Composo(api_key=strict.api_key, base_url=strict.base_url, num_retries=3) as c:
-        with pytest.raises(RequestTooLargeError, match="4096 bytes"):
-            c.evaluate(messages=big, criteria=REWARD)
+    with (
+        Composo(api_key=strict.api_key, base_url=strict.base_url, num_retries=3) as c,
+        pytest.raises(RequestTooLargeError, match="4096 bytes"),
+    ):
+        c.evaluate(messages=big, criteria=REWARD)
 
 
 def test_default_limit_is_ten_mebibytes(live: ServerProcess) -> None:
@@ -82,9 +86,11 @@ def test_keys_from_the_environment(tmp_path: Path) -> None:
 
 
 def test_without_keys_any_key_is_accepted_on_loopback(tmp_path: Path) -> None:
-    with LocalServer(db=tmp_path / "t.db") as srv:
-        with Composo(api_key="whatever", base_url=srv.base_url) as c:
-            assert c.evaluate(messages=QA, criteria=REWARD).score is not None
+    with (
+        LocalServer(db=tmp_path / "t.db") as srv,
+        Composo(api_key="whatever", base_url=srv.base_url) as c,
+    ):
+        assert c.evaluate(messages=QA, criteria=REWARD).score is not None
 
 
 def test_non_loopback_host_without_keys_is_refused() -> None:
@@ -102,8 +108,18 @@ def test_non_loopback_host_without_keys_is_refused() -> None:
 def test_serve_prints_what_to_export(tmp_path: Path) -> None:
     port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "composo", "serve", "--port", str(port), "--api-key", "k-123",
-         "--db", str(tmp_path / "t.db")],
+        [
+            sys.executable,
+            "-m",
+            "composo",
+            "serve",
+            "--port",
+            str(port),
+            "--api-key",
+            "k-123",
+            "--db",
+            str(tmp_path / "t.db"),
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
@@ -121,8 +137,9 @@ def test_serve_prints_what_to_export(tmp_path: Path) -> None:
 
 def _submit(srv: ServerProcess, **extra: Any) -> str:
     with Composo(api_key=srv.api_key, base_url=srv.base_url) as c:
-        task: dict[str, str] = c.evaluate(messages=extra.pop("messages", QA), criteria=REWARD,
-                                          block=False, **extra)
+        task: dict[str, str] = c.evaluate(
+            messages=extra.pop("messages", QA), criteria=REWARD, block=False, **extra
+        )
         assert c.get_task(task["task_id"]).status in ("pending", "running")
         return task["task_id"]
 
@@ -135,7 +152,10 @@ def test_pending_tasks_finish_after_restart(tmp_path: Path, kill: bool) -> None:
         ids = [_submit(first) for _ in range(3)]
     finally:
         first.stop(kill=kill)
-    with ServerProcess(db=db) as second, Composo(api_key=second.api_key, base_url=second.base_url) as c:
+    with (
+        ServerProcess(db=db) as second,
+        Composo(api_key=second.api_key, base_url=second.base_url) as c,
+    ):
         results = [c.wait(tid, timeout=20, poll_interval=0.05) for tid in ids]
         assert all(r.score is not None for r in results)
         assert c.get_task(ids[0]).status == "succeeded"
@@ -147,8 +167,10 @@ def _disk_bytes(db: Path) -> bytes:
 
 def test_data_retention_none_keeps_no_content_on_disk(tmp_path: Path) -> None:
     db = tmp_path / "tasks.sqlite3"
-    secret = [{"role": "user", "content": "zebra-marker-3141 is my password"},
-              {"role": "assistant", "content": "I will remember zebra-marker-3141."}]
+    secret = [
+        {"role": "user", "content": "zebra-marker-3141 is my password"},
+        {"role": "assistant", "content": "I will remember zebra-marker-3141."},
+    ]
     kept = [{"role": "user", "content": "okapi-marker-2718 please"}, QA[1]]
     srv = ServerProcess(db=db, latency=60).start()
     try:
@@ -159,7 +181,10 @@ def test_data_retention_none_keeps_no_content_on_disk(tmp_path: Path) -> None:
         assert b"zebra-marker-3141" not in disk  # ...and none of the private request is there
     finally:
         srv.stop(kill=True)
-    with ServerProcess(db=db) as again, Composo(api_key=again.api_key, base_url=again.base_url) as c:
+    with (
+        ServerProcess(db=db) as again,
+        Composo(api_key=again.api_key, base_url=again.base_url) as c,
+    ):
         assert c.wait(normal, timeout=20, poll_interval=0.05).score is not None
         with pytest.raises(TaskFailedError, match="data_retention='none'"):
             c.wait(private, timeout=20, poll_interval=0.05)
@@ -168,12 +193,15 @@ def test_data_retention_none_keeps_no_content_on_disk(tmp_path: Path) -> None:
 
 def test_data_retention_none_result_is_served_from_memory(tmp_path: Path) -> None:
     db = tmp_path / "tasks.sqlite3"
-    secret = [{"role": "user", "content": "What is the capital of zebraland?"},
-              {"role": "assistant", "content": "The capital of zebraland is Stripeton."}]
+    secret = [
+        {"role": "user", "content": "What is the capital of zebraland?"},
+        {"role": "assistant", "content": "The capital of zebraland is Stripeton."},
+    ]
     with ServerProcess(db=db) as srv, Composo(api_key=srv.api_key, base_url=srv.base_url) as c:
         tid = c.evaluate(messages=secret, criteria=REWARD, block=False, data_retention="none")
         res = c.wait(tid["task_id"], timeout=10, poll_interval=0.05)
-        assert "zebraland" in res.explanation or res.score is not None
+        assert res.score is not None
+        assert c.get_task(tid["task_id"]).status == "succeeded"
         assert b"zebraland" not in _disk_bytes(db)
 
 
@@ -181,10 +209,12 @@ def test_tasks_of_a_running_server_are_not_taken_over(tmp_path: Path) -> None:
     db = tmp_path / "tasks.sqlite3"
     with ServerProcess(db=db, latency=3.0) as first:
         tid = _submit(first)
-        with ServerProcess(db=db) as second:
-            # The second server shares the file but the first is alive: the task stays with it.
-            with Composo(api_key=second.api_key, base_url=second.base_url) as c:
-                assert c.get_task(tid).status in ("pending", "running")
+        # The second server shares the file but the first is alive: the task stays with it.
+        with (
+            ServerProcess(db=db) as second,
+            Composo(api_key=second.api_key, base_url=second.base_url) as c,
+        ):
+            assert c.get_task(tid).status in ("pending", "running")
         with Composo(api_key=first.api_key, base_url=first.base_url) as c:
             assert c.wait(tid, timeout=10, poll_interval=0.05).score is not None
 
@@ -228,7 +258,10 @@ def test_judges_are_plugins() -> None:
     pm = get_plugin_manager()
     pm.register(_HalfPlugin(), name="test-half-judge")
     try:
-        with LocalServer(judge="half") as srv, Composo(api_key=srv.api_key, base_url=srv.base_url) as c:
+        with (
+            LocalServer(judge="half") as srv,
+            Composo(api_key=srv.api_key, base_url=srv.base_url) as c,
+        ):
             res = c.evaluate(messages=QA, criteria=REWARD)
             assert (res.score, res.explanation) == (0.5, "half for 2 messages")
             health = httpx.get(srv.base_url + "/api/healthcheck").json()
@@ -246,3 +279,49 @@ def test_local_server_stops_cleanly() -> None:
     srv.stop()
     with pytest.raises(httpx.ConnectError):
         httpx.get(url + "/api/healthcheck", timeout=2)
+
+
+def test_request_content_never_reaches_the_log(tmp_path: Path) -> None:
+    port = free_port()
+    marker = "wombat-marker-1618"
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "composo",
+            "serve",
+            "--port",
+            str(port),
+            "--api-key",
+            "k",
+            "--db",
+            str(tmp_path / "t.db"),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                httpx.get(url + "/api/healthcheck", timeout=0.5)
+                break
+            except httpx.HTTPError:
+                time.sleep(0.05)
+        messages = [
+            {"role": "user", "content": f"{marker}?"},
+            {"role": "assistant", "content": marker},
+        ]
+        for body in (
+            {"messages": messages, "evaluation_criteria": REWARD},
+            {"messages": messages, "evaluation_criteria": f"Reward {marker}", marker: 1},
+            {"messages": messages[:1], "evaluation_criteria": REWARD},
+        ):
+            httpx.post(url + "/api/v1/evals/reward", json=body, headers={"API-Key": "k"})
+    finally:
+        proc.terminate()
+        out, _ = proc.communicate(timeout=10)
+    assert "POST /api/v1/evals/reward" in out  # the access log is there...
+    assert marker not in out  # ...without any of the content

@@ -38,7 +38,7 @@ from tests.support.openai_standin import (
 )
 from tests.support.servers import ServerProcess
 
-WEATHER_TOOL = {
+WEATHER_TOOL: Any = {
     "type": "function",
     "function": {
         "name": "get_weather",
@@ -79,7 +79,9 @@ def evaluated(client: Composo, live: ServerProcess, trace: MultiAgentTrace) -> d
     """Send the trace through evaluate_trace; return the trace body the server received."""
     result = client.evaluate_trace(trace=trace, criteria=CRITERION)
     assert result.overall_score is None or 0.0 <= result.overall_score <= 1.0
-    assert set(result.results_by_agent_name) == {a.name for a in trace.agent_instance_by_id.values()}
+    assert set(result.results_by_agent_name) == {
+        a.name for a in trace.agent_instance_by_id.values()
+    }
     assert set(result.agent_scores) == set(trace.agent_instance_by_id)
     (body,) = [r["body"] for r in live.requests() if r["path"].endswith("/evals/trace")]
     sent: dict[str, Any] = body["trace"]
@@ -249,7 +251,7 @@ def test_responses_text(
 def test_responses_function_call_round_trip(
     oai: openai.OpenAI, openai_standin: OpenAIStandIn, client: Composo, live: ServerProcess
 ) -> None:
-    tools = [
+    tools: list[Any] = [
         {
             "type": "function",
             "name": "get_weather",
@@ -263,10 +265,10 @@ def test_responses_function_call_round_trip(
     )
     with AgentTracer(name="weather") as tracer:
         items: list[Any] = [{"role": "user", "content": "Weather in Oslo?"}]
-        first = oai.responses.create(model="gpt-4.1", input=items, tools=tools)  # type: ignore[arg-type]
+        first = oai.responses.create(model="gpt-4.1", input=items, tools=tools)
         items += [o.model_dump(exclude_none=True) for o in first.output]
         items.append({"type": "function_call_output", "call_id": "call_r1", "output": "-3C, snow"})
-        oai.responses.create(model="gpt-4.1", input=items, tools=tools)  # type: ignore[arg-type]
+        oai.responses.create(model="gpt-4.1", input=items, tools=tools)
     call, answer = llm_steps(tracer.trace)
     assert call.output_messages[0].content == ToolCall(
         id="call_r1", name="get_weather", parameters='{"city": "Oslo"}'
@@ -281,12 +283,18 @@ def test_responses_function_call_round_trip(
 def test_responses_built_in_tools(
     oai: openai.OpenAI, openai_standin: OpenAIStandIn, client: Composo, live: ServerProcess
 ) -> None:
-    builtin = [{"type": "web_search"}, {"type": "code_interpreter", "container": {"type": "auto"}}]
+    builtin: list[Any] = [
+        {"type": "web_search"},
+        {"type": "code_interpreter", "container": {"type": "auto"}},
+    ]
     openai_standin.queue_response(spacex_response(builtin))
     with AgentTracer(name="spacex") as tracer:
-        oai.responses.create(model="gpt-4.1", input="Latest SpaceX news?", tools=builtin)  # type: ignore[arg-type]
+        oai.responses.create(model="gpt-4.1", input="Latest SpaceX news?", tools=builtin)
     (step,) = llm_steps(tracer.trace)
-    kinds = [(m.type, m.content.name if isinstance(m.content, ToolCall) else None) for m in step.output_messages]
+    kinds = [
+        (m.type, m.content.name if isinstance(m.content, ToolCall) else None)
+        for m in step.output_messages
+    ]
     assert kinds == [
         ("tool_call", "web_search"),
         ("text", None),
@@ -307,13 +315,15 @@ def test_responses_built_in_tools(
 def test_responses_mcp_items_streamed(
     oai: openai.OpenAI, openai_standin: OpenAIStandIn, client: Composo, live: ServerProcess
 ) -> None:
-    mcp = {"type": "mcp", "server_label": "coingecko", "server_url": "https://mcp.example/mcp"}
+    mcp: Any = {"type": "mcp", "server_label": "coingecko", "server_url": "https://mcp.example/mcp"}
     openai_standin.queue_response(crypto_mcp_response([mcp]))
-    with AgentTracer(name="prices") as tracer:
-        with oai.responses.create(
-            model="gpt-4.1", input="BTC and ETH prices?", tools=[mcp], stream=True  # type: ignore[list-item]
-        ) as stream:
-            events = [e.type for e in stream]
+    with (
+        AgentTracer(name="prices") as tracer,
+        oai.responses.create(
+            model="gpt-4.1", input="BTC and ETH prices?", tools=[mcp], stream=True
+        ) as stream,
+    ):
+        events = [e.type for e in stream]
     assert events[-1] == "response.completed"
     (step,) = llm_steps(tracer.trace)
     calls = [m.content for m in step.output_messages if isinstance(m.content, ToolCall)]
@@ -344,7 +354,7 @@ async def test_async_client_chat_stream_and_responses(
         await aoai.chat.completions.create(
             model="gpt-4o-mini",
             messages=[{"role": "user", "content": "Weather in Rome?"}],
-            tools=[WEATHER_TOOL],  # type: ignore[list-item]
+            tools=[WEATHER_TOOL],
         )
         stream = await aoai.chat.completions.create(
             model="gpt-4o-mini",
@@ -382,7 +392,9 @@ def test_nested_agents_are_referenced_where_they_ran(
         return done.choices[0].message.content or ""
 
     def ask(text: str) -> None:
-        oai.chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": text}])
+        oai.chat.completions.create(
+            model="gpt-4o-mini", messages=[{"role": "user", "content": text}]
+        )
 
     with AgentTracer(name="orchestrator", agent_id="orch-1") as tracer:
         ask("plan")

@@ -182,7 +182,7 @@ def test_unknown_instrument_says_what_exists_and_what_to_install(
     assert "Install langchain-composo" in message
     assert "Available: OPENAI." in message
     assert "llama-index-evaluation-composo (LLAMA_INDEX)" in message
-    with pytest.raises(AttributeError, match="Instruments.NOPE is not available"):
+    with pytest.raises(AttributeError, match=r"Instruments\.NOPE is not available"):
         _ = Instruments.NOPE
 
 
@@ -332,3 +332,35 @@ def test_tracing_extra_is_needed_only_where_it_is_used() -> None:
     loaded, error = out.splitlines()
     assert loaded == "[]"
     assert "pip install 'composo[tracing]'" in error
+
+
+def test_langchain_chat_model_calling_openai_counts_once(
+    off: None, oai: openai.OpenAI, openai_standin: OpenAIStandIn
+) -> None:
+    """LangChain's spans are not the OpenTelemetry parent of the OpenAI span they wrap."""
+    pytest.importorskip("langchain_composo")
+    from langchain_core.language_models.chat_models import BaseChatModel
+    from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+    from langchain_core.outputs import ChatGeneration, ChatResult
+
+    class OpenAIBacked(BaseChatModel):
+        @property
+        def _llm_type(self) -> str:
+            return "openai-backed"
+
+        def _generate(
+            self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kw: Any
+        ) -> ChatResult:
+            answer = ask(oai, str(messages[-1].content))
+            return ChatResult(generations=[ChatGeneration(message=AIMessage(content=answer))])
+
+    openai_standin.queue_chat(
+        chat_completion(content="through langchain"), chat_completion(content="direct")
+    )
+    ComposoTracer.init(instruments=[Instruments.OPENAI, Instruments.LANGCHAIN])
+    with AgentTracer() as tracer:
+        assert OpenAIBacked().invoke([HumanMessage(content="hi")]).content == "through langchain"
+        assert ask(oai, "hi") == "direct"
+    wrapped, direct = steps(tracer.trace)
+    assert [m.content for m in wrapped.output_messages] == ["through langchain"]
+    assert [m.content for m in direct.output_messages] == ["direct"]

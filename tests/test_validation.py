@@ -24,7 +24,10 @@ def offline() -> Composo:
 CASES: list[tuple[dict[str, Any], str]] = [
     ({"messages": QA, "criteria": "Be nice"}, r"criteria: 'Be nice' must begin with 'Reward'"),
     ({"messages": QA, "criteria": "   "}, r"criteria: a criterion cannot be blank"),
-    ({"messages": QA, "criteria": "Reward " + "x" * 5000}, r"criteria: a criterion is at most 4096"),
+    (
+        {"messages": QA, "criteria": "Reward " + "x" * 5000},
+        r"criteria: a criterion is at most 4096",
+    ),
     ({"messages": QA, "criteria": ["Reward a", "nope"]}, r"criteria\[1\]"),
     ({"messages": QA, "criteria": []}, r"criteria: expected a string or a non-empty list"),
     ({"messages": QA}, r"exactly one of criteria="),
@@ -36,12 +39,21 @@ CASES: list[tuple[dict[str, Any], str]] = [
         r"messages\[0\]\.role is 'robot'; use one of",
     ),
     ({"messages": QA[:1], "criteria": "Reward a"}, r"messages: the conversation has 1 message"),
-    ({"messages": [], "result": "hi", "criteria": "Reward a"}, r"1 message\(s\) after appending result"),
-    ({"messages": QA, "criteria": "Reward a", "tags": {"a": {"b": 1}}}, r"tags\['a'\]: values must be"),
+    (
+        {"messages": [], "result": "hi", "criteria": "Reward a"},
+        r"1 message\(s\) after appending result",
+    ),
+    (
+        {"messages": QA, "criteria": "Reward a", "tags": {"a": {"b": 1}}},
+        r"tags\['a'\]: values must be",
+    ),
     ({"messages": QA, "criteria": "Reward a", "tags": ["env"]}, r"tags: expected a dict"),
     ({"messages": QA, "criteria": "Reward a", "tags": {"k": "v" * 65}}, r"at most 64 characters"),
     ({"messages": QA, "criteria": "Reward a", "tags": {"k" * 65: "v"}}, r"at most 64 characters"),
-    ({"messages": QA, "criteria": "Reward a", "model_core": "gpt-5"}, r"model_core: 'gpt-5' is not"),
+    (
+        {"messages": QA, "criteria": "Reward a", "model_core": "gpt-5"},
+        r"model_core: 'gpt-5' is not",
+    ),
     (
         {"messages": QA, "criteria": "Reward a", "model_core": "align-lightning-20251127"},
         r"takes only binary criteria",
@@ -56,8 +68,14 @@ CASES: list[tuple[dict[str, Any], str]] = [
         r"only evaluates the latest response",
     ),
     ({"messages": QA, "criteria": "Reward a", "data_retention": "forever"}, r"data_retention"),
-    ({"messages": QA, "criteria": "Reward a", "explanation_cleaning": "yes"}, r"explanation_cleaning"),
-    ({"messages": object(), "criteria": "Reward a"}, r"messages: cannot use a builtins.object.*plugin"),
+    (
+        {"messages": QA, "criteria": "Reward a", "explanation_cleaning": "yes"},
+        r"explanation_cleaning",
+    ),
+    (
+        {"messages": object(), "criteria": "Reward a"},
+        r"messages: cannot use a builtins.object.*plugin",
+    ),
     ({"messages": QA, "criteria": "Reward a", "result": 42}, r"result: cannot use a builtins.int"),
     ({"messages": QA, "criteria": "Reward a", "evaluator_name": None, "tools": "x"}, r"tools:"),
 ]
@@ -82,7 +100,10 @@ async def test_async_client_refuses_the_same(kwargs: dict[str, Any], message: st
 TRACE_CASES: list[tuple[Any, dict[str, Any], str]] = [
     (None, {"criteria": "Reward a"}, r"trace: required"),
     (
-        {"root_agent_instance_id": "a", "agent_instance_by_id": {"a": {"id": "a", "name": "x", "interactions": []}}},
+        {
+            "root_agent_instance_id": "a",
+            "agent_instance_by_id": {"a": {"id": "a", "name": "x", "interactions": []}},
+        },
         {"criteria": "Reward a"},
         r"no LLM interaction",
     ),
@@ -103,7 +124,9 @@ TRACE_CASES: list[tuple[Any, dict[str, Any], str]] = [
 
 
 @pytest.mark.parametrize(("trace", "kwargs", "message"), TRACE_CASES)
-def test_bad_traces_are_refused(offline: Composo, trace: Any, kwargs: dict[str, Any], message: str) -> None:
+def test_bad_traces_are_refused(
+    offline: Composo, trace: Any, kwargs: dict[str, Any], message: str
+) -> None:
     with pytest.raises(ComposoValidationError, match=message):
         offline.evaluate_trace(trace, **kwargs)
 
@@ -113,7 +136,9 @@ def test_lightning_cores_refuse_traces(offline: Composo) -> None:
 
     with pytest.raises(ComposoValidationError, match="cannot evaluate traces"):
         offline.evaluate_trace(
-            trace_from_messages(QA), criteria="Passes if fine", model_core="align-lightning-20251127"
+            trace_from_messages(QA),
+            criteria="Passes if fine",
+            model_core="align-lightning-20251127",
         )
 
 

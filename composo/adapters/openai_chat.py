@@ -12,7 +12,8 @@ from composo.plugins import hookimpl
 def _as_dict(obj: Any) -> Mapping[str, Any] | None:
     if isinstance(obj, Mapping):
         return obj
-    if is_openai_object(obj):
+    # Look before dumping: other openai objects (a Responses ``Response``) are not ours.
+    if is_openai_object(obj) and (hasattr(obj, "choices") or getattr(obj, "role", None)):
         dumped: dict[str, Any] = obj.model_dump(mode="json", exclude_none=True)
         return dumped
     return None

@@ -7,7 +7,7 @@ import sys
 import textwrap
 from collections.abc import Sequence
 
-__all__ = ["GROUPS", "add_arguments", "library", "resolve", "run"]
+__all__ = ["GROUPS", "add_arguments", "label", "library", "resolve", "run"]
 
 GROUPS = ("RAG", "TOOL_USE", "AGENT", "BINARY")
 
@@ -30,6 +30,14 @@ def library() -> dict[str, str]:
             name = next(n for n in criteria.__all__ if n.islower() and getattr(criteria, n) == text)
             out[name] = text
     return out
+
+
+def label(text: str, width: int = 60) -> str:
+    """A short name for display: the library name, or the criterion cut to ``width``."""
+    for name, value in library().items():
+        if value == text:
+            return name
+    return text if len(text) <= width else text[: width - 1].rstrip() + "…"
 
 
 def resolve(values: Sequence[str]) -> list[str]:

@@ -4,6 +4,7 @@ criterion as results arrive; re-running with the same ``-o`` resumes where the l
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 from collections.abc import Iterable, Iterator
@@ -11,9 +12,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from composo.async_client import AsyncComposo
     from composo.batch import BatchResult, Job, Progress
     from composo.cli.results import CriterionStats, Resume, RowWriter
+    from composo.client import Composo
 
 __all__ = ["add_arguments", "run"]
 
@@ -78,12 +79,9 @@ def _usage(message: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    import asyncio
-    import contextlib
-
     from composo.cli.criteria import resolve
     from composo.cli.results import RowWriter, iter_rows, prepare_resume, summarize
-    from composo.errors import ComposoError
+    from composo.errors import ComposoValidationError
 
     try:
         criteria = resolve(args.criteria)
@@ -129,16 +127,11 @@ def run(args: argparse.Namespace) -> int:
 
                 srv = stack.enter_context(LocalServer(judge="heuristic", latency=0.0))
                 base_url, api_key = srv.base_url, srv.api_key
-            from composo.async_client import AsyncComposo
-
-            try:
-                client = AsyncComposo(
-                    api_key=api_key, base_url=base_url, max_concurrent_requests=args.concurrency
-                )
-            except ComposoError as exc:
-                return _usage(f"{exc} (or pass --api-key, or use --local to try it offline)")
+            client = stack.enter_context(_client(api_key, base_url, args.concurrency))
             run_state = _Run(criteria, resume, writer, tally)
-            asyncio.run(run_state.main(client, source, args.concurrency))
+            run_state.main(client, source, args.concurrency)
+    except ComposoValidationError as exc:  # the client refused its settings
+        return _usage(f"{exc} (or pass --api-key, or use --local to try it offline)")
     except KeyboardInterrupt:
         interrupted = True
     finally:
@@ -153,6 +146,27 @@ def run(args: argparse.Namespace) -> int:
         print(f"stopped: {run_state.fatal}", file=sys.stderr)
         return EXIT_FAILED
     return EXIT_FAILED if any(s.errors for s in stats.values()) else EXIT_OK
+
+
+@contextlib.contextmanager
+def _client(api_key: str | None, base_url: str | None, concurrency: int) -> Iterator[Composo]:
+    """A client allowed ``concurrency`` requests at once, with as many kept-alive connections
+    (fewer would close and reopen connections all run long)."""
+    import httpx
+
+    from composo.client import Composo
+
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    with (
+        httpx.Client(limits=limits) as http,
+        Composo(
+            api_key=api_key,
+            base_url=base_url,
+            max_concurrent_requests=concurrency,
+            http_client=http,
+        ) as client,
+    ):
+        yield client
 
 
 class _Run:
@@ -173,16 +187,14 @@ class _Run:
         self.shown = 0
         self.warned: set[int] = set()
 
-    async def main(self, client: AsyncComposo, source: Path | None, concurrency: int) -> None:
+    def main(self, client: Composo, source: Path | None, concurrency: int) -> None:
         from composo import batch
 
         plan = batch.Plan.create(self.criteria)
         progress = self._progress(source)
         with _open_lines(source) as lines:
-            async with client:
-                results = batch.astream(client, self.jobs(lines), plan, concurrency, progress)
-                async for result in results:
-                    self.record(result)
+            for result in batch.stream(client, self.jobs(lines), plan, concurrency, progress):
+                self.record(result)
 
     def _progress(self, source: Path | None) -> Progress | None:
         from composo.batch import Progress
@@ -293,20 +305,17 @@ def _print_summary(stats: dict[str, CriterionStats], criteria: list[str]) -> Non
     from rich.console import Console
     from rich.table import Table
 
+    from composo.cli.criteria import label
+
     table = Table(title="composo evaluate: summary", title_justify="left")
     for header in ("criterion", "count", "mean", "median", "min", "max", "n/a", "errors"):
-        table.add_column(
-            header,
-            justify="left" if header == "criterion" else "right",
-            overflow="fold",
-            max_width=60 if header == "criterion" else None,
-        )
+        table.add_column(header, justify="left" if header == "criterion" else "right")
     order = [c for c in criteria if c in stats] + [c for c in stats if c not in criteria]
     for criterion in order:
         s = stats[criterion]
         f = s.figures()
         table.add_row(
-            criterion,
+            label(criterion, 48),
             str(s.count),
             _fmt(f["mean"]),
             _fmt(f["median"]),

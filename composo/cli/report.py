@@ -5,6 +5,7 @@ not-applicable and error counts, and the lowest-scoring conversations with their
 from __future__ import annotations
 
 import argparse
+import itertools
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -69,8 +70,7 @@ def _collect(
         entry.stats.add(row)
         if row.get("error") is not None:
             error_total += 1
-            if len(errors) < _ERRORS_SHOWN:
-                errors.append(row)
+            _add_error(errors, row)
             continue
         score = row.get("score")
         if not isinstance(score, (int, float)):
@@ -81,6 +81,26 @@ def _collect(
         if len(entry.lowest) > keep:
             heapq.heappop(entry.lowest)
     return out, errors, items, error_total
+
+
+def _add_error(errors: list[dict[str, Any]], row: dict[str, Any]) -> None:
+    """Group an item's failures: one line per item and error, listing the criteria it hit."""
+    for seen in errors:
+        if seen["index"] == row["index"] and seen["error"] == row["error"]:
+            seen["criteria"].append(row["criterion"])
+            return
+    if len(errors) < _ERRORS_SHOWN:
+        errors.append({**_slim(row), "error": row["error"], "criteria": [row["criterion"]]})
+
+
+def _item(row: dict[str, Any]) -> str:
+    """The item's own id, else its line in the dataset (``index`` counts lines from 0)."""
+    return str(row["id"]) if row.get("id") is not None else f"line {row['index'] + 1}"
+
+
+def _rank(entry: _Criterion) -> tuple[bool, float]:
+    mean = entry.stats.figures()["mean"]
+    return (mean is None, mean or 0.0)
 
 
 def _slim(row: dict[str, Any]) -> dict[str, Any]:
@@ -100,7 +120,9 @@ def run(args: argparse.Namespace) -> int:
     if not criteria:
         print(f"composo report: error: {args.results} holds no result rows", file=sys.stderr)
         return 2
-    page = render(criteria, errors, len(items), error_total, args.title, args.results.name)
+    # weakest first: the page opens on what needs attention
+    ranked = dict(sorted(criteria.items(), key=lambda kv: _rank(kv[1])))
+    page = render(ranked, errors, len(items), error_total, args.title, args.results.name)
     args.output.write_text(page, encoding="utf-8")
     print(f"wrote {args.output}", file=sys.stderr)
     return 0
@@ -126,7 +148,10 @@ font-weight:600}.stats td{border:0;padding:2px 10px 2px 0}.stats td:first-child{
 .pill{display:inline-block;min-width:44px;text-align:center;border-radius:999px;padding:1px 8px;
 color:#fff;font-weight:600;font-size:13px}.id{font-family:ui-monospace,Menlo,monospace;
 font-size:13px;white-space:nowrap}.expl{color:#333}.err{color:var(--err)}
-details summary{cursor:pointer;color:var(--mute)}svg text{font:11px system-ui,sans-serif;fill:#5b6478}
+details summary{cursor:pointer;color:var(--mute)}
+svg text{font:11px system-ui,sans-serif;fill:#5b6478}.legend{margin-top:10px;color:var(--mute);
+font-size:13px}.key{display:inline-block;width:11px;height:11px;border-radius:2px;
+margin:0 5px 0 14px;vertical-align:-1px}.card h2+.row{margin-top:14px}
 """
 
 
@@ -139,7 +164,7 @@ def _esc(text: Any) -> str:
 def _color(score: float) -> str:
     """Red (0) to amber to green (1), so a glance finds the weak spots."""
     stops = [(0.0, (194, 65, 12)), (0.5, (217, 159, 6)), (1.0, (21, 128, 61))]
-    for (x0, c0), (x1, c1) in zip(stops, stops[1:], strict=False):
+    for (x0, c0), (x1, c1) in itertools.pairwise(stops):
         if score <= x1:
             t = (score - x0) / (x1 - x0)
             r, g, b = (round(a + (b_ - a) * t) for a, b_ in zip(c0, c1, strict=True))
@@ -202,10 +227,59 @@ def _explanation(text: str | None) -> str:
 
 
 def _label(text: str) -> str:
-    from composo.cli.criteria import library
+    from composo.cli.criteria import label
 
-    names = {t: n for n, t in library().items()}
-    return names.get(text) or (text if len(text) <= 70 else text[:67] + "…")
+    return label(text, 70)
+
+
+_BANDS = (
+    ("below 0.4", 0, 4, "#c2410c"),
+    ("0.4 to 0.7", 4, 7, "#d99f06"),
+    ("0.7 and up", 7, 10, "#15803d"),
+)
+
+
+def _strip(entry: _Criterion) -> str:
+    """One stacked bar: how many scored low, middling, high, not applicable, failed."""
+    parts = [(name, sum(entry.bins[a:b]), color) for name, a, b, color in _BANDS]
+    parts += [
+        ("n/a", entry.stats.not_applicable, "#94a3b8"),
+        ("error", entry.stats.errors, "#b91c1c"),
+    ]
+    total = sum(n for _, n, _ in parts) or 1
+    width, x, rects = 260.0, 0.0, []
+    for name, n, color in parts:
+        if n:
+            w = width * n / total
+            rects.append(
+                f'<rect x="{x:.1f}" y="0" width="{w:.1f}" height="16" fill="{color}">'
+                f"<title>{name}: {n}</title></rect>"
+            )
+            x += w
+    return (
+        f'<svg viewBox="0 0 {width:.0f} 16" width="{width:.0f}" height="16">{"".join(rects)}</svg>'
+    )
+
+
+def _overview(criteria: dict[str, _Criterion]) -> str:
+    rows = []
+    for entry in criteria.values():
+        mean = entry.stats.figures()["mean"]
+        errors = entry.stats.errors
+        rows.append(
+            f"<tr><td>{_esc(_label(entry.text))}</td><td>{_pill(mean)}</td>"
+            f"<td>{_strip(entry)}</td><td>{entry.stats.not_applicable}</td>"
+            f"<td>{f'<span class=err>{errors}</span>' if errors else 0}</td></tr>"
+        )
+    legend = " ".join(
+        f'<span class="key" style="background:{c}"></span>{_esc(n)}'
+        for n, c in [(b[0], b[3]) for b in _BANDS] + [("n/a", "#94a3b8"), ("error", "#b91c1c")]
+    )
+    return (
+        '<section class="card"><h2>At a glance</h2><table><tr><th>criterion</th><th>mean</th>'
+        f"<th>scores</th><th>n/a</th><th>errors</th></tr>{''.join(rows)}</table>"
+        f'<div class="legend">{legend}</div></section>'
+    )
 
 
 def _card(entry: _Criterion) -> str:
@@ -229,7 +303,7 @@ def _card(entry: _Criterion) -> str:
     )
     lowest = sorted(entry.lowest, key=lambda t: (-t[0], -t[1]))
     rows = "".join(
-        f'<tr><td class="id">{_esc(r["id"] if r["id"] is not None else "#" + str(r["index"]))}'
+        f'<tr><td class="id">{_esc(_item(r))}'
         f"</td><td>{_pill(r['score'])}</td><td>{_explanation(r['explanation'])}</td></tr>"
         for *_, r in lowest
     )
@@ -239,9 +313,10 @@ def _card(entry: _Criterion) -> str:
         if rows
         else ""
     )
+    name = _label(entry.text)
+    full = f'<div class="crit">{_esc(entry.text)}</div>' if name != entry.text else ""
     return (
-        f'<section class="card"><h2>{_esc(_label(entry.text))}</h2>'
-        f'<div class="crit">{_esc(entry.text)}</div><div class="row">{_histogram(entry)}'
+        f'<section class="card"><h2>{_esc(name)}</h2>{full}<div class="row">{_histogram(entry)}'
         f'<table class="stats" style="width:auto">{stats}</table></div>{low}</section>'
     )
 
@@ -271,8 +346,9 @@ def render(
     )
     cards = "".join(_card(c) for c in criteria.values())
     error_rows = "".join(
-        f'<tr><td class="id">{_esc(r.get("id") or "#" + str(r["index"]))}</td>'
-        f"<td>{_esc(_label(r['criterion']))}</td><td class=\"err\">{_esc(r['error'])}</td></tr>"
+        f'<tr><td class="id">{_esc(_item(r))}</td>'
+        f"<td>{'<br>'.join(_esc(_label(c)) for c in r['criteria'])}</td>"
+        f'<td class="err">{_esc(r["error"])}</td></tr>'
         for r in errors
     )
     error_block = (
@@ -289,5 +365,6 @@ def render(
         '<meta name="viewport" content="width=device-width,initial-scale=1">'
         f"<title>{_esc(title)}</title><style>{_CSS}</style></head><body><main>"
         f'<h1>{_esc(title)}</h1><div class="sub">{_esc(source)} · generated {stamp}</div>'
-        f'<div class="totals">{totals}</div>{cards}{error_block}</main></body></html>\n'
+        f'<div class="totals">{totals}</div>{_overview(criteria)}{cards}{error_block}'
+        "</main></body></html>\n"
     )

@@ -13,8 +13,17 @@ from composo.server.config import DEFAULT_HOST, DEFAULT_MAX_BODY_BYTES, DEFAULT_
 __all__ = ["add_arguments", "parse_rate", "run"]
 
 _RATE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(?:/\s*(s|sec|second|m|min|minute|h|hour))?\s*$")
-_PER_MINUTE = {None: 1.0, "m": 1.0, "min": 1.0, "minute": 1.0, "s": 60.0, "sec": 60.0,
-               "second": 60.0, "h": 1 / 60, "hour": 1 / 60}
+_PER_MINUTE = {
+    None: 1.0,
+    "m": 1.0,
+    "min": 1.0,
+    "minute": 1.0,
+    "s": 60.0,
+    "sec": 60.0,
+    "second": 60.0,
+    "h": 1 / 60,
+    "hour": 1 / 60,
+}
 
 
 def parse_rate(text: str) -> float:
@@ -28,36 +37,67 @@ def parse_rate(text: str) -> float:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--host", default=DEFAULT_HOST, help="address to bind (default: %(default)s)")
-    parser.add_argument("--port", type=int, default=DEFAULT_PORT, help="port (default: %(default)s)")
     parser.add_argument(
-        "--judge", default="heuristic",
+        "--host", default=DEFAULT_HOST, help="address to bind (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--port", type=int, default=DEFAULT_PORT, help="port (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--judge",
+        default="heuristic",
         help="heuristic (offline, deterministic development stand-in) or openai (an LLM on any "
         "OpenAI-compatible endpoint); plugins may add more (default: %(default)s)",
     )
     parser.add_argument("--judge-model", help="model name for the openai judge")
-    parser.add_argument("--judge-base-url", help="base URL of the judge's OpenAI-compatible API "
-                        "(default: OPENAI_BASE_URL)")
-    parser.add_argument("--judge-api-key", help="API key for the judge's endpoint (default: "
-                        "OPENAI_API_KEY)")
     parser.add_argument(
-        "--api-key", action="append", default=None, metavar="KEY",
+        "--judge-base-url",
+        help="base URL of the judge's OpenAI-compatible API (default: OPENAI_BASE_URL)",
+    )
+    parser.add_argument(
+        "--judge-api-key", help="API key for the judge's endpoint (default: OPENAI_API_KEY)"
+    )
+    parser.add_argument(
+        "--api-key",
+        action="append",
+        default=None,
+        metavar="KEY",
         help="accept only this API key (repeatable; also COMPOSO_SERVER_API_KEYS, comma-separated)",
     )
     parser.add_argument(
         "--db", type=Path, help="SQLite file for background tasks (default: in the user cache dir)"
     )
-    parser.add_argument("--rate-limit", type=parse_rate, metavar="N/min",
-                        help="requests per minute per API key; over it, 429 with Retry-After")
-    parser.add_argument("--max-body-bytes", type=int, default=DEFAULT_MAX_BODY_BYTES,
-                        help="larger request bodies get 413 (default: %(default)s, 10 MiB)")
-    parser.add_argument("--latency", type=float, default=0.0, metavar="SECONDS",
-                        help="artificial delay added to every evaluation (default: 0)")
-    parser.add_argument("--dev-faults", action="store_true",
-                        help="enable /_dev/* to inject failures (also COMPOSO_SERVER_DEV_FAULTS=1); "
-                        "for testing clients only")
-    parser.add_argument("--no-access-log", dest="access_log", action="store_false",
-                        help="do not log one line per request")
+    parser.add_argument(
+        "--rate-limit",
+        type=parse_rate,
+        metavar="N/min",
+        help="requests per minute per API key; over it, 429 with Retry-After",
+    )
+    parser.add_argument(
+        "--max-body-bytes",
+        type=int,
+        default=DEFAULT_MAX_BODY_BYTES,
+        help="larger request bodies get 413 (default: %(default)s, 10 MiB)",
+    )
+    parser.add_argument(
+        "--latency",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="artificial delay added to every evaluation (default: 0)",
+    )
+    parser.add_argument(
+        "--dev-faults",
+        action="store_true",
+        help="enable /_dev/* to inject failures (also COMPOSO_SERVER_DEV_FAULTS=1); "
+        "for testing clients only",
+    )
+    parser.add_argument(
+        "--no-access-log",
+        dest="access_log",
+        action="store_false",
+        help="do not log one line per request",
+    )
 
 
 def run(args: argparse.Namespace) -> int:

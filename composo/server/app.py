@@ -136,7 +136,9 @@ def build_app(config: ServerConfig) -> Gate:
         app,
         keys=KeyCheck(config.api_keys),
         max_body_bytes=config.max_body_bytes,
-        limiter=None if config.rate_limit_per_minute is None else RateLimiter(config.rate_limit_per_minute),
+        limiter=None
+        if config.rate_limit_per_minute is None
+        else RateLimiter(config.rate_limit_per_minute),
         dev=dev,
     )
 
@@ -159,5 +161,3 @@ def _dev_routes(app: FastAPI, dev: DevSwitch) -> None:
     @app.get("/_dev/requests")
     async def recorded() -> Response:
         return _json(dev.requests)
-
-

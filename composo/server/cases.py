@@ -68,7 +68,7 @@ def content_text(content: Any) -> str:
 
 
 def tool_uses(messages: tuple[Mapping[str, Any], ...]) -> list[ToolUse]:
-    """Every tool call in the conversation, OpenAI ``tool_calls`` or Anthropic ``tool_use`` blocks."""
+    """Every tool call: OpenAI ``tool_calls`` and Anthropic ``tool_use`` blocks."""
     out: list[ToolUse] = []
     for i, m in enumerate(messages):
         for call in m.get("tool_calls") or ():
@@ -111,11 +111,18 @@ def _input_message(role: str, content: str | ToolCall | ToolResponse) -> dict[st
             "tool_calls": [_openai_call(content)],
         }
     if isinstance(content, ToolResponse):
-        msg: dict[str, Any] = {"role": "tool", "tool_call_id": content.id, "content": content.response}
+        msg: dict[str, Any] = {
+            "role": "tool",
+            "tool_call_id": content.id,
+            "content": content.response,
+        }
         if content.name:
             msg["name"] = content.name
         return msg
-    return {"role": role if role in ("system", "user", "assistant", "tool") else "user", "content": content}
+    return {
+        "role": role if role in ("system", "user", "assistant", "tool") else "user",
+        "content": content,
+    }
 
 
 def _openai_call(call: ToolCall) -> dict[str, Any]:
@@ -128,7 +135,11 @@ def _openai_call(call: ToolCall) -> dict[str, Any]:
 
 def _output_message(interaction: LLMInteraction) -> dict[str, Any]:
     texts = [o.content for o in interaction.output_messages if isinstance(o.content, str)]
-    calls = [_openai_call(o.content) for o in interaction.output_messages if isinstance(o.content, ToolCall)]
+    calls = [
+        _openai_call(o.content)
+        for o in interaction.output_messages
+        if isinstance(o.content, ToolCall)
+    ]
     msg: dict[str, Any] = {"role": "assistant", "content": "\n".join(texts) if texts else None}
     if calls:
         msg["tool_calls"] = calls
@@ -169,7 +180,11 @@ def agent_case(agent: AgentInstance, criterion: str, names: Mapping[str, str]) -
                 params = {}
             tools[spec.name] = {
                 "type": "function",
-                "function": {"name": spec.name, "description": spec.description, "parameters": params},
+                "function": {
+                    "name": spec.name,
+                    "description": spec.description,
+                    "parameters": params,
+                },
             }
     if not any_llm:
         return None

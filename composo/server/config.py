@@ -63,7 +63,7 @@ class ServerConfig:
             raise ValueError(f"max_body_bytes: must be at least 1024, got {self.max_body_bytes}")
         if self.rate_limit_per_minute is not None and self.rate_limit_per_minute <= 0:
             raise ValueError(
-                f"rate_limit: must be a positive number per minute, got {self.rate_limit_per_minute}"
+                f"rate_limit: must be a positive number a minute, got {self.rate_limit_per_minute}"
             )
 
 

@@ -58,7 +58,9 @@ class DevSwitch:
                 return self.faults.pop(i)
         return None
 
-    def record(self, method: str, path: str, headers: list[tuple[bytes, bytes]], body: bytes) -> None:
+    def record(
+        self, method: str, path: str, headers: list[tuple[bytes, bytes]], body: bytes
+    ) -> None:
         try:
             parsed: Any = json.loads(body) if body else None
         except ValueError:

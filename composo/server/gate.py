@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
+from composo.server.bodies import dumps
 from composo.server.devswitch import DevSwitch, Fault
 from composo.server.guards import KeyCheck, RateLimiter
-from composo.server.bodies import dumps
 
 __all__ = ["BODY_SCOPE_KEY", "Gate"]
 
@@ -53,6 +54,7 @@ class Gate:
         if scope["type"] != "http" or not scope["path"].startswith(_API_PREFIX):
             await self.app(scope, receive, send)
             return
+        send = _with_request_id(send)
         headers: list[tuple[bytes, bytes]] = scope["headers"]
         api_key: bytes | None = None
         length: bytes | None = None
@@ -131,9 +133,24 @@ class Gate:
             return True
         if fault.status is not None:
             extra = {"retry-after": fault.retry_after} if fault.retry_after is not None else {}
-            await _answer(send, fault.status, fault.detail or f"injected fault {fault.status}", extra)
+            await _answer(
+                send, fault.status, fault.detail or f"injected fault {fault.status}", extra
+            )
             return True
         return False
+
+
+def _with_request_id(send: Send) -> Send:
+    """Tag every answer with an ``x-request-id``, as the platform does, so errors can cite it."""
+    request_id = uuid.uuid4().hex.encode()
+
+    async def tagged(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            headers = [*message.get("headers", []), (b"x-request-id", request_id)]
+            message = {**message, "headers": headers}
+        await send(message)
+
+    return tagged
 
 
 async def _discard(receive: Receive, bound: int) -> None:
@@ -165,5 +182,7 @@ async def _drop(receive: Receive, send: Send) -> None:
         transport.abort()
         await asyncio.sleep(0.01)  # let the server notice the disconnect before we return
         return
-    await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"100")]})
+    await send(
+        {"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"100")]}
+    )
     raise ConnectionAbortedError("dropped on purpose by the development fault switch")

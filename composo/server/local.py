@@ -93,14 +93,17 @@ class LocalServer:
             latency=latency,
             **extra,
         )
-        self.api_key = self.config.api_keys[0] if self.config.api_keys else secrets.token_urlsafe(16)
+        self.api_key = (
+            self.config.api_keys[0] if self.config.api_keys else secrets.token_urlsafe(16)
+        )
         self._server: Any = None
         self._thread: threading.Thread | None = None
         self._socket: socket.socket | None = None
         self.port: int | None = None
 
     def __repr__(self) -> str:
-        return f"LocalServer(base_url={self.base_url if self.port else None!r}, judge={self.config.judge!r})"
+        url = self.base_url if self.port else None
+        return f"LocalServer(base_url={url!r}, judge={self.config.judge!r})"
 
     @property
     def base_url(self) -> str:
@@ -124,7 +127,6 @@ class LocalServer:
         self._socket = sock
         self.port = sock.getsockname()[1]
         server = uvicorn.Server(_uvicorn_config(build_app(self.config), self.config, False))
-        server.install_signal_handlers = lambda: None  # for uvicorn versions that still call it
         self._server = server
         self._thread = threading.Thread(
             target=server.run, kwargs={"sockets": [sock]}, name="composo-server", daemon=True
@@ -162,6 +164,9 @@ class LocalServer:
         return self.start()
 
     def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
     ) -> None:
         self.stop()

@@ -18,7 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["StoredTask", "TaskStore"]
+__all__ = ["KEEP_FINISHED_SECONDS", "StoredTask", "TaskStore"]
+
+KEEP_FINISHED_SECONDS = 7 * 24 * 3600  # finished tasks are forgotten after a week
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS tasks (
@@ -33,7 +35,8 @@ CREATE TABLE IF NOT EXISTS tasks (
     created REAL NOT NULL,
     updated REAL NOT NULL
 );
-CREATE INDEX IF NOT EXISTS tasks_unfinished ON tasks (status) WHERE status IN ('pending', 'running');
+CREATE INDEX IF NOT EXISTS tasks_unfinished ON tasks (status)
+    WHERE status IN ('pending', 'running');
 """
 _LOST = (
     "the server stopped before this task finished and, as data_retention='none' asked, its "
@@ -82,6 +85,10 @@ class TaskStore:
                 self._db.execute("PRAGMA journal_mode=WAL")
                 self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.executescript(_SCHEMA)
+            self._db.execute(
+                "DELETE FROM tasks WHERE status IN ('succeeded', 'failed') AND updated < ?",
+                (time.time() - KEEP_FINISHED_SECONDS,),
+            )
         if path is not None:
             os.chmod(path, 0o600)
 
@@ -94,7 +101,8 @@ class TaskStore:
         now = time.time()
         with self._lock:
             self._db.execute(
-                "INSERT INTO tasks (task_id, kind, status, retain, request, owner, created, updated)"
+                "INSERT INTO tasks"
+                " (task_id, kind, status, retain, request, owner, created, updated)"
                 " VALUES (?, ?, 'pending', ?, ?, ?, ?, ?)",
                 (task_id, kind, int(request is not None), request, self.owner, now, now),
             )
@@ -163,11 +171,13 @@ class TaskStore:
                     claimed.append(tid)
             self._db.execute(
                 "UPDATE tasks SET status = 'failed', error = ?, updated = ?"
-                f" WHERE owner = ? AND retain = 0 AND status = 'pending'",
+                " WHERE owner = ? AND retain = 0 AND status = 'pending'",
                 (_LOST, time.time(), self.owner),
             )
         tasks = [self.get(tid) for tid in claimed]
-        return [t for t in tasks if t is not None and t.status == "pending" and t.request is not None]
+        return [
+            t for t in tasks if t is not None and t.status == "pending" and t.request is not None
+        ]
 
     def _is_orphan(self, owner: str | None) -> bool:
         if owner is None:

@@ -4,7 +4,6 @@ a restart. Content of ``data_retention="none"`` tasks lives only in memory."""
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import uuid
 from collections.abc import Awaitable, Callable
@@ -38,7 +37,7 @@ class TaskManager:
         self._results: dict[str, dict[str, Any]] = {}
 
     def submit(self, request: RewardRequest | TraceRequest) -> str:
-        """Accept ``request``; it is on disk (unless ``data_retention="none"``) before this returns."""
+        """Accept ``request``: on disk before this returns, unless ``data_retention="none"``."""
         task_id = str(uuid.uuid4())
         kind = "trace" if isinstance(request, TraceRequest) else "reward"
         keep = request.data_retention != "none"
@@ -112,5 +111,3 @@ class TaskManager:
         if self._running:
             await asyncio.gather(*self._running, return_exceptions=True)
         self.store.release_unfinished()
-
-

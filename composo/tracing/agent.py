@@ -38,12 +38,14 @@ _NO_CALLS = (
 class _Slot:
     """One model call's place in an agent's history: a finished span, or an interaction."""
 
-    __slots__ = ("__weakref__", "interaction", "owner", "span")
+    __slots__ = ("__weakref__", "interaction", "owner", "span", "window")
 
     def __init__(self, interaction: LLMInteraction | None = None, owner: int = 0) -> None:
         self.span: Any = None
         self.interaction = interaction
         self.owner = owner  # the id of the span that fills this slot
+        # (instrumentation scope, start ns, end ns) of that span, to recognise nested calls
+        self.window: tuple[str, int, int] | None = None
 
     def resolve(self) -> LLMInteraction | None:
         """The interaction, converted from the span once; ``None`` while the call is running
@@ -145,15 +147,17 @@ class AgentTracer:
         return MultiAgentTrace(root_agent_instance_id=self.agent_id, agent_instance_by_id=agents)
 
     def _collect(self, agents: dict[str, AgentInstance]) -> None:
+        steps = list(self._steps)
+        found = {id(s): s.resolve() for s in steps if isinstance(s, _Slot)}
         interactions: list[str | LLMInteraction] = []
-        for step in list(self._steps):
+        for step in steps:
             if isinstance(step, AgentTracer):
                 step._collect(agents)
                 interactions.append(step.agent_id)
-            else:
-                found = step.resolve()
-                if found is not None:
-                    interactions.append(found)
+                continue
+            call = found[id(step)]
+            if call is not None and not _wrapped(step, call, steps, found):
+                interactions.append(call)
         if self.agent_id in agents:
             raise ComposoValidationError(
                 f"agent_id: {self.agent_id!r} is used by two AgentTracers in one trace; give each "
@@ -162,6 +166,37 @@ class AgentTracer:
         agents[self.agent_id] = AgentInstance(
             id=self.agent_id, name=self.name, interactions=interactions
         )
+
+
+def _wrapped(
+    slot: _Slot,
+    call: LLMInteraction,
+    steps: list[_Slot | AgentTracer],
+    found: dict[int, LLMInteraction | None],
+) -> bool:
+    """Whether another instrumentation's LLM span around this one reports the same call (a
+    framework's chat model calling the OpenAI client, when the framework does not make its span
+    the OpenTelemetry parent)."""
+    if slot.window is None:
+        return False
+    scope, start, end = slot.window
+    for other in steps:
+        if other is slot or not isinstance(other, _Slot) or other.window is None:
+            continue
+        o_scope, o_start, o_end = other.window
+        if o_scope != scope and o_start <= start and end <= o_end:
+            outer = found[id(other)]
+            if outer is not None and _answer(outer) == _answer(call):
+                return True
+    return False
+
+
+def _answer(call: LLMInteraction) -> list[tuple[str, str]]:
+    """What the model answered, independent of how an instrumentation formats arguments."""
+    return [
+        ("text", m.content) if isinstance(m.content, str) else ("call", m.content.name)
+        for m in call.output_messages
+    ]
 
 
 def _deliver(tracer: AgentTracer, on_trace: Callable[[MultiAgentTrace], Any] | None) -> None:

@@ -63,6 +63,8 @@ class AgentSpanProcessor(SpanProcessor):
         with self._lock:
             slot = self._claimed.pop(span_id, None)
         if slot is not None and slot.owner == span_id:
+            scope = span.instrumentation_scope
+            slot.window = (scope.name if scope else "", span.start_time or 0, span.end_time or 0)
             slot.span = span
 
     def shutdown(self) -> None:

@@ -1,4 +1,4 @@
-"""Start the project's own local server as a real subprocess, and drive its development fault switch."""
+"""Start the project's local server as a real subprocess, and drive its development fault switch."""
 
 from __future__ import annotations
 
@@ -43,7 +43,16 @@ class ServerProcess:
         self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
         self.api_key = api_keys[0] if api_keys else "any-key"
-        args = [sys.executable, "-m", "composo", "serve", "--host", "127.0.0.1", "--port", str(self.port)]
+        args = [
+            sys.executable,
+            "-m",
+            "composo",
+            "serve",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+        ]
         for key in api_keys:
             args += ["--api-key", key]
         if dev_faults:

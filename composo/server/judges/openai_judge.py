@@ -110,12 +110,13 @@ class OpenAIJudge:
                     {"role": "assistant", "content": text},
                     {
                         "role": "user",
-                        "content": f"That answer cannot be used: {problem}. Answer again with "
-                        'only the JSON object {"applicable": ..., "score": ..., "explanation": ...}.',
+                        "content": f"That answer cannot be used: {problem}. Answer again "
+                        'with only the JSON object {"applicable", "score", "explanation"}.',
                     },
                 ]
         raise JudgeError(
-            f"the judge model's answer could not be used after {self.max_attempts} attempts: {problem}"
+            f"the judge model's answer could not be used after {self.max_attempts} attempts: "
+            + problem
         )
 
     async def _complete(self, messages: list[dict[str, Any]]) -> str:
@@ -130,14 +131,18 @@ class OpenAIJudge:
                 r = await self._http.post("/chat/completions", json=body)
             except httpx.HTTPError as exc:
                 if attempt == 2:
-                    raise JudgeError(f"could not reach the judge endpoint: {type(exc).__name__}") from None
+                    raise JudgeError(
+                        f"could not reach the judge endpoint: {type(exc).__name__}"
+                    ) from None
                 await asyncio.sleep(0.2 * 2**attempt)
                 continue
             if r.status_code in _RETRY_STATUS and attempt < 2:
                 await asyncio.sleep(0.2 * 2**attempt)
                 continue
             if r.status_code != 200:
-                raise JudgeError(f"the judge endpoint answered {r.status_code}: {_error_message(r)}")
+                raise JudgeError(
+                    f"the judge endpoint answered {r.status_code}: {_error_message(r)}"
+                )
             try:
                 content = r.json()["choices"][0]["message"]["content"]
             except (ValueError, KeyError, IndexError, TypeError):

@@ -38,7 +38,9 @@ Answer with exactly this JSON object and nothing else:
 def verdict_instructions(case: Case) -> str:
     if is_binary(case.criterion):
         return "This criterion is binary: score must be exactly 0 or 1 (or null if not applicable)."
-    return "This criterion is graded: score is a number from 0.0 to 1.0 (or null if not applicable)."
+    return (
+        "This criterion is graded: score is a number from 0.0 to 1.0 (or null if not applicable)."
+    )
 
 
 def _call_text(call: Mapping[str, Any]) -> str:
@@ -89,6 +91,10 @@ def render_case(case: Case) -> str:
         (i for i, m in enumerate(case.messages) if m.get("role") == "assistant"), default=-1
     )
     for i, m in enumerate(case.messages):
-        marker = ">>> JUDGED " if case.evaluate_latest and case.subject == "response" and i == last_assistant else ""
+        marker = (
+            ">>> JUDGED "
+            if case.evaluate_latest and case.subject == "response" and i == last_assistant
+            else ""
+        )
         out.append(marker + _line(m))
     return "\n".join(out)

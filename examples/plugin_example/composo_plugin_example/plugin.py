@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 import composo
-
 from composo_plugin_example import Transcript
 
 

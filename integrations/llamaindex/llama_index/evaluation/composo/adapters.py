@@ -116,6 +116,6 @@ def composo_supported_types(kind: str) -> list[str] | None:
 
 @hookimpl
 def composo_instruments() -> list[Any] | None:
-    from llama_index.evaluation.composo.instrument import LlamaIndexInstrument
+    from llama_index.evaluation.composo.instrument import INSTRUMENT
 
-    return [LlamaIndexInstrument()]
+    return [INSTRUMENT]

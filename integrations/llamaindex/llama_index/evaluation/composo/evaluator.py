@@ -15,23 +15,23 @@ import weakref
 from collections.abc import Sequence
 from typing import Any
 
-from composo import AsyncComposo, Composo, convert
-from composo.errors import ComposoError, ComposoValidationError
-from composo.responses import EvaluationResponse, MultiAgentTraceResponse
-from composo.wire import check_criterion
 from llama_index.core.evaluation import BaseEvaluator, EvaluationResult
 from llama_index.core.prompts.mixin import PromptDictType
-
 from llama_index.evaluation.composo.messages import (
+    chat_message_dict,
     node_text,
     response_messages,
     source_material_message,
 )
 
+from composo import AsyncComposo, Composo, convert
+from composo.errors import ComposoError, ComposoValidationError
+from composo.responses import EvaluationResponse, MultiAgentTraceResponse
+from composo.wire import check_criterion
+
 __all__ = ["ComposoEvaluator"]
 
 _log = logging.getLogger("composo.llamaindex")
-
 
 
 class ComposoEvaluator(BaseEvaluator):
@@ -42,6 +42,8 @@ class ComposoEvaluator(BaseEvaluator):
             ``"Fails if ..."``) or several; several give the mean of the applicable scores.
         client: a ``Composo`` or ``AsyncComposo``; by default one is made from ``api_key`` /
             ``base_url`` or the ``COMPOSO_API_KEY`` / ``COMPOSO_BASE_URL`` environment variables.
+            An ``AsyncComposo`` is tied to one event loop; with a ``Composo`` (or none) the
+            evaluator keeps one async client per loop, as ``BatchEvalRunner`` may start several.
         threshold: ``passing`` is ``score >= threshold``.
         raise_on_error: raise API failures instead of returning ``invalid_result=True``.
         max_concurrent_requests: cap on requests in flight for clients made here (the
@@ -84,8 +86,10 @@ class ComposoEvaluator(BaseEvaluator):
             ]
         except ValueError as exc:
             raise ComposoValidationError(str(exc)) from None
-        if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not (
-            0.0 <= threshold <= 1.0
+        if (
+            isinstance(threshold, bool)
+            or not isinstance(threshold, (int, float))
+            or not (0.0 <= threshold <= 1.0)
         ):
             raise ComposoValidationError(f"threshold: a number between 0 and 1, got {threshold!r}")
         if client is not None and not isinstance(client, (Composo, AsyncComposo)):
@@ -102,7 +106,8 @@ class ComposoEvaluator(BaseEvaluator):
             "data_retention": data_retention,
         }
         self._given = client
-        if isinstance(client, (Composo, AsyncComposo)):
+        settings: Composo | AsyncComposo
+        if client is not None:
             settings = client
         else:
             # Made now so that a missing API key fails here, not in the middle of a batch.
@@ -121,8 +126,10 @@ class ComposoEvaluator(BaseEvaluator):
             "timeout": settings.timeout,
             "max_concurrent_requests": settings.max_concurrent_requests,
         }
-        self._sync: Composo | None = client if isinstance(client, Composo) else None
-        if client is None:
+        self._sync: Composo | None = None
+        if isinstance(client, Composo):
+            self._sync = client
+        elif isinstance(settings, Composo):
             self._sync = settings
         self._lock = threading.Lock()
         # AsyncComposo holds loop-bound resources, so one per event loop.
@@ -222,8 +229,9 @@ class ComposoEvaluator(BaseEvaluator):
     def evaluate_response(
         self, query: str | None = None, response: Any = None, **kwargs: Any
     ) -> EvaluationResult:
-        """Score a query engine ``Response`` or an ``AgentChatResponse``: its source nodes become
-        source material and its tool calls are part of the conversation."""
+        """Score a query engine ``Response``, an ``AgentChatResponse`` or a workflow agent's
+        ``AgentOutput``: source nodes become source material and recorded tool calls are part of
+        the conversation."""
         return self.evaluate(query=query, **self._response_kwargs(response), **kwargs)
 
     async def aevaluate_response(
@@ -237,9 +245,12 @@ class ComposoEvaluator(BaseEvaluator):
     def _response_kwargs(response: Any) -> dict[str, Any]:
         if response is None:
             return {}
+        if _is_agent_output(response):  # what a workflow agent's run() returns
+            answer = chat_message_dict(response.response)
+            return {"response": answer.get("content") or "", "_answer": [answer]}
         if not hasattr(response, "source_nodes") or not hasattr(response, "response"):
             raise ComposoValidationError(
-                f"response: expected a llama_index Response or AgentChatResponse, got "
+                f"response: expected a llama_index Response, AgentChatResponse or AgentOutput, got "
                 f"{type(response).__name__}; pass strings to evaluate(query=, response=)"
             )
         return {
@@ -274,9 +285,10 @@ class ComposoEvaluator(BaseEvaluator):
             query=query, response=response, contexts=list(contexts) if contexts else None
         )
         if trace is not None:
-            if messages is not None or response is not None:
+            if any(v is not None for v in (messages, query, response, contexts, tools, system)):
                 raise ComposoValidationError(
-                    "trace: give either trace= or a conversation (query/response/messages)"
+                    "trace: give either trace= or a conversation (query, response, contexts, "
+                    "messages, tools, system), not both: a trace carries its own"
                 )
             return _Call(self.criteria, result, {"trace": trace, **options})
         return _Call(
@@ -303,12 +315,19 @@ class ComposoEvaluator(BaseEvaluator):
             convo.extend(convert.to_messages(messages))
         if query is not None:
             if not isinstance(query, str):
-                raise ComposoValidationError(f"query: expected a string, got {type(query).__name__}")
+                raise ComposoValidationError(
+                    f"query: expected a string, got {type(query).__name__}"
+                )
             convo.append({"role": "user", "content": query})
         if answer is not None:  # from a Response object: source material already in place
             return convo + answer
         if contexts:
-            convo.append(source_material_message(list(contexts)))
+            source = source_material_message(list(contexts))
+            last = max((i for i, m in enumerate(convo) if m.get("role") == "assistant"), default=-1)
+            if response is None and last >= 0:
+                convo.insert(last, source)  # just before the answer already in the history
+            else:
+                convo.append(source)
         if response is not None:
             if not isinstance(response, str):
                 raise ComposoValidationError(
@@ -355,6 +374,12 @@ class ComposoEvaluator(BaseEvaluator):
         reason = f"{type(exc).__name__}: {exc}"
         _log.warning("Composo evaluation failed, result marked invalid: %s", reason)
         return call.result.model_copy(update={"invalid_result": True, "invalid_reason": reason})
+
+
+def _is_agent_output(obj: Any) -> bool:
+    # Checked by name: importing the agent workflow package only for this costs start-up time.
+    kind = type(obj)
+    return kind.__name__ == "AgentOutput" and kind.__module__.startswith("llama_index.")
 
 
 class _Call:

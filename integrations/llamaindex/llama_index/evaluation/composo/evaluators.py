@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from composo import AsyncComposo, Composo, criteria
-
 from llama_index.evaluation.composo.evaluator import ComposoEvaluator
+
+from composo import AsyncComposo, Composo, criteria
 
 __all__ = [
     "ComposoCompletenessEvaluator",
@@ -65,7 +65,7 @@ class ComposoToolUseEvaluator(_Preset):
     ``evaluate_response(query, agent_chat_response)``. Without tool calls it is not applicable.
     """
 
-    CRITERIA = list(criteria.TOOL_USE)
+    CRITERIA: ClassVar[str | list[str]] = list(criteria.TOOL_USE)
 
 
 class ComposoGoalPursuitEvaluator(_Preset):

@@ -10,11 +10,15 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-__all__ = ["LlamaIndexInstrument"]
+__all__ = ["INSTRUMENT", "LlamaIndexInstrument"]
 
 
 class LlamaIndexInstrument:
-    """Listens on LlamaIndex's instrumentation dispatcher (no OpenTelemetry spans needed)."""
+    """Listens on LlamaIndex's instrumentation dispatcher (no OpenTelemetry spans needed).
+
+    It records LlamaIndex's own LLM events, so switch on ``Instruments.OPENAI`` as well only
+    for OpenAI calls made outside LlamaIndex: a LlamaIndex OpenAI LLM would be seen by both.
+    """
 
     name = "llama_index"
 
@@ -45,3 +49,7 @@ class LlamaIndexInstrument:
 
     def __repr__(self) -> str:
         return f"LlamaIndexInstrument(instrumented={self._on})"
+
+
+INSTRUMENT = LlamaIndexInstrument()
+"""The one instance ``Instruments.LLAMA_INDEX`` resolves to."""

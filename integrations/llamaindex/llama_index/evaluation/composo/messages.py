@@ -99,12 +99,16 @@ def _extra_tool_call(raw: Any) -> dict[str, Any] | None:
     if isinstance(raw, Mapping):
         fn = raw.get("function")
         if isinstance(fn, Mapping):
-            return _call(str(raw.get("id") or ""), str(fn.get("name", "")), _arguments(fn.get("arguments")))
+            return _call(
+                str(raw.get("id") or ""), str(fn.get("name", "")), _arguments(fn.get("arguments"))
+            )
         if "name" in raw:  # Anthropic tool_use block
             return _call(str(raw.get("id") or ""), str(raw["name"]), _arguments(raw.get("input")))
         return None
     if hasattr(raw, "tool_name") and hasattr(raw, "tool_kwargs"):  # ToolSelection
-        return _call(str(getattr(raw, "tool_id", "") or ""), str(raw.tool_name), _arguments(raw.tool_kwargs))
+        return _call(
+            str(getattr(raw, "tool_id", "") or ""), str(raw.tool_name), _arguments(raw.tool_kwargs)
+        )
     return None
 
 
@@ -143,13 +147,13 @@ def chat_message_dict(message: ChatMessage, index: int = 0) -> dict[str, Any]:
             call = _call(block.tool_call_id or "", block.tool_name, _arguments(block.tool_kwargs))
             calls.append(call)
     for raw in extra.get("tool_calls") or ():
-        call = _extra_tool_call(raw)
-        if call is None:
+        extra_call = _extra_tool_call(raw)
+        if extra_call is None:
             raise ValueError(
                 f"messages[{index}].additional_kwargs['tool_calls'] holds a "
                 f"{type(raw).__name__} that is not a tool call"
             )
-        calls.append(call)
+        calls.append(extra_call)
     kept = _unique_calls(calls)
     for j, call in enumerate(kept):
         if not call["id"]:

@@ -28,6 +28,21 @@ from contextvars import ContextVar, Token
 from types import TracebackType
 from typing import Any
 
+from llama_index.core.base.llms.base import BaseLLM
+from llama_index.core.instrumentation import get_dispatcher  # type: ignore[attr-defined]
+from llama_index.core.instrumentation.event_handlers import BaseEventHandler
+from llama_index.core.instrumentation.events import BaseEvent
+from llama_index.core.instrumentation.events.llm import (
+    LLMChatEndEvent,
+    LLMChatStartEvent,
+    LLMCompletionEndEvent,
+)
+from llama_index.core.instrumentation.span import BaseSpan
+from llama_index.core.instrumentation.span_handlers import BaseSpanHandler
+from llama_index.core.tools.types import BaseTool
+from llama_index.core.workflow import Workflow
+from llama_index.evaluation.composo.messages import chat_message_dict, tool_definitions
+
 from composo.errors import ComposoValidationError
 from composo.trace import (
     AgentInstance,
@@ -39,21 +54,6 @@ from composo.trace import (
     ToolResponse,
     ToolSpec,
 )
-from llama_index.core.instrumentation import get_dispatcher
-from llama_index.core.instrumentation.event_handlers import BaseEventHandler
-from llama_index.core.instrumentation.events import BaseEvent
-from llama_index.core.instrumentation.events.llm import (
-    LLMChatEndEvent,
-    LLMChatStartEvent,
-    LLMCompletionEndEvent,
-)
-from llama_index.core.instrumentation.span import BaseSpan
-from llama_index.core.instrumentation.span_handlers import BaseSpanHandler
-from llama_index.core.llms.llm import BaseLLM
-from llama_index.core.tools.types import BaseTool
-from llama_index.core.workflow import Workflow
-
-from llama_index.evaluation.composo.messages import chat_message_dict, tool_definitions
 
 __all__ = ["LlamaIndexTraceCapture"]
 
@@ -63,7 +63,16 @@ _current: ContextVar[LlamaIndexTraceCapture | None] = ContextVar(
 )
 _PENDING_LIMIT = 256
 _LLM_CALLS = frozenset(
-    {"chat", "achat", "stream_chat", "astream_chat", "complete", "acomplete", "stream_complete", "astream_complete"}
+    {
+        "chat",
+        "achat",
+        "stream_chat",
+        "astream_chat",
+        "complete",
+        "acomplete",
+        "stream_complete",
+        "astream_complete",
+    }
 )
 
 
@@ -116,7 +125,10 @@ def _output_messages(message: dict[str, Any]) -> list[OutputMessage]:
     out: list[OutputMessage] = []
     if message.get("content") or not message.get("tool_calls"):
         out.append(OutputMessage(type="text", content=_text(message.get("content"))))
-    out.extend(OutputMessage(type="tool_call", content=_tool_call(c)) for c in message.get("tool_calls") or ())
+    out.extend(
+        OutputMessage(type="tool_call", content=_tool_call(c))
+        for c in message.get("tool_calls") or ()
+    )
     return out
 
 
@@ -154,6 +166,63 @@ def completion_interaction(prompt: str, text: str) -> LLMInteraction:
         input_messages=[InputMessage(role="user", type="text", content=prompt)],
         output_messages=[OutputMessage(type="text", content=text)],
     )
+
+
+# -- LLM calls in flight ---------------------------------------------------------------------
+
+
+class _Calls:
+    """LLM calls between their start and end events: the tools they were offered, and whether
+    they were made by another call of the same LLM (``chat()`` built on ``complete()``, or the
+    reverse), which must not count twice. ``limit`` bounds what calls that never end can leave."""
+
+    def __init__(self, limit: int | None = None) -> None:
+        self._lock = threading.Lock()
+        self._limit = limit
+        self._open: dict[str, int] = {}  # span id -> id() of the LLM, while the span is open
+        self._nested: set[str] = set()
+        self._tools: dict[str, list[ToolSpec] | None] = {}
+
+    def enter(self, span_id: str, parent_id: str | None, llm: Any) -> None:
+        with self._lock:
+            made_by_parent = parent_id is not None and self._open.get(parent_id) == id(llm)
+            if made_by_parent and (self._limit is None or len(self._nested) < self._limit):
+                self._nested.add(span_id)
+            self._open[span_id] = id(llm)
+
+    def exit(self, span_id: str) -> None:
+        with self._lock:
+            self._open.pop(span_id, None)
+
+    def offered(self, span_id: str | None, tools: list[ToolSpec] | None) -> None:
+        if span_id is None:
+            return
+        with self._lock:
+            if self._limit is not None and len(self._tools) >= self._limit:
+                self._tools.pop(next(iter(self._tools)))
+            self._tools[span_id] = tools
+
+    def finish(self, span_id: str | None) -> tuple[bool, list[ToolSpec] | None]:
+        """At a call's end event: (made by another call, so skip it; the tools it was offered)."""
+        if span_id is None:
+            return False, None
+        with self._lock:
+            nested = span_id in self._nested
+            self._nested.discard(span_id)
+            return nested, self._tools.pop(span_id, None)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._open.clear()
+            self._nested.clear()
+            self._tools.clear()
+
+    def __len__(self) -> int:
+        return len(self._open) + len(self._nested) + len(self._tools)
+
+
+def _llm_call(span_id: str, instance: Any) -> bool:
+    return isinstance(instance, BaseLLM) and _method(span_id) in _LLM_CALLS
 
 
 # -- what one capture records ----------------------------------------------------------------
@@ -197,9 +266,7 @@ class LlamaIndexTraceCapture:
         self._top: list[str] = []
         self._spans: dict[str, _Scope] = {}
         self._runs: dict[str, _Scope] = {}
-        self._tools: dict[str, list[ToolSpec] | None] = {}
-        self._llm_calls: dict[str, int] = {}  # open LLM call spans -> id of the LLM
-        self._nested: set[str] = set()  # LLM calls made by another call of the same LLM
+        self._calls = _Calls()
         self._loose = _Scope(name or "llama_index", None, fixed=True, tool=False)
         self._token: Token[LlamaIndexTraceCapture | None] | None = None
         self._state = "new"
@@ -221,7 +288,10 @@ class LlamaIndexTraceCapture:
         return self
 
     def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
     ) -> None:
         if self._token is not None:
             try:
@@ -233,16 +303,17 @@ class LlamaIndexTraceCapture:
         with self._lock:
             self._spans.clear()
             self._runs.clear()
-            self._tools.clear()
-            self._llm_calls.clear()
-            self._nested.clear()
+        self._calls.clear()
         _hub.release()
 
     async def __aenter__(self) -> LlamaIndexTraceCapture:
         return self.__enter__()
 
     async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
     ) -> None:
         self.__exit__(exc_type, exc, tb)
 
@@ -267,7 +338,7 @@ class LlamaIndexTraceCapture:
         if not agents:
             raise ComposoValidationError(
                 "trace: the capture saw no LLM call; run the LlamaIndex code inside "
-                "`with LlamaIndexTraceCapture() as capture:` (a trace needs at least one model call)"
+                "`with LlamaIndexTraceCapture() as capture:` (a trace needs a model call)"
             )
         if len(top) == 1:
             root = top[0]
@@ -282,63 +353,48 @@ class LlamaIndexTraceCapture:
     # -- recording (called by the handlers) ----------------------------------------------
 
     def _span_enter(self, id_: str, bound_args: Any, instance: Any, parent_id: str | None) -> None:
+        if _llm_call(id_, instance):
+            self._calls.enter(id_, parent_id, instance)
         with self._lock:
-            if isinstance(instance, BaseLLM) and _method(id_) in _LLM_CALLS:
-                # chat() built on complete() (or the reverse) must count as one call
-                if parent_id is not None and self._llm_calls.get(parent_id) == id(instance):
-                    self._nested.add(id_)
-                self._llm_calls[id_] = id(instance)
             parent = self._spans.get(parent_id) if parent_id else None
             if isinstance(instance, Workflow) and id_.startswith(f"{type(instance).__name__}.run-"):
                 while parent is not None and parent.tool:
                     parent = parent.parent  # an agent run inside a tool is the caller's sub-agent
-                agent_name = getattr(instance, "name", None)
-                fixed = isinstance(agent_name, str) and bool(agent_name)
+                given = getattr(instance, "name", None)
+                fixed = isinstance(given, str) and bool(given)
                 scope = _Scope(
-                    agent_name if fixed else type(instance).__name__, parent, fixed=fixed, tool=False
+                    given if isinstance(given, str) and given else type(instance).__name__,
+                    parent,
+                    fixed=fixed,
+                    tool=False,
                 )
                 self._runs[id_] = scope
             elif parent is not None and isinstance(instance, BaseTool):
-                name = instance.metadata.name or type(instance).__name__
-                scope = _Scope(name, parent, fixed=True, tool=True)
+                scope = _Scope(
+                    str(instance.metadata.name or type(instance).__name__),
+                    parent,
+                    fixed=True,
+                    tool=True,
+                )
                 self._runs[id_] = scope
             elif parent is not None:
                 scope = parent
                 ev = bound_args.arguments.get("ev") if bound_args is not None else None
-                name = getattr(ev, "current_agent_name", None)
-                if isinstance(name, str) and name and not scope.fixed:
-                    scope.agent_name = name
+                current = getattr(ev, "current_agent_name", None)
+                if isinstance(current, str) and current and not scope.fixed:
+                    scope.agent_name = current
             else:
                 return
             self._spans[id_] = scope
             scope.spans.append(id_)
 
     def _span_end(self, id_: str) -> None:
+        self._calls.exit(id_)
         with self._lock:
-            self._llm_calls.pop(id_, None)
             scope = self._runs.pop(id_, None)
             if scope is not None:
                 for span_id in scope.spans:
                     self._spans.pop(span_id, None)
-                    self._tools.pop(span_id, None)
-
-    def _offered(self, span_id: str | None, tools: list[ToolSpec] | None) -> None:
-        if span_id is None:
-            return
-        with self._lock:
-            self._tools[span_id] = tools
-
-    def _take_offered(self, span_id: str | None) -> list[ToolSpec] | None:
-        with self._lock:
-            return self._tools.pop(span_id, None) if span_id else None
-
-    def _is_nested(self, span_id: str | None) -> bool:
-        with self._lock:
-            if span_id in self._nested:
-                self._nested.discard(span_id)
-                self._tools.pop(span_id, None)
-                return True
-            return False
 
     def _record(self, span_id: str | None, interaction: LLMInteraction) -> None:
         with self._lock:
@@ -361,15 +417,15 @@ class LlamaIndexTraceCapture:
 
 
 class _Hub:
-    """Installs the handlers while someone needs them; forwards to ``composo.tracing`` when the
-    instrument is on and no capture is active."""
+    """Installs the handlers while someone needs them. With the tracing instrument on, calls made
+    outside any capture are forwarded to ``composo.tracing`` (the innermost ``AgentTracer``)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._users = 0
         self.forwarding = 0
         self._handlers: tuple[_EventHandler, _SpanHandler] | None = None
-        self._pending: dict[str, list[ToolSpec] | None] = {}
+        self.calls = _Calls(limit=_PENDING_LIMIT)  # for forwarded calls: no capture to hold them
 
     def acquire(self, forward: bool = False) -> None:
         with self._lock:
@@ -388,7 +444,7 @@ class _Hub:
             self._users = max(0, self._users - 1)
             self.forwarding = max(0, self.forwarding - int(forward))
             if self.forwarding == 0:
-                self._pending.clear()
+                self.calls.clear()
             if self._users == 0 and self._handlers is not None:
                 events, spans = self._handlers
                 root = get_dispatcher()
@@ -399,19 +455,6 @@ class _Hub:
     @property
     def installed(self) -> bool:
         return self._handlers is not None
-
-    # pending tool lists for forwarded calls (no capture to keep them in)
-    def offered(self, span_id: str | None, tools: list[ToolSpec] | None) -> None:
-        if span_id is None:
-            return
-        with self._lock:
-            if len(self._pending) >= _PENDING_LIMIT:
-                self._pending.pop(next(iter(self._pending)))
-            self._pending[span_id] = tools
-
-    def take_offered(self, span_id: str | None) -> list[ToolSpec] | None:
-        with self._lock:
-            return self._pending.pop(span_id, None) if span_id else None
 
 
 _hub = _Hub()
@@ -439,26 +482,19 @@ class _EventHandler(BaseEventHandler):
 
 
 def _handle(capture: LlamaIndexTraceCapture | None, event: BaseEvent) -> None:
-    if capture is not None and isinstance(event, (LLMChatEndEvent, LLMCompletionEndEvent)):
-        if capture._is_nested(event.span_id):
-            return
+    calls = capture._calls if capture is not None else _hub.calls
     if isinstance(event, LLMChatStartEvent):
-        tools = _tool_specs(event.additional_kwargs.get("tools"))
-        if capture is not None:
-            capture._offered(event.span_id, tools)
-        else:
-            _hub.offered(event.span_id, tools)
+        calls.offered(event.span_id, _tool_specs(event.additional_kwargs.get("tools")))
         return
     if isinstance(event, LLMChatEndEvent):
-        if event.response is None:
+        nested, tools = calls.finish(event.span_id)
+        if nested or event.response is None:
             return
-        tools = (
-            capture._take_offered(event.span_id)
-            if capture is not None
-            else _hub.take_offered(event.span_id)
-        )
         interaction = chat_interaction(list(event.messages), event.response.message, tools)
     elif isinstance(event, LLMCompletionEndEvent):
+        nested, _ = calls.finish(event.span_id)
+        if nested:
+            return
         interaction = completion_interaction(event.prompt, event.response.text)
     else:
         return
@@ -483,10 +519,11 @@ class _SpanHandler(BaseSpanHandler[BaseSpan]):
         **kwargs: Any,
     ) -> None:
         capture = _current.get()
-        if capture is None:
-            return
         try:
-            capture._span_enter(id_, bound_args, instance, parent_id)
+            if capture is not None:
+                capture._span_enter(id_, bound_args, instance, parent_id)
+            elif _hub.forwarding and _llm_call(id_, instance):
+                _hub.calls.enter(id_, parent_id, instance)
         except Exception:
             _log.debug("could not follow a LlamaIndex span", exc_info=True)
 
@@ -498,9 +535,7 @@ class _SpanHandler(BaseSpanHandler[BaseSpan]):
         result: Any | None = None,
         **kwargs: Any,
     ) -> None:
-        capture = _current.get()
-        if capture is not None:
-            capture._span_end(id_)
+        self._end(id_)
 
     def span_drop(
         self,
@@ -510,9 +545,15 @@ class _SpanHandler(BaseSpanHandler[BaseSpan]):
         err: BaseException | None = None,
         **kwargs: Any,
     ) -> None:
+        self._end(id_)
+
+    @staticmethod
+    def _end(id_: str) -> None:
         capture = _current.get()
         if capture is not None:
             capture._span_end(id_)
+        elif _hub.forwarding:
+            _hub.calls.exit(id_)
 
     # Spans are followed in span_enter/exit above; the base class's span objects are not used.
     def new_span(self, *args: Any, **kwargs: Any) -> BaseSpan | None:

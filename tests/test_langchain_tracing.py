@@ -1,0 +1,92 @@
+"""``Instruments.LANGCHAIN``: LangChain model calls reach ``AgentTracer`` through OpenInference
+spans (real langchain-core, OpenTelemetry SDK, local server)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+
+import pytest
+from langchain.agents import create_agent
+from langchain_core.messages import AIMessage, HumanMessage
+
+from composo import Composo, LLMInteraction
+from composo.tracing import AgentTracer, ComposoTracer, Instruments
+from tests.support.servers import ServerProcess
+from tests.test_langchain_callback import EchoChat, ToolCallingFakeChat, get_weather
+
+
+@pytest.fixture
+def langchain_tracing() -> Iterator[None]:
+    ComposoTracer.init(instruments=Instruments.LANGCHAIN)
+    yield
+    ComposoTracer.shutdown()
+
+
+def test_instrument_is_contributed_by_the_plugin() -> None:
+    assert "LANGCHAIN" in Instruments.available()
+    assert Instruments.LANGCHAIN is Instruments.LANGCHAIN
+    assert Instruments.LANGCHAIN.name == "langchain"
+
+
+def test_agent_tracer_captures_langchain_calls(
+    langchain_tracing: None, client: Composo, live: ServerProcess
+) -> None:
+    agent = create_agent(
+        ToolCallingFakeChat(
+            messages=iter(
+                [
+                    AIMessage("", tool_calls=[{"name": "get_weather", "args": {"city": "Rome"}, "id": "g"}]),
+                    AIMessage("Sunny in Rome."),
+                ]
+            )
+        ),
+        tools=[get_weather],
+        name="weather_agent",
+    )
+    with AgentTracer(name="planner") as planner:
+        EchoChat().invoke([HumanMessage("Plan a day in Rome")])
+        with AgentTracer(name="weather") as weather:
+            agent.invoke({"messages": [HumanMessage("Weather in Rome?")]})
+
+    trace = planner.trace
+    root = trace.agent_instance_by_id[trace.root_agent_instance_id]
+    assert isinstance(root.interactions[0], LLMInteraction)
+    assert root.interactions[0].output_messages[0].content == "You asked: Plan a day in Rome"
+    assert root.interactions[1] == weather.agent_id
+    sub = trace.agent_instance_by_id[weather.agent_id]
+    first, second = sub.interactions
+    assert isinstance(first, LLMInteraction) and isinstance(second, LLMInteraction)
+    call = first.output_messages[0].content
+    assert getattr(call, "name", None) == "get_weather"
+    assert first.tools_available and first.tools_available[0].name == "get_weather"
+    assert second.output_messages[0].content == "Sunny in Rome."
+
+    result = client.evaluate_trace(trace, criteria="Reward agents that use tools well")
+    assert set(result.results_by_agent_name) == {"planner", "weather"}
+    assert live.requests()[-1]["body"]["trace"]["root_agent_instance_id"] == root.id
+
+
+def test_async_agents_keep_their_own_calls(langchain_tracing: None) -> None:
+    async def one(question: str) -> AgentTracer:
+        async with AgentTracer(name="asker") as tracer:
+            await EchoChat().ainvoke([HumanMessage(question)])
+        return tracer
+
+    async def both() -> list[AgentTracer]:
+        return list(await asyncio.gather(one("first?"), one("second?")))
+
+    tracers = asyncio.run(both())
+    for tracer, question in zip(tracers, ["first?", "second?"], strict=True):
+        [agent] = tracer.trace.agent_instance_by_id.values()
+        [step] = agent.interactions
+        assert isinstance(step, LLMInteraction)
+        assert step.output_messages[0].content == f"You asked: {question}"
+
+
+def test_shutdown_stops_capturing(langchain_tracing: None) -> None:
+    ComposoTracer.shutdown()
+    with AgentTracer(name="off") as tracer:
+        EchoChat().invoke([HumanMessage("anyone?")])
+    with pytest.raises(ValueError, match="captured no LLM call"):
+        _ = tracer.trace
