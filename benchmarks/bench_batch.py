@@ -2,7 +2,8 @@
 
 1. Throughput: 2,000 evaluations at concurrency 32 against a server that takes 50 ms per answer.
    The limit is 32 / 0.05 s = 640 evaluations/s; the figure is the fraction of it reached
-   (goal >= 0.9), for the sync client (threads, what ``composo evaluate`` uses) and the async one.
+   (goal >= 0.9), for the sync client (threads, what ``composo evaluate`` uses), the async one
+   as it comes, and the async one on ``composo.transport.ShardedAsyncTransport``.
 2. Memory: peak resident memory while streaming 10,000 and then 100,000 items through
    ``evaluate_many_iter`` (each size in a fresh process); goal: ratio <= 1.1.
 
@@ -10,7 +11,7 @@ The server runs in its own process (``python -m composo serve``), as it would in
 client's figures are not diluted by the server sharing its interpreter; both share this machine's
 cores. ``--quick`` scales everything down tenfold for a smoke run.
 
-    python benchmarks/bench_batch.py [--quick]
+    python benchmarks/bench_batch.py [--quick] [--throughput-only]
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from typing import Any
 import httpx
 
 from composo import AsyncComposo, Composo
+from composo.transport import ShardedAsyncTransport
 
 CRITERION = "Reward answers that explain the refund policy"
 LATENCY = 0.05
@@ -92,10 +94,14 @@ def sync_rate(srv: Server, n: int) -> float:
     return n / elapsed
 
 
-def async_rate(srv: Server, n: int) -> float:
+def async_rate(srv: Server, n: int, sharded: bool = False) -> float:
     async def go() -> float:
+        http = httpx.AsyncClient(transport=ShardedAsyncTransport(CONCURRENCY)) if sharded else None
         async with AsyncComposo(
-            api_key=srv.api_key, base_url=srv.base_url, max_concurrent_requests=CONCURRENCY
+            api_key=srv.api_key,
+            base_url=srv.base_url,
+            max_concurrent_requests=CONCURRENCY,
+            http_client=http,
         ) as client:
             await client.evaluate(messages=item(0)["messages"], criteria=CRITERION)
             start = time.perf_counter()
@@ -103,10 +109,16 @@ def async_rate(srv: Server, n: int) -> float:
             async for r in client.evaluate_many_iter(items(n), CRITERION):
                 done += r.ok
             elapsed = time.perf_counter() - start
+        if http is not None:
+            await http.aclose()
         assert done == n, f"{n - done} evaluations failed"
         return n / elapsed
 
     return asyncio.run(go())
+
+
+def sharded_rate(srv: Server, n: int) -> float:
+    return async_rate(srv, n, sharded=True)
 
 
 def memory_child(base_url: str, api_key: str, n: int) -> None:
@@ -132,6 +144,7 @@ def peak_memory(srv: Server, n: int) -> dict[str, int]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="a tenth of the sizes")
+    parser.add_argument("--throughput-only", action="store_true", help="skip the memory part")
     parser.add_argument("--memory-child", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.memory_child:
@@ -145,9 +158,16 @@ def main() -> None:
     with Server(LATENCY) as srv:
         print(f"throughput, {n} evaluations, concurrency {CONCURRENCY}, server latency 50 ms "
               f"(limit {limit:.0f}/s):")  # fmt: skip
-        for name, measure in (("sync  (Composo)", sync_rate), ("async (AsyncComposo)", async_rate)):
+        for name, measure in (
+            ("Composo (threads)", sync_rate),
+            ("AsyncComposo", async_rate),
+            ("AsyncComposo, sharded", sharded_rate),
+        ):
             rate = measure(srv, n)
             print(f"  {name:22} {rate:7.0f}/s  = {rate / limit:.2f} of the limit (goal >= 0.90)")
+        print("  (sharded: http_client=httpx.AsyncClient(transport=ShardedAsyncTransport(32)))")
+    if args.throughput_only:
+        return
     small, large = 10_000 // scale, 100_000 // scale
     with Server(0.0) as srv:
         a, b = peak_memory(srv, small), peak_memory(srv, large)

@@ -15,6 +15,7 @@ from composo.base_client import TASK_PATH, BaseClient
 from composo.errors import APITimeoutError
 from composo.responses import EvaluationResponse, MultiAgentTraceResponse, TaskInfo
 from composo.retry import async_retrying
+from composo.transport import ShardedAsyncTransport
 from composo.wire import RewardRequest, TraceRequest
 
 __all__ = ["AsyncComposo"]
@@ -37,8 +38,9 @@ class AsyncComposo(BaseClient):
             api_key, base_url, num_retries, model_core, timeout, max_concurrent_requests
         )
         self._owns_http = http_client is None
+        # Several small pools: httpcore's async pool costs CPU per request in its size.
         self._http = http_client or httpx.AsyncClient(
-            limits=httpx.Limits(max_connections=max(max_concurrent_requests, 10)),
+            transport=ShardedAsyncTransport(max(max_concurrent_requests, 10))
         )
         self._slots = asyncio.Semaphore(max_concurrent_requests)
 

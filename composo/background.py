@@ -82,7 +82,7 @@ class BackgroundEvaluator:
     ``criteria`` (or ``evaluator_name``) is checked here, before anything runs. ``options`` are
     passed to every ``evaluate`` / ``evaluate_trace`` call (``tags``, ``model_core``...).
     ``results`` keeps the newest ``max_results`` records (``None``: all of them); ``on_result``
-    sees every record as it arrives, on the background thread.
+    sees every record as it arrives (on the background thread; a skip, in the submitting one).
     """
 
     def __init__(
@@ -220,7 +220,12 @@ class BackgroundEvaluator:
         """Wait up to ``timeout`` for pending work, then stop the thread and close owned clients."""
         if self._closed:
             return
-        self.flush(timeout)
+        if not self.flush(timeout):
+            _log.warning(
+                "%s: closing with %d evaluation(s) unfinished; they are dropped",
+                self._name,
+                self._pending,
+            )
         self._closed = True
         loop, thread = self._loop, self._thread
         if loop is not None and thread is not None:
@@ -352,11 +357,6 @@ class BackgroundEvaluator:
             kind=job.kind,
             metadata=job.metadata,
         )
-        if self._on_result is not None:
-            try:
-                self._on_result(record)
-            except Exception:
-                _log.exception("on_result raised for run %s; the record is kept", job.run_id)
         with self._cond:
             self._results.append(record)
             if error is None:
@@ -364,7 +364,14 @@ class BackgroundEvaluator:
             else:
                 self._failed += 1
                 self._errors.append(record)
-            if pending:
+        # The record is visible before on_result runs, and flush() returns only after it ran.
+        if self._on_result is not None:
+            try:
+                self._on_result(record)
+            except Exception:
+                _log.exception("on_result raised for run %s; the record is kept", job.run_id)
+        if pending:
+            with self._cond:
                 self._pending -= 1
                 if self._pending == 0:
                     self._cond.notify_all()

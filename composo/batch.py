@@ -426,7 +426,13 @@ async def astream(
     progress: Progress | None = None,
 ) -> AsyncIterator[BatchResult]:
     """Results as they finish, with at most ``window`` requests in flight (tasks)."""
-    pending: set[asyncio.Task[BatchResult]] = set()
+    running: set[asyncio.Task[None]] = set()
+    finished: asyncio.Queue[BatchResult] = asyncio.Queue()
+    in_flight = 0
+
+    async def work(p: _Pending) -> None:
+        finished.put_nowait(await _run_async(client, p))
+
     source = jobs if isinstance(jobs, AsyncIterable) else _as_async(jobs)
     if progress is not None:
         progress.start()
@@ -437,22 +443,23 @@ async def astream(
                     _tick(progress)
                     yield step
                     continue
-                while len(pending) >= window:
-                    done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
-                    for task in done:
-                        _tick(progress)
-                        yield task.result()
-                pending.add(asyncio.ensure_future(_run_async(client, step)))
-        while pending:
-            done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
-            for task in done:
-                _tick(progress)
-                yield task.result()
+                while in_flight >= window:
+                    in_flight -= 1
+                    _tick(progress)
+                    yield await finished.get()
+                task = asyncio.ensure_future(work(step))
+                running.add(task)  # a strong reference until it is done
+                task.add_done_callback(running.discard)
+                in_flight += 1
+        while in_flight:
+            in_flight -= 1
+            _tick(progress)
+            yield await finished.get()
     finally:
-        for task in pending:
+        for task in running:
             task.cancel()
-        if pending:
-            await asyncio.gather(*pending, return_exceptions=True)
+        if running:
+            await asyncio.gather(*running, return_exceptions=True)
         if progress is not None:
             progress.close()
 

@@ -43,8 +43,9 @@ class Composo(BaseClient):
             api_key, base_url, num_retries, model_core, timeout, max_concurrent_requests
         )
         self._owns_http = http_client is None
+        connections = max(max_concurrent_requests, 10)
         self._http = http_client or httpx.Client(
-            limits=httpx.Limits(max_connections=max(max_concurrent_requests, 10)),
+            limits=httpx.Limits(max_connections=connections, max_keepalive_connections=connections),
         )
         self._slots = threading.BoundedSemaphore(max_concurrent_requests)
         self._pool: ThreadPoolExecutor | None = None

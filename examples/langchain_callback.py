@@ -12,13 +12,13 @@ fake so the example runs anywhere; put your own chat model (e.g. ChatOpenAI) in 
 from typing import Any
 
 from langchain.agents import create_agent
+from langchain_composo import ComposoCallback
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.tools import tool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from composo import criteria
-from langchain_composo import ComposoCallback
 
 
 @tool
@@ -37,7 +37,9 @@ class ScriptedModel(GenericFakeChatModel):
 model = ScriptedModel(
     messages=iter(
         [
-            AIMessage("", tool_calls=[{"name": "get_weather", "args": {"city": "Paris"}, "id": "1"}]),
+            AIMessage(
+                "", tool_calls=[{"name": "get_weather", "args": {"city": "Paris"}, "id": "1"}]
+            ),
             AIMessage("It is 18C and sunny in Paris: no umbrella needed."),
         ]
     )

@@ -32,7 +32,9 @@ def env() -> dict[str, str]:
     return out
 
 
-def composo(*args: Any, stdin: str | None = None, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+def composo(
+    *args: Any, stdin: str | None = None, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "composo", *map(str, args)],
         input=stdin,
@@ -58,7 +60,10 @@ def line(i: int, **extra: Any) -> str:
             "id": f"q{i}",
             "messages": [
                 {"role": "user", "content": f"Question {i}: how do refunds work for returns?"},
-                {"role": "assistant", "content": "Returns within 30 days get a full refund." * (1 + i % 3)},
+                {
+                    "role": "assistant",
+                    "content": "Returns within 30 days get a full refund." * (1 + i % 3),
+                },
             ],
             **extra,
         }
@@ -162,11 +167,35 @@ def test_wrong_key_stops_early_with_exit_1(live: ServerProcess, tmp_path: Path) 
     data.write_text("\n".join(line(i) for i in range(200)) + "\n")
     out = tmp_path / "out.jsonl"
     done = composo(
-        "evaluate", data, "-c", CRITERIA[0], "-o", out, "--base-url", live.base_url,
-        "--api-key", "wrong-key", "--concurrency", "2",
+        "evaluate",
+        data,
+        "-c",
+        CRITERIA[0],
+        "-o",
+        out,
+        "--base-url",
+        live.base_url,
+        "--api-key",
+        "wrong-key",
+        "--concurrency",
+        "2",
     )
     assert done.returncode == 1 and "stopped" in done.stderr and "wrong-key" not in done.stderr
     assert 0 < len(rows(out)) < 20  # it did not hammer the server with 200 doomed requests
+
+
+def test_unreachable_server_stops_the_run_with_exit_1(tmp_path: Path) -> None:
+    from tests.support.servers import free_port
+
+    data = tmp_path / "data.jsonl"
+    data.write_text("\n".join(line(i) for i in range(300)) + "\n")
+    out = tmp_path / "out.jsonl"
+    done = composo(
+        "evaluate", data, "-c", CRITERIA[0], "-o", out, "--concurrency", "4",
+        "--base-url", f"http://127.0.0.1:{free_port()}", "--api-key", "k",
+    )  # fmt: skip
+    assert done.returncode == 1 and "could not reach the server" in done.stderr
+    assert 0 < len(rows(out)) < 40 and all(r["error"] for r in rows(out))
 
 
 def test_failed_pairs_are_retried_on_resume(live: ServerProcess, tmp_path: Path) -> None:
@@ -175,17 +204,26 @@ def test_failed_pairs_are_retried_on_resume(live: ServerProcess, tmp_path: Path)
     out = tmp_path / "out.jsonl"
     live.fault({"status": 400, "detail": "refused once"})
 
-    first = composo("evaluate", data, *crit_args(), "-o", out, "--concurrency", "1", *server_args(live))
+    first = composo(
+        "evaluate", data, *crit_args(), "-o", out, "--concurrency", "1", *server_args(live)
+    )
     assert first.returncode == 1
-    assert [r["error"] for r in rows(out) if r["error"]] == ["BadRequestError: refused once (status 400)"]
+    (error,) = [r["error"] for r in rows(out) if r["error"]]
+    assert error.startswith("BadRequestError: refused once (status 400)")
+
+    # a run for another criterion adds its rows and leaves the earlier failure in place
+    other = composo("evaluate", data, "-c", "RAG", "-o", out, *server_args(live))
+    assert other.returncode == 1  # the file still holds that failure
+    assert sum(1 for r in rows(out) if r["error"]) == 1 and len(rows(out)) == 8 + 4 * 4
+    live.reset()
 
     second = composo("evaluate", data, *crit_args(), "-o", out, *server_args(live))
     assert second.returncode == 0, second.stderr
-    assert "7 pair(s) already scored, 1 failed pair(s) to retry" in second.stderr
-    found = rows(out)
+    assert "23 pair(s) already scored, 1 failed pair(s) to retry" in second.stderr
+    found = [r for r in rows(out) if r["criterion"] in CRITERIA]
     assert pairs(found) == Counter({(i, c): 1 for i in range(4) for c in CRITERIA})
-    assert all(r["error"] is None for r in found)
-    assert len(live.requests()) == 8 + 1  # the retry only; scored pairs were not sent again
+    assert all(r["error"] is None for r in rows(out))
+    assert len(live.requests()) == 1  # the retry only; scored pairs were not sent again
 
 
 def test_resume_after_kill_9_writes_every_pair_exactly_once(
@@ -198,12 +236,28 @@ def test_resume_after_kill_9_writes_every_pair_exactly_once(
     live.fault(*[{"delay": 0.03}] * (2 * n))  # slow every request down so the kill lands mid-run
 
     proc = subprocess.Popen(
-        [sys.executable, "-m", "composo", "evaluate", str(data), *crit_args(), "-o", str(out),
-         "--concurrency", "4", *server_args(live)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env(), cwd=ROOT,
+        [
+            sys.executable,
+            "-m",
+            "composo",
+            "evaluate",
+            str(data),
+            *crit_args(),
+            "-o",
+            str(out),
+            "--concurrency",
+            "4",
+            *server_args(live),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env(),
+        cwd=ROOT,
     )
     deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and (not out.exists() or len(out.read_bytes().splitlines()) < 20):
+    while time.monotonic() < deadline and (
+        not out.exists() or len(out.read_bytes().splitlines()) < 20
+    ):
         time.sleep(0.01)
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait(10)
@@ -215,7 +269,7 @@ def test_resume_after_kill_9_writes_every_pair_exactly_once(
     done = composo("evaluate", data, *crit_args(), "-o", out, *server_args(live))
 
     assert done.returncode == 0, done.stderr
-    assert "damaged last line repaired" in done.stderr
+    assert "damaged or duplicate lines removed" in done.stderr
     found = rows(out)
     assert pairs(found) == Counter({(i, c): 1 for i in range(n) for c in CRITERIA})
     assert found[: len(before)] == before  # what was written before the kill is kept as it was
@@ -223,13 +277,17 @@ def test_resume_after_kill_9_writes_every_pair_exactly_once(
 
 def test_local_flag_runs_the_example_dataset(tmp_path: Path) -> None:
     out = tmp_path / "out.jsonl"
-    done = composo("evaluate", DATASET, "-c", "rag_faithfulness", "-c", "tool_selection", "-o", out, "--local")
+    done = composo(
+        "evaluate", DATASET, "-c", "rag_faithfulness", "-c", "tool_selection", "-o", out, "--local"
+    )
     assert done.returncode == 0, done.stderr
     found = rows(out)
     n = sum(1 for x in DATASET.read_text().splitlines() if x.strip())
     assert n >= 50 and len(found) == 2 * n
     tool_rows = [r for r in found if r["criterion"].startswith("Reward tool calls")]
-    assert any(r["score"] is None for r in tool_rows) and any(r["score"] is not None for r in tool_rows)
+    assert any(r["score"] is None for r in tool_rows) and any(
+        r["score"] is not None for r in tool_rows
+    )
     assert len({r["score"] for r in found}) > 5  # the dataset shows a spread
 
 
@@ -238,14 +296,16 @@ def test_report_is_one_self_contained_html_file(live: ServerProcess, tmp_path: P
     data.write_text("\n".join([line(i) for i in range(8)] + ["not json"]) + "\n")
     out = tmp_path / "out.jsonl"
     composo("evaluate", data, *crit_args(), "-o", out, *server_args(live))
-    worst = min((r for r in rows(out) if r["score"] is not None and r["criterion"] == CRITERIA[0]),
-                key=lambda r: r["score"])
+    worst = min(
+        (r for r in rows(out) if r["score"] is not None and r["criterion"] == CRITERIA[0]),
+        key=lambda r: r["score"],
+    )
 
     done = composo("report", out, "-o", tmp_path / "report.html")
 
     assert done.returncode == 0, done.stderr
     page = (tmp_path / "report.html").read_text()
-    assert page.startswith("<!DOCTYPE html>") and page.count("<svg") == 2
+    assert page.startswith("<!DOCTYPE html>") and page.count('aria-label="score distribution"') == 2
     assert not re.search(r"""(src|href)\s*=|@import|url\(|<script|<link""", page)  # nothing fetched
     assert worst["id"] in page and worst["explanation"].split(".")[0] in page
     assert "not valid JSON" in page  # the error row is listed

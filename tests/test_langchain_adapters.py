@@ -189,5 +189,37 @@ def test_mistakes_are_explained_before_any_request(client: Composo, live: Server
     with pytest.raises(ComposoValidationError, match="LangChain AIMessage"):
         client.evaluate(messages=[HumanMessage("hi")], result=object(), criteria=CRITERION)
     with pytest.raises(ComposoValidationError, match="no generations"):
-        client.evaluate(messages=[HumanMessage("hi")], result=LLMResult(generations=[]), criteria=CRITERION)
+        client.evaluate(
+            messages=[HumanMessage("hi")], result=LLMResult(generations=[]), criteria=CRITERION
+        )
     assert live.requests() == []
+
+
+def test_bind_tools_style_tools(client: Composo, live: ServerProcess) -> None:
+    from pydantic import BaseModel, Field
+
+    from tests.test_langchain_callback import ToolCallingFakeChat
+
+    def add(a: int, b: int) -> int:
+        """Add two integers."""
+        return a + b
+
+    class Multiply(BaseModel):
+        """Multiply two integers."""
+
+        a: int = Field(description="first factor")
+        b: int
+
+    tools = [get_weather, add, Multiply]
+    conversation = {"messages": [HumanMessage("3 * 4?")], "result": AIMessage("12")}
+    client.evaluate(**conversation, tools=tools, criteria=CRITERION)
+    names = [t["function"]["name"] for t in last_body(live)["tools"]]
+    assert names == ["get_weather", "add", "Multiply"]
+    assert last_body(live)["tools"][2]["function"]["parameters"]["properties"]["a"] == {
+        "description": "first factor",
+        "type": "integer",
+    }
+
+    bound = ToolCallingFakeChat(messages=iter([])).bind_tools([add])
+    client.evaluate(**conversation, tools=bound, criteria=CRITERION)
+    assert [t["function"]["name"] for t in last_body(live)["tools"]] == ["add"]

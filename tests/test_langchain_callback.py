@@ -11,6 +11,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pytest
+from langchain_composo import ComposoCallback, EvaluationRecord
 from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
@@ -19,7 +20,7 @@ from langchain_core.output_parsers import StrOutputParser
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.prompts import ChatPromptTemplate
 from langchain_core.runnables import Runnable
-from langchain_core.tools import BaseTool, tool
+from langchain_core.tools import tool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import Field
 
@@ -31,7 +32,6 @@ from composo import (
     ComposoValidationError,
 )
 from composo.background import BacklogFullError
-from langchain_composo import ComposoCallback, EvaluationRecord
 from tests.support.servers import ServerProcess, free_port
 
 CRITERION = "Reward answers that address the user's question"
@@ -130,7 +130,11 @@ def test_tools_offered_and_tool_calls_are_sent(client: Composo, live: ServerProc
     cb = ComposoCallback(criteria="Reward calling the right tool", client=client)
     model = ToolCallingFakeChat(
         messages=iter(
-            [AIMessage("", tool_calls=[{"name": "get_weather", "args": {"city": "Oslo"}, "id": "c1"}])]
+            [
+                AIMessage(
+                    "", tool_calls=[{"name": "get_weather", "args": {"city": "Oslo"}, "id": "c1"}]
+                )
+            ]
         )
     ).bind_tools([get_weather])
     model.invoke("Weather in Oslo?", config={"callbacks": [cb]})
@@ -261,14 +265,18 @@ def test_wrong_key_is_recorded_and_raise_error_raises_it(live: ServerProcess) ->
     assert quiet.flush(timeout=30)  # no raise by default
     assert isinstance(quiet.results[0].error, AuthenticationError)
 
-    loud = ComposoCallback(criteria=CRITERION, client=bad, raise_error=True)
+    arrived = threading.Event()
+    loud = ComposoCallback(
+        criteria=CRITERION, client=bad, raise_error=True, on_result=lambda r: arrived.set()
+    )
     EchoChat().invoke("q?", config={"callbacks": [loud]})
     with pytest.raises(AuthenticationError):
         loud.flush(timeout=30)
     loud.flush(timeout=30)  # each failure is raised once
 
+    arrived.clear()
     EchoChat().invoke("first", config={"callbacks": [loud]})
-    loud._evaluator.flush(timeout=30)
+    assert arrived.wait(30)
     # The next run is told, instead of the failure passing unnoticed.
     with pytest.raises(AuthenticationError):
         EchoChat().invoke("second", config={"callbacks": [loud]})
@@ -276,7 +284,7 @@ def test_wrong_key_is_recorded_and_raise_error_raises_it(live: ServerProcess) ->
 
 
 def test_slow_server_does_not_hold_up_the_chain(client: Composo, live: ServerProcess) -> None:
-    live.fault({"delay": 1.5})
+    live.fault({"delay": 1.0})
     cb = ComposoCallback(criteria=CRITERION, client=client)
     answer = EchoChat().invoke("slow?", config={"callbacks": [cb]})
     # The chain has its answer while the evaluation is still waiting on the server.
@@ -287,7 +295,7 @@ def test_slow_server_does_not_hold_up_the_chain(client: Composo, live: ServerPro
 
 
 def test_flush_timeout_reports_unfinished_work(client: Composo, live: ServerProcess) -> None:
-    live.fault({"delay": 2})
+    live.fault({"delay": 1.0})
     cb = ComposoCallback(criteria=CRITERION, client=client)
     EchoChat().invoke("x?", config={"callbacks": [cb]})
     assert cb.flush(timeout=0.05) is False
@@ -339,6 +347,12 @@ def test_bad_arguments_fail_fast(client: Composo) -> None:
         ComposoCallback(criteria=CRITERION, client=client, mode="spans")  # type: ignore[arg-type]
     with pytest.raises(ComposoValidationError, match="tags"):
         ComposoCallback(criteria=CRITERION, client=client, tags={"k": ["nested"]})
+    with pytest.raises(ComposoValidationError, match="model_core"):
+        ComposoCallback(criteria=CRITERION, client=client, model_core="align-9")
+    with pytest.raises(ComposoValidationError, match="cannot evaluate traces"):
+        ComposoCallback(
+            criteria=BINARY, client=client, mode="trace", model_core="align-lightning-20251127"
+        )
     with pytest.raises(ComposoValidationError, match="client"):
         ComposoCallback(criteria=CRITERION, client="http://x")  # type: ignore[arg-type]
 
@@ -354,3 +368,16 @@ def test_default_client_reads_the_environment(
     with pytest.raises(ComposoValidationError, match="COMPOSO_API_KEY"):
         ComposoCallback(criteria=CRITERION)
 
+
+def test_completion_models_are_scored_too(client: Composo, live: ServerProcess) -> None:
+    from langchain_core.language_models.fake import FakeListLLM
+
+    cb = ComposoCallback(criteria=CRITERION, client=client)
+    FakeListLLM(responses=["Paris."]).invoke("Capital of France?", config={"callbacks": [cb]})
+    assert cb.flush(timeout=30)
+    [record] = cb.results
+    assert record.ok, record.error
+    assert body_of(record, live)["messages"] == [
+        {"role": "user", "content": "Capital of France?"},
+        {"role": "assistant", "content": "Paris."},
+    ]

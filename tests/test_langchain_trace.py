@@ -9,13 +9,13 @@ from typing import Any
 
 import pytest
 from langchain.agents import create_agent
+from langchain_composo import ComposoCallback
 from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import tool
 from langgraph.graph import END, START, MessagesState, StateGraph
 
 from composo import Composo, MultiAgentTraceResponse
-from langchain_composo import ComposoCallback
 from tests.support.servers import ServerProcess
 from tests.test_langchain_callback import EchoChat, ToolCallingFakeChat, get_weather
 
@@ -30,7 +30,9 @@ def weather_agent(city: str = "Paris") -> Any:
     model = ToolCallingFakeChat(
         messages=iter(
             [
-                AIMessage("", tool_calls=[{"name": "get_weather", "args": {"city": city}, "id": "w1"}]),
+                AIMessage(
+                    "", tool_calls=[{"name": "get_weather", "args": {"city": city}, "id": "w1"}]
+                ),
                 AIMessage(f"It is sunny and 21C in {city}."),
             ]
         )
@@ -81,7 +83,9 @@ def test_tool_calling_agent_becomes_one_trace(tracer: ComposoCallback, live: Ser
         "response": "Sunny and 21C in Paris",
         "name": "get_weather",
     }
-    assert second["output_messages"] == [{"type": "text", "content": "It is sunny and 21C in Paris."}]
+    assert second["output_messages"] == [
+        {"type": "text", "content": "It is sunny and 21C in Paris."}
+    ]
     assert tracer.open_runs == 0
 
 
@@ -107,7 +111,11 @@ def test_sub_agent_called_as_a_tool_is_its_own_agent(
                     AIMessage(
                         "",
                         tool_calls=[
-                            {"name": "ask_researcher", "args": {"question": "Paris size?"}, "id": "r1"}
+                            {
+                                "name": "ask_researcher",
+                                "args": {"question": "Paris size?"},
+                                "id": "r1",
+                            }
                         ],
                     ),
                     AIMessage("About 2.1 million people live in Paris."),
@@ -117,7 +125,9 @@ def test_sub_agent_called_as_a_tool_is_its_own_agent(
         tools=[ask_researcher],
         name="supervisor",
     )
-    supervisor.invoke({"messages": [HumanMessage("How big is Paris?")]}, config={"callbacks": [tracer]})
+    supervisor.invoke(
+        {"messages": [HumanMessage("How big is Paris?")]}, config={"callbacks": [tracer]}
+    )
     assert tracer.flush(timeout=30)
     assert tracer.results[0].ok, tracer.results[0].error
 
@@ -228,9 +238,70 @@ def test_failed_run_is_not_evaluated_and_leaves_nothing_behind(
     assert tracer.results == [] and trace_bodies(live) == []
 
 
-def test_a_chain_without_model_calls_is_skipped(tracer: ComposoCallback, live: ServerProcess) -> None:
+def test_a_chain_without_model_calls_is_skipped(
+    tracer: ComposoCallback, live: ServerProcess
+) -> None:
     from langchain_core.runnables import RunnableLambda
 
     RunnableLambda(lambda x: x * 2).invoke(3, config={"callbacks": [tracer]})
     assert tracer.flush(timeout=30)
     assert tracer.results == [] and tracer.open_runs == 0
+
+
+def test_cancelled_async_run_leaves_nothing_behind(
+    tracer: ComposoCallback, live: ServerProcess
+) -> None:
+    @tool
+    async def slow_lookup(city: str) -> str:
+        """Takes far too long."""
+        await asyncio.sleep(30)
+        return "late"
+
+    agent = create_agent(
+        ToolCallingFakeChat(
+            messages=iter(
+                [
+                    AIMessage(
+                        "", tool_calls=[{"name": "slow_lookup", "args": {"city": "X"}, "id": "s"}]
+                    )
+                ]
+            )
+        ),
+        tools=[slow_lookup],
+        name="impatient",
+    )
+
+    async def run() -> None:
+        await asyncio.wait_for(
+            agent.ainvoke({"messages": [HumanMessage("go")]}, config={"callbacks": [tracer]}),
+            timeout=0.5,
+        )
+
+    with pytest.raises(asyncio.TimeoutError):
+        asyncio.run(run())
+    assert tracer.open_runs == 0
+    assert tracer.flush(timeout=30)
+    assert tracer.results == [] and trace_bodies(live) == []
+
+
+def test_streamed_and_batched_agents_are_traced(
+    tracer: ComposoCallback, live: ServerProcess
+) -> None:
+    chunks = list(
+        weather_agent("Quito").stream(
+            {"messages": [HumanMessage("Weather in Quito?")]}, config={"callbacks": [tracer]}
+        )
+    )
+    assert chunks
+    prompt = {"messages": [HumanMessage("Weather in Bern?")]}
+    agent = weather_agent("Bern")
+    agent.batch([prompt], config={"callbacks": [tracer]})
+    assert tracer.flush(timeout=30)
+    assert len(tracer.results) == 2 and all(r.ok for r in tracer.results)
+    answers = {
+        next(iter(b["trace"]["agent_instance_by_id"].values()))["interactions"][1][
+            "output_messages"
+        ][0]["content"]
+        for b in trace_bodies(live)
+    }
+    assert answers == {"It is sunny and 21C in Quito.", "It is sunny and 21C in Bern."}

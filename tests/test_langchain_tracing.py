@@ -36,7 +36,10 @@ def test_agent_tracer_captures_langchain_calls(
         ToolCallingFakeChat(
             messages=iter(
                 [
-                    AIMessage("", tool_calls=[{"name": "get_weather", "args": {"city": "Rome"}, "id": "g"}]),
+                    AIMessage(
+                        "",
+                        tool_calls=[{"name": "get_weather", "args": {"city": "Rome"}, "id": "g"}],
+                    ),
                     AIMessage("Sunny in Rome."),
                 ]
             )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import textwrap
 from collections.abc import Sequence
@@ -89,5 +90,8 @@ def run(args: argparse.Namespace) -> int:
             )
         lines.append("")
     lines.append("Use a name with -c, e.g.: composo evaluate data.jsonl -c rag_faithfulness")
-    print("\n".join(lines))
+    try:
+        print("\n".join(lines), flush=True)
+    except BrokenPipeError:  # `composo criteria | head`: the reader left, which is fine
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 0

@@ -44,7 +44,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--output",
         type=Path,
         metavar="OUT.jsonl",
-        help="results file (default: stdout); re-running with the same file resumes the run",
+        help="results file (default: stdout). Re-running with the same INPUT and file resumes: "
+        "rows are matched by line number and criterion, scored pairs are skipped, failed ones "
+        "retried",
     )
     parser.add_argument(
         "--concurrency",
@@ -102,17 +104,20 @@ def run(args: argparse.Namespace) -> int:
             import uvicorn  # noqa: F401
         except ImportError:
             return _usage("--local needs the server extra: pip install 'composo[cli]'")
+    elif not (args.api_key or os.environ.get("COMPOSO_API_KEY", "").strip()):
+        return _usage(
+            "no API key: pass --api-key KEY or set COMPOSO_API_KEY (or use --local to try it "
+            "offline against a local server)"
+        )
 
-    resume = prepare_resume(args.output) if args.output is not None else None
+    resume = prepare_resume(args.output, set(criteria)) if args.output is not None else None
     if resume is not None and (resume.kept or resume.dropped_errors or resume.repaired):
+        retry = (
+            f", {resume.dropped_errors} failed pair(s) to retry" if resume.dropped_errors else ""
+        )
+        repaired = ", damaged or duplicate lines removed" if resume.repaired else ""
         print(
-            f"resuming {args.output}: {resume.kept} pair(s) already scored"
-            + (
-                f", {resume.dropped_errors} failed pair(s) to retry"
-                if resume.dropped_errors
-                else ""
-            )
-            + (", damaged last line repaired" if resume.repaired else ""),
+            f"resuming {args.output}: {resume.kept} pair(s) already scored{retry}{repaired}",
             file=sys.stderr,
         )
     writer = RowWriter(args.output, None if args.output is not None else sys.stdout.buffer)
@@ -131,9 +136,13 @@ def run(args: argparse.Namespace) -> int:
             run_state = _Run(criteria, resume, writer, tally)
             run_state.main(client, source, args.concurrency)
     except ComposoValidationError as exc:  # the client refused its settings
-        return _usage(f"{exc} (or pass --api-key, or use --local to try it offline)")
+        return _usage(str(exc))
     except KeyboardInterrupt:
         interrupted = True
+    except BrokenPipeError:  # the reader of stdout went away: nowhere left to write results
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        print("stopped: the output was closed", file=sys.stderr)
+        return EXIT_FAILED
     finally:
         writer.close()
 
@@ -186,11 +195,14 @@ class _Run:
         self.fatal: str | None = None
         self.shown = 0
         self.warned: set[int] = set()
+        self.unreachable = 0  # consecutive results that never reached the server
+        self.give_up_after = 20
 
     def main(self, client: Composo, source: Path | None, concurrency: int) -> None:
         from composo import batch
 
         plan = batch.Plan.create(self.criteria)
+        self.give_up_after = 2 * concurrency + 10
         progress = self._progress(source)
         with _open_lines(source) as lines:
             for result in batch.stream(client, self.jobs(lines), plan, concurrency, progress):
@@ -229,8 +241,12 @@ class _Run:
                 continue
             try:
                 item: Any = json.loads(raw)
-            except ValueError as exc:  # UnicodeDecodeError is a ValueError too
-                yield self._bad(index, wanted, f"line {index + 1}: not valid JSON ({exc})")
+            except json.JSONDecodeError as exc:
+                where = f"{exc.msg} at column {exc.colno}"
+                yield self._bad(index, wanted, f"line {index + 1}: not valid JSON ({where})")
+                continue
+            except UnicodeDecodeError:
+                yield self._bad(index, wanted, f"line {index + 1}: not UTF-8 text")
                 continue
             if not isinstance(item, dict):
                 found = type(item).__name__
@@ -249,19 +265,31 @@ class _Run:
 
     def record(self, result: BatchResult) -> None:
         from composo.cli.results import CriterionStats
-        from composo.errors import AuthenticationError, NotFoundError, PermissionDeniedError
+        from composo.errors import (
+            APIConnectionError,
+            AuthenticationError,
+            NotFoundError,
+            PermissionDeniedError,
+        )
 
         row = result.row()
         self.writer.write(row)
         if self.tally is not None:
             self.tally.setdefault(result.criterion, CriterionStats()).add(row)
         error = result.error
+        self.unreachable = self.unreachable + 1 if isinstance(error, APIConnectionError) else 0
         if error is None:
             return
-        if isinstance(error, (AuthenticationError, PermissionDeniedError, NotFoundError)):
-            # Every other request would fail the same way: stop reading the dataset.
-            if self.fatal is None:
+        # Failures every other request would share: stop reading the dataset (a re-run resumes).
+        if self.fatal is None:
+            if isinstance(error, (AuthenticationError, PermissionDeniedError, NotFoundError)):
                 self.fatal = f"{row['error']} (check --api-key and --base-url)"
+            elif self.unreachable >= self.give_up_after:
+                self.fatal = (
+                    f"{self.unreachable} requests in a row could not reach the server; last: "
+                    f"{row['error']}. Run the same command again to resume"
+                )
+        if self.fatal is not None:
             return
         self._warn(result.index, f"line {result.index + 1}: {row['error']}")
 

@@ -173,39 +173,62 @@ def _color(score: float) -> str:
 
 
 def _histogram(entry: _Criterion) -> str:
-    """Inline SVG: ten score bins, then not-applicable and error bars in their own colours."""
-    values = [*entry.bins, entry.stats.not_applicable, entry.stats.errors]
-    top = max(values) or 1
-    width, height, pad, gap = 520, 170, 22, 4
-    bar = (width - 2 * gap) / (len(values) + 1)
+    """Inline SVG: the score distribution (ten bins, or 0 and 1 for a binary criterion), then
+    not-applicable and error bars in their own colours."""
+    from composo.wire import is_binary
+
+    # (count, colour, label under the bar, tooltip)
+    bars: list[tuple[int, str, str, str]] = []
+    if is_binary(entry.text):
+        bars += [
+            (entry.bins[0], _color(0.0), "0", "score 0"),
+            (entry.bins[-1], _color(1.0), "1", "score 1"),
+        ]
+    else:
+        for i, n in enumerate(entry.bins):
+            low, high = i / BINS, (i + 1) / BINS
+            bars.append((n, _color((i + 0.5) / BINS), "", f"scores {low:.1f} to {high:.1f}"))
+    scored = len(bars)
+    bars += [
+        (entry.stats.not_applicable, "#94a3b8", "n/a", "not applicable"),
+        (entry.stats.errors, "#b91c1c", "error", "errors"),
+    ]
+    top = max(b[0] for b in bars) or 1
+    width, height, pad = 520, 170, 22
+    slot = (width - 8) / (BINS + 3)
+    base = pad + height
     parts = [
         f'<svg viewBox="0 0 {width} {height + 2 * pad}" width="{width}" height="{height + 2 * pad}"'
-        f' role="img" aria-label="score distribution">'
+        ' role="img" aria-label="score distribution">'
     ]
-    for i, value in enumerate(values):
-        x = gap + i * bar + (bar if i >= BINS else 0)  # a gap before n/a and errors
-        h = 0 if not value else max(2.0, height * value / top)
-        y = pad + height - h
-        if i < BINS:
-            fill, label = _color((i + 0.5) / BINS), f"{i / BINS:.1f}"
-        else:
-            fill, label = ("#94a3b8", "n/a") if i == BINS else ("#b91c1c", "error")
+    wide = (BINS / scored) if scored < BINS else 1.0  # binary bars share the score area
+    x = 4.0
+    for i, (n, fill, label, tip) in enumerate(bars):
+        if i == scored:
+            x += slot  # a gap between the scores and n/a, errors
+        w = slot * (wide if i < scored else 1.0)
+        h = 0 if not n else max(2.0, height * n / top)
         parts.append(
-            f'<rect x="{x:.1f}" y="{y:.1f}" width="{bar - 3:.1f}" height="{h:.1f}" rx="2" '
-            f'fill="{fill}"><title>{label}: {value}</title></rect>'
+            f'<rect x="{x + 1.5:.1f}" y="{base - h:.1f}" width="{w - 3:.1f}" height="{h:.1f}" '
+            f'rx="2" fill="{fill}"><title>{tip}: {n}</title></rect>'
         )
-        if value:
+        if n:
             parts.append(
-                f'<text x="{x + (bar - 3) / 2:.1f}" y="{y - 4:.1f}" text-anchor="middle">'
-                f"{value}</text>"
+                f'<text x="{x + w / 2:.1f}" y="{base - h - 4:.1f}" text-anchor="middle">{n}</text>'
             )
-        parts.append(
-            f'<text x="{x + (bar - 3) / 2:.1f}" y="{pad + height + 15}" text-anchor="middle">'
-            f"{label}</text>"
-        )
+        if label:
+            parts.append(
+                f'<text x="{x + w / 2:.1f}" y="{base + 15}" text-anchor="middle">{label}</text>'
+            )
+        x += w
+    if scored == BINS:  # an axis under the ten bins
+        for tick, anchor in ((0, "start"), (5, "middle"), (10, "end")):
+            parts.append(
+                f'<text x="{4 + tick * slot:.1f}" y="{base + 15}" text-anchor="{anchor}">'
+                f"{tick / BINS:.1f}</text>"
+            )
     parts.append(
-        f'<line x1="0" x2="{width}" y1="{pad + height + 0.5}" y2="{pad + height + 0.5}" '
-        'stroke="#cbd2df"/></svg>'
+        f'<line x1="0" x2="{width}" y1="{base + 0.5}" y2="{base + 0.5}" stroke="#cbd2df"/></svg>'
     )
     return "".join(parts)
 

@@ -8,7 +8,7 @@ import logging
 import os
 import statistics
 from array import array
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -57,11 +57,12 @@ class Resume:
         return criteria if not finished else [c for c in criteria if c not in finished]
 
 
-def prepare_resume(path: Path) -> Resume:
-    """Read an existing results file and leave it holding only scored pairs, each once.
+def prepare_resume(path: Path, criteria: Collection[str]) -> Resume:
+    """Read an existing results file and leave it holding each pair once, scored ones kept.
 
-    Error rows are removed (those pairs are retried), duplicates and unreadable lines dropped, and
-    a torn last line (a run killed mid-write) cut off. The rewrite goes through a temporary file
+    Error rows for ``criteria`` are removed (this run retries them; error rows for other criteria
+    stay), duplicates and unreadable lines dropped, and a torn last line (a run killed
+    mid-write) cut off. The rewrite goes through a temporary file
     and an atomic rename, so a kill during it leaves the previous file intact.
     """
     state = Resume()
@@ -83,7 +84,7 @@ def prepare_resume(path: Path) -> Resume:
             if row is None:
                 rewrite = state.repaired = True
                 continue
-            if row.get("error") is not None:
+            if row.get("error") is not None and row["criterion"] in criteria:
                 state.dropped_errors += 1
                 rewrite = True
                 continue
@@ -92,9 +93,9 @@ def prepare_resume(path: Path) -> Resume:
                 rewrite = state.repaired = True
                 continue
             pairs.add(row["criterion"])
-            state.kept += 1
+            state.kept += row.get("error") is None
     if rewrite:
-        _rewrite_scored(path, state)
+        _rewrite(path, criteria)
     elif state.repaired:
         with path.open("r+b") as f:
             f.truncate(good_end)
@@ -103,7 +104,7 @@ def prepare_resume(path: Path) -> Resume:
     return state
 
 
-def _rewrite_scored(path: Path, state: Resume) -> None:
+def _rewrite(path: Path, criteria: Collection[str]) -> None:
     tmp = path.with_name(path.name + ".tmp")
     seen: dict[int, set[str]] = {}
     with path.open("rb") as src, tmp.open("wb") as dst:
@@ -111,7 +112,7 @@ def _rewrite_scored(path: Path, state: Resume) -> None:
             if not line.endswith(b"\n"):
                 break
             row = _row(line) if line.strip() else None
-            if row is None or row.get("error") is not None:
+            if row is None or (row.get("error") is not None and row["criterion"] in criteria):
                 continue
             pairs = seen.setdefault(row["index"], set())
             if row["criterion"] in pairs:

@@ -6,10 +6,11 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import httpx
 
@@ -65,16 +66,19 @@ class ServerProcess:
         self.args = args
         self.env = {**os.environ, **(env or {})}
         self.proc: subprocess.Popen[bytes] | None = None
+        self.log: IO[bytes] | None = None
 
     def start(self, wait: float = 30.0) -> ServerProcess:
+        # A file, not a pipe: nobody reads the access log while tests run, and a full pipe
+        # would stall the server.
+        self.log = tempfile.TemporaryFile()
         self.proc = subprocess.Popen(
-            self.args, env=self.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+            self.args, env=self.env, stdout=self.log, stderr=subprocess.STDOUT
         )
         deadline = time.monotonic() + wait
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                out = self.proc.stdout.read().decode() if self.proc.stdout else ""
-                raise RuntimeError(f"server exited with {self.proc.returncode}:\n{out}")
+                raise RuntimeError(f"server exited with {self.proc.returncode}:\n{self.output()}")
             try:
                 if httpx.get(self.base_url + "/api/healthcheck", timeout=0.5).status_code == 200:
                     return self
@@ -97,9 +101,15 @@ class ServerProcess:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(5)
-        if self.proc.stdout:
-            self.proc.stdout.close()
         self.proc = None
+
+    def output(self) -> str:
+        """What the server printed so far."""
+        if self.log is None:
+            return ""
+        self.log.flush()
+        self.log.seek(0)
+        return self.log.read().decode(errors="replace")
 
     def __enter__(self) -> ServerProcess:
         return self.start()

@@ -51,7 +51,10 @@ def composo_convert_tools(obj: Any) -> list[dict[str, Any]] | None:
         return None
     from langchain_composo import messages
 
-    return messages.openai_tools(obj) if messages.is_tool_list(obj) else None
+    if messages.is_tool_list(obj):
+        return messages.openai_tools(obj)
+    bound = messages.bound_tools(obj)
+    return messages.openai_tools(bound) if bound is not None else None
 
 
 _instrument: Any = None
@@ -77,5 +80,8 @@ def composo_supported_types(kind: str) -> list[str] | None:
             "a LangChain ChatPromptValue",
         ],
         "result": ["a LangChain AIMessage, ChatGeneration, ChatResult or LLMResult"],
-        "tools": ["a list of LangChain tools (BaseTool, @tool functions)"],
+        "tools": [
+            "a list of what bind_tools takes (LangChain tools, functions, pydantic models)",
+            "a chat model returned by bind_tools",
+        ],
     }.get(kind)

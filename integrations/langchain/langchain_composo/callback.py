@@ -13,7 +13,8 @@ from langchain_core.outputs import LLMResult
 
 from composo import AsyncComposo, Composo, ComposoValidationError
 from composo.background import BackgroundEvaluator, EvaluationRecord
-from composo.build import normalize_tags
+from composo.build import check_model_core, normalize_tags
+from composo.wire import LIGHTNING_MODEL_CORES
 from langchain_composo.runs import Run, build_trace, llm_evaluation
 
 __all__ = ["ComposoCallback", "EvaluationRecord"]
@@ -62,7 +63,12 @@ class ComposoCallback(BaseCallbackHandler):
         composo_tags = normalize_tags(tags)
         if composo_tags:
             options["tags"] = composo_tags
-        if model_core is not None:
+        if check_model_core(model_core) is not None:
+            if mode == "trace" and model_core in LIGHTNING_MODEL_CORES:
+                raise ComposoValidationError(
+                    f"model_core: {model_core!r} cannot evaluate traces; use mode='llm' or a "
+                    "non-lightning core such as 'align-20251111'"
+                )
             options["model_core"] = model_core
         self._evaluator = BackgroundEvaluator(
             criteria,
@@ -177,12 +183,9 @@ class ComposoCallback(BaseCallbackHandler):
         parent_run_id: UUID | None = None,
         **kwargs: Any,
     ) -> None:
-        run = self._end(run_id)
+        run = self._end(run_id, response)
         if run is None:
             return
-        run.output = response
-        if run.root.open is not None:
-            run.root.model_calls += 1
         if self.mode == "llm":
             self._submit_llm(run)
         elif run.parent is None:
@@ -321,12 +324,15 @@ class ComposoCallback(BaseCallbackHandler):
             self._runs[run_id] = run
         return run
 
-    def _end(self, run_id: UUID) -> Run | None:
+    def _end(self, run_id: UUID, output: LLMResult | None = None) -> Run | None:
         """Forget a finished run; a finished root also takes every unfinished run under it."""
         with self._lock:
             run = self._runs.pop(run_id, None)
             if run is None:
                 return None
+            if output is not None:
+                run.output = output
+                run.root.model_calls += 1
             open_ids = run.root.open
             if open_ids is not None:
                 open_ids.discard(run_id)

@@ -6,16 +6,20 @@ is seen, so evaluating plain dicts never pays for LangChain.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from langchain_core.messages import BaseMessage, convert_to_openai_messages
 from langchain_core.outputs import ChatGeneration, ChatResult, Generation, LLMResult
 from langchain_core.prompt_values import ChatPromptValue, PromptValue
+from langchain_core.runnables import RunnableBinding
 from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
+from pydantic import BaseModel
 
 __all__ = [
+    "bound_tools",
     "is_message_list",
     "is_tool_list",
     "openai_messages",
@@ -101,13 +105,33 @@ def result_messages(obj: Any) -> list[dict[str, Any]] | None:
     return None
 
 
+def _is_tool(t: Any) -> bool:
+    if isinstance(t, (BaseTool, Mapping)):
+        return True
+    if isinstance(t, type):
+        return issubclass(t, BaseModel)
+    return inspect.isfunction(t)
+
+
 def is_tool_list(obj: Any) -> bool:
-    """A list holding at least one LangChain tool (dicts, functions and models may be mixed in)."""
+    """What ``bind_tools`` takes: LangChain tools, functions, pydantic models, tool dicts (at
+    least one of them not a dict, or the plain-dict adapter would have answered)."""
     return (
         isinstance(obj, Sequence)
         and not isinstance(obj, (str, bytes))
-        and any(isinstance(t, BaseTool) for t in obj)
+        and bool(obj)
+        and all(_is_tool(t) for t in obj)
+        and not all(isinstance(t, Mapping) for t in obj)
     )
+
+
+def bound_tools(obj: Any) -> list[Any] | None:
+    """The tools of a model returned by ``bind_tools`` (a ``RunnableBinding``)."""
+    if isinstance(obj, RunnableBinding):
+        tools = obj.kwargs.get("tools")
+        if isinstance(tools, Sequence) and not isinstance(tools, (str, bytes)):
+            return list(tools)
+    return None
 
 
 def openai_tools(tools: Sequence[Any]) -> list[dict[str, Any]]:
