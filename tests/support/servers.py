@@ -71,7 +71,7 @@ class ServerProcess:
     def start(self, wait: float = 30.0) -> ServerProcess:
         # A file, not a pipe: nobody reads the access log while tests run, and a full pipe
         # would stall the server.
-        self.log = tempfile.TemporaryFile()
+        self.log = tempfile.TemporaryFile()  # noqa: SIM115 (closed in stop())
         self.proc = subprocess.Popen(
             self.args, env=self.env, stdout=self.log, stderr=subprocess.STDOUT
         )
@@ -111,11 +111,18 @@ class ServerProcess:
         self.log.seek(0)
         return self.log.read().decode(errors="replace")
 
+    def close(self) -> None:
+        """Stop the server and discard its log."""
+        self.stop()
+        if self.log is not None:
+            self.log.close()
+            self.log = None
+
     def __enter__(self) -> ServerProcess:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
-        self.stop()
+        self.close()
 
     # -- development switch (only with dev_faults=True) ----------------------------------------
 
