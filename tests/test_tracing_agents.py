@@ -47,6 +47,13 @@ def llm_span(prompt: str, answer: str) -> None:
         pass
 
 
+def framework_step(name: str, kind: str = "CHAIN") -> None:
+    """A span whose kind is only set as it ends (OpenInference's LangChain tracer does this)."""
+    tracer = ComposoTracer.tracer_provider().get_tracer("framework")
+    with tracer.start_as_current_span(name) as span:
+        span.set_attribute("openinference.span.kind", kind)
+
+
 def interaction(prompt: str, answer: str) -> LLMInteraction:
     return LLMInteraction(
         input_messages=[InputMessage(role="user", type="text", content=prompt)],
@@ -135,8 +142,10 @@ def test_thousands_of_runs_leave_nothing_behind(tracing: None) -> None:
     def run(n: int) -> Any:
         with AgentTracer(name="worker") as tracer:
             llm_span(f"q{n}", "a")
+            framework_step("parse")
             with AgentTracer(name="helper"):
                 llm_span("sub", "b")
+                framework_step("tool", "TOOL")
         assert tracer.trace.llm_interaction_count() == 2
         return weakref.ref(tracer)
 
@@ -153,6 +162,25 @@ def test_thousands_of_runs_leave_nothing_behind(tracing: None) -> None:
     assert grown < 300_000, f"{grown} bytes retained after 3000 runs"
     assert all(r() is None for r in refs)
     assert processor.pending() == 0
+
+
+def test_long_agent_keeps_nothing_for_spans_that_are_not_model_calls(tracing: None) -> None:
+    with AgentTracer(name="long") as tracer:
+        llm_span("start", "a")
+        for _ in range(200):  # warm up
+            framework_step("step")
+        gc.collect()
+        tracemalloc.start()
+        before = tracemalloc.take_snapshot()
+        for _ in range(3000):
+            framework_step("step")
+        gc.collect()
+        after = tracemalloc.take_snapshot()
+        tracemalloc.stop()
+        llm_span("end", "b")
+    grown = sum(s.size_diff for s in after.compare_to(before, "filename"))
+    assert grown < 100_000, f"{grown} bytes kept for 3000 finished non-model spans"
+    assert contents(tracer.trace, tracer.agent_id) == ["start", "end"]
 
 
 def test_abandoned_stream_is_forgotten_with_its_agent(

@@ -4,34 +4,14 @@ server."""
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.support.examples import SCORE, run_example
 from tests.support.openai_standin import OpenAIStandIn, chat_completion, tool_call
 from tests.support.servers import ServerProcess
-
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
-SCORE = r"(?:None|0(?:\.\d+)?|1(?:\.0+)?)"
-
-
-def run_example(name: str, env: dict[str, str]) -> list[str]:
-    base = {k: v for k, v in os.environ.items() if not k.startswith(("COMPOSO_", "OPENAI_"))}
-    done = subprocess.run(
-        [sys.executable, str(EXAMPLES / name)],
-        env={**base, **env},
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=EXAMPLES,
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout.splitlines()
 
 
 @pytest.fixture

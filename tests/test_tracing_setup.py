@@ -154,6 +154,84 @@ def test_framework_llm_span_around_openai_call_counts_once(
     assert direct.input_messages[0].content == "direct"
 
 
+def late_span(name: str) -> Any:
+    """Start a span the way OpenInference's LangChain tracer does: without a kind (set by
+    ``end_late``), and not made the current span (so it is not the OpenTelemetry parent of what
+    runs inside it)."""
+    return ComposoTracer.tracer_provider().get_tracer("late-framework").start_span(name)
+
+
+def end_late(span: Any, kind: str | None, prompt: str = "", answer: str = "") -> None:
+    if kind is not None:
+        span.set_attribute("openinference.span.kind", kind)
+    if kind == "LLM":
+        span.set_attributes(
+            {
+                "llm.input_messages.0.message.role": "user",
+                "llm.input_messages.0.message.content": prompt,
+                "llm.output_messages.0.message.role": "assistant",
+                "llm.output_messages.0.message.content": answer,
+            }
+        )
+    span.end()
+
+
+def late_chat(prompt: str, answer: str, kind: str | None = "LLM") -> None:
+    span = late_span("LateChat")
+    end_late(span, kind, prompt, answer)
+
+
+def test_span_labelled_llm_only_at_its_end_keeps_its_place(
+    off: None, oai: openai.OpenAI, openai_standin: OpenAIStandIn
+) -> None:
+    from composo.tracing.tracer import _processors
+
+    openai_standin.on_chat(lambda body: chat_completion(content="ok"))
+    ComposoTracer.init(instruments=Instruments.OPENAI)
+    with AgentTracer() as tracer:
+        ask(oai, "first")
+        chain = late_span("Chain")
+        late_chat("middle", "from the framework")
+        end_late(chain, "CHAIN")
+        late_chat("never labelled", "-", kind=None)
+        ask(oai, "last")
+    assert [s.input_messages[0].content for s in steps(tracer.trace)] == [
+        "first",
+        "middle",
+        "last",
+    ]
+    assert steps(tracer.trace)[1].output_messages[0].content == "from the framework"
+    assert _processors[ComposoTracer.tracer_provider()].pending() == 0
+
+
+def test_span_labelled_at_its_end_keeps_its_place_while_it_runs(
+    off: None, oai: openai.OpenAI, openai_standin: OpenAIStandIn
+) -> None:
+    """Ordered by when calls started: a framework's call that starts first and ends last."""
+    openai_standin.on_chat(lambda body: chat_completion(content="inner answer"))
+    ComposoTracer.init(instruments=Instruments.OPENAI)
+    with AgentTracer() as tracer:
+        outer = late_span("Planner")
+        ask(oai, "inner")
+        end_late(outer, "LLM", "plan", "a different answer")
+    assert [s.input_messages[0].content for s in steps(tracer.trace)] == ["plan", "inner"]
+
+
+def test_late_labelled_call_inside_another_counts_once(off: None) -> None:
+    """A model call inside another one (its OpenTelemetry descendant, through a span that is not
+    a model call) is part of it, even when both are only labelled as they end."""
+    ComposoTracer.init(instruments=Instruments.OPENAI)
+    framework = ComposoTracer.tracer_provider().get_tracer("late-framework")
+    chain = {"openinference.span.kind": "CHAIN"}
+    with AgentTracer() as tracer:
+        with framework.start_as_current_span("Wrapper", end_on_exit=False) as outer:
+            with framework.start_as_current_span("Parser", attributes=chain):
+                late_chat("inner", "same")
+            end_late(outer, "LLM", "outer", "same")
+        late_chat("after", "next")
+    assert [s.input_messages[0].content for s in steps(tracer.trace)] == ["outer", "after"]
+
+
 @pytest.fixture
 def integrations_missing() -> Iterator[None]:
     """As if no integration package were installed: their plugins are set aside for the test."""

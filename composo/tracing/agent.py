@@ -2,8 +2,9 @@
 
 Each model call made while a tracer is active takes a place in that tracer's history when it
 starts (so calls and sub-agents keep the order in which they ran) and is filled in when it ends.
-Spans are only turned into ``LLMInteraction`` objects when ``trace`` is read, which keeps the cost
-paid during the user's run to a list append.
+A span that may only turn out to be a model call when it ends takes a place too, given back if it
+does not. Spans are only turned into ``LLMInteraction`` objects when ``trace`` is read, which keeps
+the cost paid during the user's run to a dict insert.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import functools
 import inspect
 import logging
 import uuid
+import weakref
 from collections.abc import Awaitable, Callable
 from types import TracebackType
 from typing import Any, ParamSpec, TypeVar, overload
@@ -36,16 +38,53 @@ _NO_CALLS = (
 
 
 class _Slot:
-    """One model call's place in an agent's history: a finished span, or an interaction."""
+    """One model call's place in an agent's history: a span's (running, finished, or not yet
+    known to be a model call), or an interaction handed over directly."""
 
-    __slots__ = ("__weakref__", "interaction", "owner", "span", "window")
+    __slots__ = ("__weakref__", "agent", "interaction", "llm", "owner", "parent", "span", "window")
 
-    def __init__(self, interaction: LLMInteraction | None = None, owner: int = 0) -> None:
+    def __init__(
+        self,
+        interaction: LLMInteraction | None = None,
+        owner: int = 0,
+        *,
+        agent: AgentTracer | None = None,
+        llm: bool = True,
+        parent: _Slot | None = None,
+    ) -> None:
         self.span: Any = None
         self.interaction = interaction
         self.owner = owner  # the id of the span that fills this slot
+        # whether that span is known to be a model call (from its start, or once it ended)
+        self.llm = llm
+        # the place of the nearest enclosing span not yet known to be a model call when this one
+        # started: if it turns out to be one, this call is part of it
+        self.parent = parent
+        # weak, so that a span outliving its agent does not keep the agent alive
+        self.agent = None if agent is None else weakref.ref(agent)
         # (instrumentation scope, start ns, end ns) of that span, to recognise nested calls
         self.window: tuple[str, int, int] | None = None
+
+    def fill(self, span: Any, window: tuple[str, int, int]) -> None:
+        """The owner span ended as a model call."""
+        self.window = window
+        self.llm = True
+        self.span = span
+
+    def release(self) -> None:
+        """The owner span ended and was not a model call: give its place back."""
+        agent = self.agent() if self.agent is not None else None
+        if agent is not None:
+            agent._steps.pop(self, None)
+
+    def inside_call(self) -> bool:
+        """Whether an enclosing span turned out to be a model call that this one is part of."""
+        outer = self.parent
+        while outer is not None:
+            if outer.llm:
+                return True
+            outer = outer.parent
+        return False
 
     def resolve(self) -> LLMInteraction | None:
         """The interaction, converted from the span once; ``None`` while the call is running
@@ -81,7 +120,8 @@ class AgentTracer:
     def __init__(self, name: str | None = None, agent_id: str | None = None) -> None:
         self.name: str = _check_text("name", name) or "agent"
         self.agent_id: str = _check_text("agent_id", agent_id) or str(uuid.uuid4())
-        self._steps: list[_Slot | AgentTracer] = []
+        # insertion-ordered; a dict so that a place given back is removed in O(1), thread-safely
+        self._steps: dict[_Slot | AgentTracer, None] = {}
         self._token: Any = None
         self._state = "new"
 
@@ -97,7 +137,7 @@ class AgentTracer:
             )
         parent = context.current_tracer()
         if parent is not None:
-            parent._steps.append(self)
+            parent._steps[self] = None
         self._token = context.push(self)
         self._state = "running"
         return self
@@ -125,13 +165,14 @@ class AgentTracer:
 
     # -- recording (called by the span processor and by integrations) ----------------------------
 
-    def _reserve(self, owner: int) -> _Slot:
-        slot = _Slot(owner=owner)
-        self._steps.append(slot)
+    def _reserve(self, owner: int, *, llm: bool = True, parent: _Slot | None = None) -> _Slot:
+        """A place for span ``owner``; ``llm=False`` while it is not known to be a model call."""
+        slot = _Slot(owner=owner, agent=self, llm=llm, parent=parent)
+        self._steps[slot] = None
         return slot
 
     def _record(self, interaction: LLMInteraction) -> None:
-        self._steps.append(_Slot(interaction))
+        self._steps[_Slot(interaction)] = None
 
     # -- reading --------------------------------------------------------------------------------
 
@@ -147,7 +188,7 @@ class AgentTracer:
         return MultiAgentTrace(root_agent_instance_id=self.agent_id, agent_instance_by_id=agents)
 
     def _collect(self, agents: dict[str, AgentInstance]) -> None:
-        steps = list(self._steps)
+        steps = list(self._steps.copy())  # dict.copy is atomic against concurrent inserts
         found = {id(s): s.resolve() for s in steps if isinstance(s, _Slot)}
         interactions: list[str | LLMInteraction] = []
         for step in steps:
@@ -156,7 +197,11 @@ class AgentTracer:
                 interactions.append(step.agent_id)
                 continue
             call = found[id(step)]
-            if call is not None and not _wrapped(step, call, steps, found):
+            if (
+                call is not None
+                and not step.inside_call()
+                and not _wrapped(step, call, steps, found)
+            ):
                 interactions.append(call)
         if self.agent_id in agents:
             raise ComposoValidationError(

@@ -1,9 +1,12 @@
 """The OpenTelemetry span processor that hands LLM spans to the active ``AgentTracer``.
 
 A span is claimed when it starts, in the caller's context, by the innermost active tracer; its
-place is released when it ends. Spans outside any tracer cost one context-variable read. An LLM
-span started inside another claimed LLM span (a framework's call wrapping the OpenAI client's)
-is the same model call and is not counted twice.
+place is filled or given back when it ends. Spans outside any tracer cost one context-variable
+read. Some instrumentors (OpenInference's LangChain one) only say that a span is a model call
+when it ends, so a span started without a kind takes a place too (keeping the call in order)
+and gives it back if it ends as anything else. A model call inside another (a framework's call
+wrapping the OpenAI client's) is one call and is not counted twice: known at the start, the inner
+span never takes a place; known only at the end, the inner call is left out of the trace.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
 from composo.tracing import context
 from composo.tracing.agent import _Slot
-from composo.tracing.spans import is_llm_span
+from composo.tracing.spans import has_span_kind, is_llm_span
 
 __all__ = ["AgentSpanProcessor"]
 
@@ -26,8 +29,9 @@ class AgentSpanProcessor(SpanProcessor):
 
     def __init__(self) -> None:
         self.active = True
-        # span id -> the call's place; weak, so a span that never ends (an abandoned stream)
-        # is forgotten together with its tracer.
+        # span id -> the place it fills, or for a span inside a claimed one, the place of the
+        # nearest enclosing span that is or may become a model call. Weak, so that a span that
+        # never ends (an abandoned stream) is forgotten together with its tracer.
         self._claimed: weakref.WeakValueDictionary[int, _Slot] = weakref.WeakValueDictionary()
         self._lock = threading.Lock()
 
@@ -39,17 +43,24 @@ class AgentSpanProcessor(SpanProcessor):
             return
         span_id = span.context.span_id
         parent = span.parent
+        outer: _Slot | None = None
         if parent is not None and self._claimed:
             with self._lock:
                 outer = self._claimed.get(parent.span_id)
-                if outer is not None:
-                    # Inside a claimed LLM span: part of that call. Remembered so that its own
-                    # children are recognised too; only the owner span fills the slot.
+                if outer is not None and outer.llm:
+                    # Inside a model call: part of it. Remembered so that its own children are
+                    # recognised too; only the owner span fills the slot.
                     self._claimed[span_id] = outer
                     return
-        if not is_llm_span(span.attributes):
+        attributes = span.attributes
+        llm = is_llm_span(attributes)
+        if not llm and has_span_kind(attributes):
+            # Known not to be a model call; the calls inside it still belong to ``outer``.
+            if outer is not None:
+                with self._lock:
+                    self._claimed[span_id] = outer
             return
-        slot = tracer._reserve(span_id)
+        slot = tracer._reserve(span_id, llm=llm, parent=outer)
         with self._lock:
             self._claimed[span_id] = slot
 
@@ -62,10 +73,13 @@ class AgentSpanProcessor(SpanProcessor):
         span_id = ctx.span_id
         with self._lock:
             slot = self._claimed.pop(span_id, None)
-        if slot is not None and slot.owner == span_id:
+        if slot is None or slot.owner != span_id:
+            return
+        if is_llm_span(span.attributes):
             scope = span.instrumentation_scope
-            slot.window = (scope.name if scope else "", span.start_time or 0, span.end_time or 0)
-            slot.span = span
+            slot.fill(span, (scope.name if scope else "", span.start_time or 0, span.end_time or 0))
+        else:
+            slot.release()
 
     def shutdown(self) -> None:
         self.active = False

@@ -27,7 +27,12 @@ from composo.trace import (
     ToolSpec,
 )
 
-__all__ = ["interaction_from_attributes", "interaction_from_span", "is_llm_span"]
+__all__ = [
+    "has_span_kind",
+    "interaction_from_attributes",
+    "interaction_from_span",
+    "is_llm_span",
+]
 
 _log = logging.getLogger("composo.tracing")
 
@@ -42,6 +47,12 @@ Message = dict[str, Any]
 
 def is_llm_span(attributes: Mapping[str, Any] | None) -> bool:
     return attributes is not None and attributes.get(SPAN_KIND) == "LLM"
+
+
+def has_span_kind(attributes: Mapping[str, Any] | None) -> bool:
+    """Whether the span says what it is yet: some instrumentors (OpenInference's LangChain one)
+    start every span without a kind and set it when the run ends."""
+    return attributes is not None and SPAN_KIND in attributes
 
 
 def interaction_from_span(span: Any) -> LLMInteraction | None:
