@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from composo import criteria
 from composo._version import __version__
+from composo.batch import BatchResult
 from composo.client import Composo
 from composo.errors import (
     APIConnectionError,
@@ -79,6 +80,7 @@ __all__ = [
     "AsyncComposo",
     "AuthenticationError",
     "BadRequestError",
+    "BatchResult",
     "Composo",
     "ComposoError",
     "ComposoTracer",

@@ -10,7 +10,7 @@ from typing import Any
 
 import httpx
 
-from composo import batch, build
+from composo import batch, batch_async, build
 from composo.base_client import TASK_PATH, BaseClient
 from composo.errors import APITimeoutError
 from composo.responses import EvaluationResponse, MultiAgentTraceResponse, TaskInfo
@@ -163,7 +163,7 @@ class AsyncComposo(BaseClient):
             explanation_cleaning=explanation_cleaning,
             data_retention=data_retention,
         )
-        results = batch.astream(self, batch.ajobs_from(items), plan, window, bar)
+        results = batch_async.astream(self, batch_async.ajobs_from(items), plan, window, bar)
         return batch.ordered([r async for r in results], plan)
 
     def evaluate_many_iter(
@@ -194,7 +194,7 @@ class AsyncComposo(BaseClient):
             explanation_cleaning=explanation_cleaning,
             data_retention=data_retention,
         )
-        return batch.astream(self, batch.ajobs_from(items), plan, window, bar)
+        return batch_async.astream(self, batch_async.ajobs_from(items), plan, window, bar)
 
     async def _run_all(
         self, requests: Sequence[RewardRequest | TraceRequest], single: bool, block: bool
