@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Any
 
 from composo import criteria
 from composo._version import __version__
-from composo.batch import BatchResult
 from composo.client import Composo
 from composo.errors import (
     APIConnectionError,
@@ -46,11 +45,14 @@ from composo.wire import MODEL_CORES, ModelCore
 
 if TYPE_CHECKING:
     from composo.async_client import AsyncComposo
+    from composo.batch import BatchResult
     from composo.tracing import AgentTracer, ComposoTracer, Instruments, agent_tracer
 
-# Loaded on first use: AsyncComposo pulls in asyncio, tracing pulls in OpenTelemetry.
+# Loaded on first use: AsyncComposo pulls in asyncio, tracing OpenTelemetry; batch is rarely
+# needed by a plain evaluate().
 _LAZY = {
     "AsyncComposo": "composo.async_client",
+    "BatchResult": "composo.batch",
     "ComposoTracer": "composo.tracing",
     "Instruments": "composo.tracing",
     "AgentTracer": "composo.tracing",

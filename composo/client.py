@@ -8,16 +8,19 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from composo import batch, build
+from composo import build
 from composo.base_client import TASK_PATH, BaseClient
 from composo.errors import APITimeoutError
 from composo.responses import EvaluationResponse, MultiAgentTraceResponse, TaskInfo
 from composo.retry import retrying
 from composo.wire import RewardRequest, TraceRequest
+
+if TYPE_CHECKING:  # loaded by the batch methods, on first use
+    from composo import batch
 
 __all__ = ["Composo"]
 
@@ -170,6 +173,8 @@ class Composo(BaseClient):
         others go on. Items are ``evaluate()`` argument dicts (``messages`` or ``input``,
         ``result``, ``system``, ``tools``, ``tags``, optional ``id``) or objects a plugin converts.
         ``concurrency`` defaults to (and is capped by) ``max_concurrent_requests``."""
+        from composo import batch
+
         plan, window, bar = batch.setup(
             items,
             criteria,
@@ -201,6 +206,8 @@ class Composo(BaseClient):
     ) -> Iterator[batch.BatchResult]:
         """Like :meth:`evaluate_many`, but yields each result as it finishes (in no set order)
         and holds nothing: items are read only as request slots free up."""
+        from composo import batch
+
         plan, window, bar = batch.setup(
             items,
             criteria,
