@@ -107,6 +107,12 @@ class BackgroundEvaluator:
             )
         if not isinstance(max_pending, int) or max_pending < 1:
             raise ComposoValidationError(f"max_pending: must be at least 1, got {max_pending!r}")
+        if max_pending < len(sources):
+            # Each run queues one evaluation per criterion: fewer places would skip every run.
+            raise ComposoValidationError(
+                f"max_pending: {max_pending} is fewer than the {len(sources)} criteria evaluated "
+                "for each run; nothing could ever be evaluated (raise max_pending)"
+            )
         if max_results is not None and max_results < 0:
             raise ComposoValidationError(
                 f"max_results: must be 0 or more (None keeps all), got {max_results!r}"

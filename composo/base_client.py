@@ -64,8 +64,20 @@ class BaseClient:
                 "max_concurrent_requests: must be an integer of at least 1, "
                 f"got {max_concurrent_requests!r}"
             )
-        self._api_key = key.strip()
-        url = base_url or os.environ.get("COMPOSO_BASE_URL") or DEFAULT_BASE_URL
+        key = key.strip()
+        if not (key.isascii() and key.isprintable()):
+            # httpx would refuse the header with the key in its message; say it without the key.
+            raise ComposoValidationError(
+                "api_key: contains characters an HTTP header cannot carry (a line break, a "
+                "control or non-ASCII character); check how the key was pasted or read"
+            )
+        self._api_key = key
+        url = (base_url or os.environ.get("COMPOSO_BASE_URL") or DEFAULT_BASE_URL).strip()
+        if not url.lower().startswith(("http://", "https://")) or not url.split("://", 1)[1]:
+            raise ComposoValidationError(
+                f"base_url: {url!r} is not an http(s) URL; give the scheme and host, e.g. "
+                f"{DEFAULT_BASE_URL} or http://127.0.0.1:8787 (also COMPOSO_BASE_URL)"
+            )
         self.base_url = url.rstrip("/")
         self.num_retries = num_retries
         self.model_core = check_model_core(model_core)

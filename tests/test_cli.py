@@ -144,6 +144,8 @@ def test_reads_stdin_and_writes_stdout(live: ServerProcess) -> None:
         (["-c", CRITERIA[0], "--concurrency", "0"], "--concurrency"),
         ([], "-c"),
         (["-c", CRITERIA[0], "--local", "--base-url", "http://127.0.0.1:9"], "--local"),
+        (["-c", CRITERIA[0], "--api-key", "k", "-o", "/no/such/dir/out.jsonl"], "-o: cannot"),
+        (["-c", CRITERIA[0], "--api-key", "k", "--base-url", "127.0.0.1:9"], "base_url"),
     ],
 )
 def test_usage_errors_exit_2(tmp_path: Path, args: list[str], message: str) -> None:
@@ -319,3 +321,37 @@ def test_criteria_lists_the_library() -> None:
 
     assert "rag_faithfulness" in done.stdout and "binary_cites_sources" in done.stdout
     assert criteria.tool_selection[:40] in done.stdout
+
+
+def test_core_install_without_rich_prints_a_plain_summary(
+    live: ServerProcess, tmp_path: Path
+) -> None:
+    # A core install has the `composo` command but not rich (the `cli` extra): the run must
+    # still finish with its summary, as plain text.
+    src = tmp_path / "in.jsonl"
+    src.write_text("\n".join(line(i) for i in range(3)) + "\n")
+    out = tmp_path / "out.jsonl"
+    code = (
+        "import sys; sys.modules['rich'] = None; from composo.cli import main; "
+        "sys.exit(main(sys.argv[1:]))"
+    )
+    args = ["evaluate", str(src), *crit_args(), "-o", str(out), *server_args(live)]
+    done = subprocess.run(
+        [sys.executable, "-c", code, *args], capture_output=True, text=True, env=env(), timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert len(rows(out)) == 6
+    lines = done.stderr.splitlines()
+    header = next(i for i, x in enumerate(lines) if x.startswith("criterion"))
+    assert lines[header].split() == [
+        "criterion",
+        "count",
+        "mean",
+        "median",
+        "min",
+        "max",
+        "n/a",
+        "errors",
+    ]
+    assert lines[header + 1].startswith(CRITERIA[0][:40])
+    assert lines[header + 1].split()[-7] == "3"  # count

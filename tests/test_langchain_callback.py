@@ -357,6 +357,13 @@ def test_bad_arguments_fail_fast(client: Composo) -> None:
         ComposoCallback(criteria=CRITERION, client="http://x")  # type: ignore[arg-type]
 
 
+def test_backlog_smaller_than_the_criteria_of_one_run_is_refused(client: Composo) -> None:
+    # Each run queues one evaluation per criterion; with fewer places every run would be skipped.
+    with pytest.raises(ComposoValidationError, match="max_pending"):
+        ComposoCallback(criteria=[CRITERION, BINARY], client=client, max_pending=1)
+    ComposoCallback(criteria=[CRITERION, BINARY], client=client, max_pending=2).close()
+
+
 def test_default_client_reads_the_environment(
     composo_env: ServerProcess, monkeypatch: pytest.MonkeyPatch
 ) -> None:

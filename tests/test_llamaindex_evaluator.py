@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import threading
+import weakref
 
 import httpx
 import pytest
@@ -107,6 +109,22 @@ async def test_aevaluate_runs_on_the_event_loop_thread(live) -> None:
     await http.aclose()
     assert all(r.score is not None and not r.invalid_result for r in results)
     assert threads == [threading.get_ident()] * 3
+
+
+@pytest.mark.filterwarnings("ignore::ResourceWarning")
+def test_finished_event_loops_and_their_connections_are_not_kept(client: Composo) -> None:
+    # asyncio.run(evaluator.aevaluate(...)) once per item: each run's loop must be let go.
+    evaluator = ComposoRelevancyEvaluator(client=client)
+    loops: list[weakref.ref[asyncio.AbstractEventLoop]] = []
+
+    async def one() -> EvaluationResult:
+        loops.append(weakref.ref(asyncio.get_running_loop()))
+        return await evaluator.aevaluate(query=QUESTION, response=ANSWER)
+
+    for _ in range(4):
+        assert asyncio.run(one()).score is not None
+    gc.collect()
+    assert sum(ref() is not None for ref in loops) <= 1  # at most the last one, until next use
 
 
 async def test_sync_evaluate_works_inside_a_running_event_loop(client: Composo) -> None:

@@ -490,6 +490,34 @@ def test_output_list_as_result(
     assert sent_messages(live) == whole
 
 
+def test_one_output_item_as_result(
+    openai_standin: OpenAIStandIn, oai: openai.OpenAI, client: Composo, live: ServerProcess
+) -> None:
+    answer = oas.output_message("Paris.", [oas.url_citation("https://x.org/fr", "France facts")])
+    openai_standin.queue_response(
+        oas.response([answer]),
+        oas.response([oas.function_call("get_weather", {"city": "Oslo"}, call_id="call_1")]),
+    )
+    said = oai.responses.create(model="gpt-4.1", input="Capital of France?")
+    called = oai.responses.create(model="gpt-4.1", input="Weather in Oslo?")
+
+    for item in (said.output[0], said.output[0].model_dump()):
+        live.reset()
+        client.evaluate(input="Capital of France?", result=item, criteria=CRITERION)
+        sent = sent_messages(live)
+        check_shape(sent)
+        assert sent[1] == {
+            "role": "assistant",
+            "content": "Paris.\n\nSources:\n[1] France facts <https://x.org/fr>",
+        }
+    for item in (called.output[0], called.output[0].model_dump()):
+        live.reset()
+        client.evaluate(input="Weather in Oslo?", result=item, criteria=CRITERION)
+        sent = sent_messages(live)
+        check_shape(sent)
+        assert calls(sent) == {"get_weather": {"city": "Oslo"}}
+
+
 def test_input_with_earlier_builtin_tool_output_and_images(
     openai_standin: OpenAIStandIn, oai: openai.OpenAI, client: Composo, live: ServerProcess
 ) -> None:

@@ -177,6 +177,16 @@ def test_evaluator_name_may_name_a_ready_made_criterion(live: ServerProcess) -> 
     assert r.json()["score"] is not None
 
 
+def test_lightning_core_refuses_a_named_evaluator_that_is_not_binary(live: ServerProcess) -> None:
+    lightning = {"messages": QA, "model_core": "align-lightning-20251127"}
+    for path in ("/api/v1/evals/reward", "/api/v1/evals/reward/background"):
+        r = post(live, path, {**lightning, "evaluator_name": "rag_relevance"})
+        assert r.status_code == 422, r.text
+        assert "binary" in r.json()["detail"] and "rag_relevance" in r.json()["detail"]
+    r = post(live, "/api/v1/evals/reward", {**lightning, "evaluator_name": "binary_cites_sources"})
+    assert r.status_code == 200 and r.json()["score"] in (0.0, 1.0)
+
+
 def test_cleaned_explanation_when_asked(client: Composo) -> None:
     res = client.evaluate(messages=QA, criteria=REWARD, explanation_cleaning="end_user")
     assert res.cleaned_explanation

@@ -129,3 +129,13 @@ def test_command_line_reads_openai_environment(openai_standin: OpenAIStandIn) ->
 def test_openai_judge_without_a_key_or_endpoint_is_refused() -> None:
     with pytest.raises(ValueError, match="OPENAI_API_KEY"):
         LocalServer(judge="openai").start()
+
+
+def test_not_applicable_without_a_score_is_accepted(
+    judged: Composo, openai_standin: OpenAIStandIn
+) -> None:
+    answer = json.dumps({"applicable": False, "explanation": "no tool was called"})
+    openai_standin.queue_chat(chat_completion(content=answer))
+    res = judged.evaluate(messages=QA, criteria="Reward correct tool calls")
+    assert (res.score, res.explanation) == (None, "no tool was called")
+    assert len(chat_requests(openai_standin)) == 1  # accepted as it was, not asked again

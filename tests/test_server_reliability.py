@@ -272,6 +272,37 @@ def test_judges_are_plugins() -> None:
         LocalServer(judge="half").start()
 
 
+class _BrokenPlugin:
+    @hookimpl
+    def composo_judges(self) -> dict[str, Any]:
+        class Broken:
+            name = "broken"
+
+            async def judge(self, case: Case) -> Verdict:
+                raise RuntimeError("the judge's model file is missing")
+
+            async def aclose(self) -> None:
+                return None
+
+        return {"broken": lambda options: Broken()}
+
+
+def test_a_judge_that_raises_answers_in_the_error_shape() -> None:
+    pm = get_plugin_manager()
+    pm.register(_BrokenPlugin(), name="test-broken-judge")
+    try:
+        with LocalServer(judge="broken") as srv:
+            r = httpx.post(
+                srv.base_url + "/api/v1/evals/reward",
+                json={"messages": QA, "evaluation_criteria": REWARD},
+                headers={"API-Key": srv.api_key},
+            )
+    finally:
+        pm.unregister(name="test-broken-judge")
+    assert r.status_code == 500
+    assert "model file is missing" in r.json()["detail"]
+
+
 def test_local_server_stops_cleanly() -> None:
     srv = LocalServer().start()
     url = srv.base_url
@@ -325,3 +356,89 @@ def test_request_content_never_reaches_the_log(tmp_path: Path) -> None:
         out, _ = proc.communicate(timeout=10)
     assert "POST /api/v1/evals/reward" in out  # the access log is there...
     assert marker not in out  # ...without any of the content
+
+
+def test_large_evaluation_does_not_stall_other_requests(tmp_path: Path) -> None:
+    import threading
+
+    text = "lorem ipsum dolor sit amet consectetur " * 120_000  # 2 x 4.7 MB
+    body = {
+        "messages": [{"role": "user", "content": text}, {"role": "assistant", "content": text}],
+        "evaluation_criteria": REWARD,
+    }
+    with ServerProcess(db=tmp_path / "t.db") as srv:
+        headers = {"API-Key": srv.api_key}
+        done: list[int] = []
+
+        def big() -> None:
+            r = httpx.post(
+                srv.base_url + "/api/v1/evals/reward", json=body, headers=headers, timeout=60
+            )
+            done.append(r.status_code)
+
+        worker = threading.Thread(target=big)
+        started = time.monotonic()
+        worker.start()
+        slowest = 0.0
+        with httpx.Client(timeout=30) as http:
+            while worker.is_alive():
+                t0 = time.monotonic()
+                assert http.get(srv.base_url + "/api/healthcheck").status_code == 200
+                slowest = max(slowest, time.monotonic() - t0)
+                time.sleep(0.02)
+        worker.join()
+        assert done == [200]
+        elapsed = time.monotonic() - started
+        assert elapsed > 0.5  # the judge had real work to do (most of this time)...
+        assert slowest < 0.4 * elapsed  # ...and the server kept answering meanwhile
+
+
+def test_tasks_resume_after_a_restart_under_the_same_pid(tmp_path: Path) -> None:
+    """In a container the server is pid 1 every time: a predecessor with the same pid is gone."""
+    from composo.server.store import TaskStore
+    from composo.wire import RewardRequest
+
+    db = tmp_path / "tasks.sqlite3"
+    crashed = TaskStore(db)  # what a server killed with a task pending leaves behind
+    request = RewardRequest(messages=QA, evaluation_criteria=REWARD)
+    crashed.add("t-same-pid", "reward", request.model_dump_json(exclude_none=True))
+    crashed.close()
+    with LocalServer(db=db) as srv, Composo(api_key=srv.api_key, base_url=srv.base_url) as c:
+        assert c.wait("t-same-pid", timeout=10, poll_interval=0.05).score is not None
+
+
+def test_a_locked_task_database_does_not_stall_other_requests(tmp_path: Path) -> None:
+    import sqlite3
+    import threading
+
+    db = tmp_path / "tasks.sqlite3"
+    with ServerProcess(db=db) as srv:
+        other = sqlite3.connect(db, isolation_level=None)  # e.g. a second server writing
+        other.execute("BEGIN IMMEDIATE")
+        answers: list[httpx.Response] = []
+        worker = threading.Thread(
+            target=lambda: answers.append(
+                httpx.post(
+                    srv.base_url + "/api/v1/evals/reward/background",
+                    json={"messages": QA, "evaluation_criteria": REWARD},
+                    headers={"API-Key": srv.api_key},
+                    timeout=30,
+                )
+            )
+        )
+        worker.start()
+        try:
+            time.sleep(0.2)  # the submission is now waiting for the database
+            slowest = 0.0
+            with httpx.Client(timeout=30) as http:
+                for _ in range(10):
+                    t0 = time.monotonic()
+                    assert http.get(srv.base_url + "/api/healthcheck").status_code == 200
+                    slowest = max(slowest, time.monotonic() - t0)
+                    time.sleep(0.1)
+        finally:
+            other.execute("COMMIT")
+            other.close()
+            worker.join()
+        assert answers[0].status_code == 200 and answers[0].json()["task_id"]
+        assert slowest < 0.5

@@ -151,6 +151,29 @@ def test_constructor_checks() -> None:
         AsyncComposo(api_key="k", max_concurrent_requests=0)
 
 
+@pytest.mark.parametrize(
+    "url", ["127.0.0.1:8787", "localhost:8787", "http//example.org", "ftp://x"]
+)
+def test_base_url_without_http_scheme_is_refused_up_front(url: str) -> None:
+    # Otherwise every call is retried with backoff and fails as a connection error.
+    for cls in (Composo, AsyncComposo):
+        with pytest.raises(ComposoValidationError, match=r"base_url: .*http\(s\) URL"):
+            cls(api_key="k", base_url=url)
+
+
+def test_base_url_from_the_environment_is_stripped(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COMPOSO_BASE_URL", "http://127.0.0.1:8787/ \n")
+    assert Composo(api_key="k").base_url == "http://127.0.0.1:8787"
+
+
+@pytest.mark.parametrize("key", ["sk-secret\nvalue", "sk-secret\x00value", "sk-s\u00e9cret"])
+def test_api_key_that_no_header_can_carry_is_refused_without_showing_it(key: str) -> None:
+    # httpx would raise (and the client retry) an error quoting the header value, i.e. the key.
+    with pytest.raises(ComposoValidationError, match="api_key") as info:
+        Composo(api_key=key, base_url=f"http://127.0.0.1:{free_port()}")
+    assert "secret" not in str(info.value) and "secret" not in repr(info.value)
+
+
 def test_criteria_prefixes_are_case_insensitive_on_the_first_letter(offline: Composo) -> None:
     from composo.build import normalize_criteria
 

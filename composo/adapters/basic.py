@@ -121,6 +121,20 @@ def _is_chat_message(m: Any) -> bool:
     )
 
 
+def is_responses_message(m: Mapping[str, Any]) -> bool:
+    """A Responses API output message dict (``output_text`` / ``refusal`` parts), which the
+    Responses adapter reads; not a chat message."""
+    content = m.get("content")
+    return (
+        m.get("type") == "message"
+        and isinstance(content, list)
+        and bool(content)
+        and all(
+            isinstance(p, Mapping) and p.get("type") in ("output_text", "refusal") for p in content
+        )
+    )
+
+
 @hookimpl(trylast=True)
 def composo_convert_messages(obj: Any) -> list[dict[str, Any]] | None:
     if not _is_message_list(obj):
@@ -132,7 +146,7 @@ def composo_convert_messages(obj: Any) -> list[dict[str, Any]] | None:
 def composo_convert_result(obj: Any) -> list[dict[str, Any]] | None:
     if isinstance(obj, str):
         return [{"role": "assistant", "content": obj}]
-    if isinstance(obj, Mapping) and "role" in obj:
+    if isinstance(obj, Mapping) and "role" in obj and not is_responses_message(obj):
         return [message_dict(obj, 0)]
     if _is_message_list(obj) and obj and all(_is_chat_message(m) for m in obj):
         return [message_dict(m, i) for i, m in enumerate(obj)]

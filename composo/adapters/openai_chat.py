@@ -13,7 +13,11 @@ def _as_dict(obj: Any) -> Mapping[str, Any] | None:
     if isinstance(obj, Mapping):
         return obj
     # Look before dumping: other openai objects (a Responses ``Response``) are not ours.
-    if is_openai_object(obj) and (hasattr(obj, "choices") or getattr(obj, "role", None)):
+    if (
+        is_openai_object(obj)
+        and not type(obj).__module__.startswith("openai.types.responses")
+        and (hasattr(obj, "choices") or getattr(obj, "role", None))
+    ):
         dumped: dict[str, Any] = obj.model_dump(mode="json", exclude_none=True)
         return dumped
     return None

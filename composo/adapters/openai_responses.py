@@ -13,7 +13,7 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from composo.adapters.basic import is_openai_object, with_sources
+from composo.adapters.basic import is_openai_object, is_responses_message, with_sources
 from composo.plugins import hookimpl
 
 Json = Mapping[str, Any]
@@ -409,11 +409,23 @@ def _is_output_list(obj: Any) -> bool:
     return _is_item_list(obj) and bool(obj) and all(_is_output_item(i) for i in obj)
 
 
+def _is_single_output_item(obj: Any) -> bool:
+    """One item of ``response.output`` (e.g. ``response.output[0]``), as an object or its dict.
+    A dict must be unmistakably a Responses item: chat and Anthropic messages stay with theirs."""
+    if is_openai_object(obj):
+        return _is_output_item(obj) and getattr(obj, "object", None) != "response"
+    if not (isinstance(obj, Mapping) and isinstance(obj.get("type"), str)):
+        return False
+    return obj["type"] in _CONVERTERS if obj["type"] != "message" else is_responses_message(obj)
+
+
 @hookimpl(trylast=True)
 def composo_convert_result(obj: Any) -> list[Message] | None:
     if _is_output_list(obj):
         out = items_to_messages(obj, "result")
         return out or [{"role": "assistant", "content": "(no output items)"}]
+    if _is_single_output_item(obj):
+        return items_to_messages([obj], "result")
     resp = _response_dict(obj)
     if resp is None:
         return None
@@ -440,6 +452,6 @@ def composo_supported_types(kind: str) -> list[str] | None:
     if kind == "result":
         return [
             'an openai Responses Response (or its dict, with "object": "response")',
-            "a Response's output list (response.output)",
+            "a Response's output list (response.output) or one of its items",
         ]
     return None

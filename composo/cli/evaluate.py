@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib.util
 import os
 import sys
 from collections.abc import Iterable, Iterator
@@ -103,14 +104,18 @@ def run(args: argparse.Namespace) -> int:
             import fastapi  # noqa: F401
             import uvicorn  # noqa: F401
         except ImportError:
-            return _usage("--local needs the server extra: pip install 'composo[cli]'")
+            return _usage("--local needs the local server's packages: pip install 'composo[cli]'")
     elif not (args.api_key or os.environ.get("COMPOSO_API_KEY", "").strip()):
         return _usage(
             "no API key: pass --api-key KEY or set COMPOSO_API_KEY (or use --local to try it "
             "offline against a local server)"
         )
 
-    resume = prepare_resume(args.output, set(criteria)) if args.output is not None else None
+    try:
+        resume = prepare_resume(args.output, set(criteria)) if args.output is not None else None
+        writer = RowWriter(args.output, None if args.output is not None else sys.stdout.buffer)
+    except OSError as exc:
+        return _usage(f"-o: cannot write {args.output}: {exc.strerror or exc}")
     if resume is not None and (resume.kept or resume.dropped_errors or resume.repaired):
         retry = (
             f", {resume.dropped_errors} failed pair(s) to retry" if resume.dropped_errors else ""
@@ -120,7 +125,6 @@ def run(args: argparse.Namespace) -> int:
             f"resuming {args.output}: {resume.kept} pair(s) already scored{retry}{repaired}",
             file=sys.stderr,
         )
-    writer = RowWriter(args.output, None if args.output is not None else sys.stdout.buffer)
     tally: dict[str, CriterionStats] | None = {} if args.output is None else None
     interrupted = False
     run_state: _Run | None = None
@@ -211,8 +215,8 @@ class _Run:
     def _progress(self, source: Path | None) -> Progress | None:
         from composo.batch import Progress
 
-        if not sys.stderr.isatty():
-            return None
+        if not sys.stderr.isatty() or importlib.util.find_spec("rich") is None:
+            return None  # no terminal, or no rich (the `cli` extra): no bar
         total = None
         if source is not None:
             total = 0
@@ -329,28 +333,51 @@ def _fmt(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}"
 
 
-def _print_summary(stats: dict[str, CriterionStats], criteria: list[str]) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
+def _summary_rows(stats: dict[str, CriterionStats], criteria: list[str]) -> list[list[str]]:
     from composo.cli.criteria import label
 
-    table = Table(title="composo evaluate: summary", title_justify="left")
-    for header in ("criterion", "count", "mean", "median", "min", "max", "n/a", "errors"):
-        table.add_column(header, justify="left" if header == "criterion" else "right")
     order = [c for c in criteria if c in stats] + [c for c in stats if c not in criteria]
+    rows = []
     for criterion in order:
         s = stats[criterion]
         f = s.figures()
-        table.add_row(
-            label(criterion, 48),
-            str(s.count),
-            _fmt(f["mean"]),
-            _fmt(f["median"]),
-            _fmt(f["min"]),
-            _fmt(f["max"]),
-            str(s.not_applicable),
-            str(s.errors) if not s.errors else f"[red]{s.errors}[/red]",
+        rows.append(
+            [
+                label(criterion, 48),
+                str(s.count),
+                _fmt(f["mean"]),
+                _fmt(f["median"]),
+                _fmt(f["min"]),
+                _fmt(f["max"]),
+                str(s.not_applicable),
+                str(s.errors),
+            ]
         )
+    return rows
+
+
+_SUMMARY_HEADERS = ("criterion", "count", "mean", "median", "min", "max", "n/a", "errors")
+
+
+def _print_summary(stats: dict[str, CriterionStats], criteria: list[str]) -> None:
+    rows = _summary_rows(stats, criteria)
+    try:
+        from rich.console import Console
+        from rich.table import Table
+    except ImportError:  # core install without the `cli` extra: a plain table
+        widths = [max(len(r[i]) for r in [list(_SUMMARY_HEADERS), *rows]) for i in range(8)]
+        print("composo evaluate: summary", file=sys.stderr)
+        for row in [list(_SUMMARY_HEADERS), *rows]:
+            cells = [row[0].ljust(widths[0])]
+            cells += [c.rjust(w) for c, w in zip(row[1:], widths[1:], strict=True)]
+            print("  ".join(cells), file=sys.stderr)
+        return
+
+    table = Table(title="composo evaluate: summary", title_justify="left")
+    for header in _SUMMARY_HEADERS:
+        table.add_column(header, justify="left" if header == "criterion" else "right")
+    for row in rows:
+        errors = row[-1]
+        table.add_row(*row[:-1], errors if errors == "0" else f"[red]{errors}[/red]")
     width = None if sys.stderr.isatty() else int(os.environ.get("COLUMNS", "120"))
     Console(stderr=True, width=width).print(table)

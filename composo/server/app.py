@@ -21,7 +21,7 @@ from composo.server.judges import JudgeError, make_judge
 from composo.server.service import EvaluationService, UnknownEvaluatorError
 from composo.server.store import TaskStore
 from composo.server.tasks import TaskManager
-from composo.wire import RewardRequest, TraceRequest
+from composo.wire import LIGHTNING_MODEL_CORES, RewardRequest, TraceRequest, is_binary
 
 __all__ = ["build_app"]
 
@@ -80,9 +80,16 @@ def build_app(config: ServerConfig) -> Gate:
         except ValidationError as exc:
             raise _Refused(422, validation_detail(exc)) from None
         try:
-            service.criterion(parsed)
+            criterion = service.criterion(parsed)
         except UnknownEvaluatorError as exc:
             raise _Refused(422, str(exc)) from None
+        if parsed.model_core in LIGHTNING_MODEL_CORES and not is_binary(criterion):
+            # The request model checks evaluation_criteria; a named evaluator is known only now.
+            raise _Refused(
+                422,
+                f"model_core {parsed.model_core!r} takes only binary criteria ('Passes if ...' / "
+                f"'Fails if ...'); evaluator_name {parsed.evaluator_name!r} is not one",
+            )
         return parsed
 
     async def evaluate(request: Request, model: type[_R]) -> Response:
@@ -94,13 +101,19 @@ def build_app(config: ServerConfig) -> Gate:
         except JudgeError as exc:
             _log.warning("judge %s failed: %s", judge.name, exc)
             return _json({"detail": f"the {judge.name} judge failed: {exc}"}, 502)
+        except Exception as exc:
+            # A judge (a plugin's, say) that breaks still answers in the platform's error shape.
+            _log.warning("judge %s raised %s", judge.name, type(exc).__name__)
+            return _json(
+                {"detail": f"the {judge.name} judge raised {type(exc).__name__}: {exc}"}, 500
+            )
 
-    def background(request: Request, model: type[_R]) -> Response:
+    async def background(request: Request, model: type[_R]) -> Response:
         try:
             parsed = parse(request, model)
         except _Refused as exc:
             return _json({"detail": exc.detail}, exc.status)
-        return _json({"task_id": state["tasks"].submit(parsed)})
+        return _json({"task_id": await state["tasks"].submit(parsed)})
 
     @app.post("/api/v1/evals/reward")
     async def reward(request: Request) -> Response:
@@ -112,15 +125,15 @@ def build_app(config: ServerConfig) -> Gate:
 
     @app.post("/api/v1/evals/reward/background")
     async def reward_background(request: Request) -> Response:
-        return background(request, RewardRequest)
+        return await background(request, RewardRequest)
 
     @app.post("/api/v1/evals/trace/background")
     async def trace_background(request: Request) -> Response:
-        return background(request, TraceRequest)
+        return await background(request, TraceRequest)
 
     @app.get("/api/v1/evals/tasks/{task_id}")
     async def task(task_id: str) -> Response:
-        info = state["tasks"].info(task_id)
+        info = await state["tasks"].info(task_id)
         if info is None:
             return _json({"detail": f"no task with id {task_id!r} on this server"}, 404)
         return _json(info)

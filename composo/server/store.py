@@ -22,6 +22,10 @@ __all__ = ["KEEP_FINISHED_SECONDS", "StoredTask", "TaskStore"]
 
 KEEP_FINISHED_SECONDS = 7 * 24 * 3600  # finished tasks are forgotten after a week
 
+# Owners of the stores open in this process. A server restarted under the same pid (the usual
+# case in a container, where it is pid 1 every time) must still see its predecessor as gone.
+_open_owners: set[str] = set()
+
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS tasks (
     task_id TEXT PRIMARY KEY,
@@ -80,6 +84,7 @@ class TaskStore:
             timeout=10.0,
         )
         self._lock = threading.Lock()
+        _open_owners.add(self.owner)
         with self._lock:
             if path is not None:
                 self._db.execute("PRAGMA journal_mode=WAL")
@@ -93,6 +98,7 @@ class TaskStore:
             os.chmod(path, 0o600)
 
     def close(self) -> None:
+        _open_owners.discard(self.owner)
         with self._lock:
             self._db.close()
 
@@ -189,7 +195,9 @@ class TaskStore:
             pid = int(pid_text)
         except ValueError:
             return True
-        return pid != os.getpid() and not _pid_alive(pid)
+        if pid == os.getpid():
+            return owner not in _open_owners
+        return not _pid_alive(pid)
 
     def release_unfinished(self) -> None:
         """On a clean stop: hand unfinished tasks to whichever server starts next."""

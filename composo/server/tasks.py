@@ -36,12 +36,15 @@ class TaskManager:
         self._requests: dict[str, RewardRequest | TraceRequest] = {}
         self._results: dict[str, dict[str, Any]] = {}
 
-    def submit(self, request: RewardRequest | TraceRequest) -> str:
-        """Accept ``request``: on disk before this returns, unless ``data_retention="none"``."""
+    async def submit(self, request: RewardRequest | TraceRequest) -> str:
+        """Accept ``request``: on disk before this returns, unless ``data_retention="none"``.
+        The store is called from worker threads (here and below), so that a slow disk or a
+        database locked by another server never stalls the event loop."""
         task_id = str(uuid.uuid4())
         kind = "trace" if isinstance(request, TraceRequest) else "reward"
         keep = request.data_retention != "none"
-        self.store.add(task_id, kind, request.model_dump_json(exclude_none=True) if keep else None)
+        stored = request.model_dump_json(exclude_none=True) if keep else None
+        await asyncio.to_thread(self.store.add, task_id, kind, stored)
         if not keep:
             self._requests[task_id] = request
         self._start(task_id, request)
@@ -74,24 +77,25 @@ class TaskManager:
 
     async def _run(self, task_id: str, request: RewardRequest | TraceRequest) -> None:
         async with self._slots:
-            self.store.set_running(task_id)
+            await asyncio.to_thread(self.store.set_running, task_id)
             try:
                 result = await self._runner(request)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
                 _log.warning("background task %s failed: %s", task_id, type(exc).__name__)
-                self.store.finish(task_id, None, str(exc) or type(exc).__name__)
+                error = str(exc) or type(exc).__name__
+                await asyncio.to_thread(self.store.finish, task_id, None, error)
             else:
                 if request.data_retention == "none":
                     self._results[task_id] = result
-                self.store.finish(task_id, result, None)
+                await asyncio.to_thread(self.store.finish, task_id, result, None)
             finally:
                 self._requests.pop(task_id, None)
 
-    def info(self, task_id: str) -> dict[str, Any] | None:
+    async def info(self, task_id: str) -> dict[str, Any] | None:
         """The task as ``GET /api/v1/evals/tasks/{task_id}`` answers it, or ``None`` if unknown."""
-        task = self.store.get(task_id)
+        task = await asyncio.to_thread(self.store.get, task_id)
         if task is None:
             return None
         body: dict[str, Any] = {"task_id": task_id, "status": task.status}

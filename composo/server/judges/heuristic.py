@@ -4,6 +4,7 @@ developer can see why a score came out as it did and wire up pipelines offline."
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from collections.abc import Iterable, Mapping
@@ -358,12 +359,30 @@ def _tool_adjust(
     return 0.5 * quality + 0.5 * good
 
 
+# Above this many characters of conversation, scoring takes long enough (about 0.2 s a MiB) to
+# stall every other request on the event loop, so it runs in a worker thread instead.
+_INLINE_CHARS = 64 * 1024
+
+
+def _size(case: Case) -> int:
+    size = len(case.system or "")
+    for m in case.messages:
+        content = m.get("content")
+        if isinstance(content, str) and not m.get("tool_calls"):
+            size += len(content)
+        else:
+            size += len(str(m))
+    return size
+
+
 class HeuristicJudge:
     """The default judge: offline, instant and deterministic."""
 
     name = "heuristic"
 
     async def judge(self, case: Case) -> Verdict:
+        if _size(case) > _INLINE_CHARS:
+            return await asyncio.to_thread(score_case, case)
         return score_case(case)
 
     async def aclose(self) -> None:

@@ -32,7 +32,7 @@ class _Answer(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     applicable: bool = True
-    score: float | None
+    score: float | None = None  # a model saying "not applicable" often leaves the score out
     explanation: str
 
     @model_validator(mode="after")

@@ -163,6 +163,10 @@ class ComposoEvaluator(BaseEvaluator):
             return self._given
         loop = asyncio.get_running_loop()
         with self._lock:
+            # A client holds its loop, so the weak key alone never lets a finished loop go
+            # (each ``asyncio.run`` would keep a loop and its open connections for good).
+            for done in [old for old in self._async_by_loop if old.is_closed()]:
+                del self._async_by_loop[done]
             client = self._async_by_loop.get(loop)
             if client is None:
                 client = AsyncComposo(**self._settings)
