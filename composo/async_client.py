@@ -38,15 +38,32 @@ class AsyncComposo(BaseClient):
             api_key, base_url, num_retries, model_core, timeout, max_concurrent_requests
         )
         self._owns_http = http_client is None
-        # Several small pools: httpcore's async pool costs CPU per request in its size.
-        self._http = http_client or httpx.AsyncClient(
-            transport=ShardedAsyncTransport(max(max_concurrent_requests, 10))
-        )
-        self._slots = asyncio.Semaphore(max_concurrent_requests)
+        self._http = http_client
+        self._slots: asyncio.Semaphore | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def _bind(self) -> tuple[httpx.AsyncClient, asyncio.Semaphore]:
+        """Connections and the request limit belong to one event loop: a client used again from
+        a new loop (a second ``asyncio.run()``, another notebook cell) gets fresh ones."""
+        loop = asyncio.get_running_loop()
+        if self._loop is not loop or self._http is None or self._slots is None:
+            self._loop = loop
+            self._slots = asyncio.Semaphore(self.max_concurrent_requests)
+            if self._owns_http:
+                # Several small pools: httpcore's async pool costs CPU per request in its size.
+                # The previous loop's connections cannot be used from this one; they are dropped.
+                self._http = httpx.AsyncClient(
+                    transport=ShardedAsyncTransport(max(self.max_concurrent_requests, 10))
+                )
+        assert self._http is not None
+        return self._http, self._slots
 
     async def aclose(self) -> None:
-        if self._owns_http:
-            await self._http.aclose()
+        http, self._http = self._http, None
+        if self._owns_http and http is not None and self._loop is asyncio.get_running_loop():
+            await http.aclose()
+        # Connections opened under another (finished) loop cannot be closed from this one;
+        # they are dropped with it.
 
     close = aclose
 
@@ -213,9 +230,10 @@ class AsyncComposo(BaseClient):
         deadline = time.monotonic() + self.timeout
         async for attempt in async_retrying(self.num_retries, self.timeout):
             with attempt:
-                async with self._slots:
+                http, slots = self._bind()
+                async with slots:
                     try:
-                        response = await self._http.request(
+                        response = await http.request(
                             method,
                             url,
                             json=json,

@@ -107,6 +107,8 @@ class TaskFailedError(ComposoError):
     """A background evaluation task ended in failure."""
 
 
+_MAX_MESSAGE = 500
+
 _BY_STATUS: dict[int, type[APIStatusError]] = {
     400: BadRequestError,
     401: AuthenticationError,
@@ -125,6 +127,8 @@ def status_error(status_code: int, body: Any, request_id: str | None = None) -> 
         cls = APIError if status_code >= 500 else APIStatusError
     detail = body.get("detail") if isinstance(body, dict) else body
     message = _detail_text(detail) if detail else f"HTTP {status_code}"
+    if len(message) > _MAX_MESSAGE:  # e.g. a proxy's HTML error page
+        message = message[:_MAX_MESSAGE] + "... (truncated; the whole body is in .response_body)"
     return cls(message, status_code=status_code, response_body=body, request_id=request_id)
 
 

@@ -313,3 +313,21 @@ def test_evaluator_name_instead_of_criteria(client: Composo, live: ServerProcess
     assert "evaluation_criteria" not in body
     with pytest.raises(MalformedError, match="not an evaluator this server knows"):
         client.evaluate(messages=QA, evaluator_name="no-such-evaluator")
+
+
+def test_async_client_survives_a_new_event_loop(live: ServerProcess) -> None:
+    # One client, two asyncio.run() calls (a script, or two notebook cells): the second loop
+    # must not inherit the first loop's connections or request limit.
+    c = AsyncComposo(api_key=live.api_key, base_url=live.base_url)
+
+    async def score() -> list[EvaluationResponse]:
+        out: list[EvaluationResponse] = await c.evaluate(
+            messages=QA, criteria=["Reward accuracy", "Reward brevity"]
+        )
+        return out
+
+    first = asyncio.run(score())
+    second = asyncio.run(score())
+    asyncio.run(c.aclose())
+    assert [r.criterion for r in first] == [r.criterion for r in second]
+    assert len([r for r in live.requests() if r["path"].endswith("/reward")]) == 4

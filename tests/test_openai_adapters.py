@@ -187,6 +187,22 @@ def test_chat_completion_object_as_result(
     assert completion.model_dump() == before
 
 
+def test_one_choice_as_result(
+    openai_standin: OpenAIStandIn, oai: openai.OpenAI, client: Composo, live: ServerProcess
+) -> None:
+    openai_standin.queue_chat(oas.chat_completion(content="Paris is the capital of France."))
+    question = [{"role": "user", "content": "Capital of France?"}]
+    completion = oai.chat.completions.create(model="gpt-4o-mini", messages=question)
+
+    client.evaluate(messages=question, result=completion.choices[0], criteria=CRITERION)
+    client.evaluate(
+        messages=question, result=completion.choices[0].model_dump(), criteria=CRITERION
+    )
+
+    answer = {"role": "assistant", "content": "Paris is the capital of France."}
+    assert [body[-1] for body in (r["body"]["messages"] for r in live.requests())] == [answer] * 2
+
+
 def test_chat_completion_dict_sends_the_same_as_the_object(
     openai_standin: OpenAIStandIn, oai: openai.OpenAI, client: Composo, live: ServerProcess
 ) -> None:

@@ -160,3 +160,13 @@ async def test_async_retries_and_timeout(live: ServerProcess) -> None:
         with pytest.raises(APITimeoutError):
             await c.evaluate(messages=QA, criteria=CRITERION)
         assert time.monotonic() - start < 2.5
+
+
+def test_a_huge_error_body_is_cut_in_the_message_and_kept_whole(live: ServerProcess) -> None:
+    page = "<html>" + "gateway trouble " * 500 + "</html>"  # as a proxy's error page might be
+    live.fault({"status": 400, "detail": page})
+    with make(live) as c, pytest.raises(BadRequestError) as info:
+        c.evaluate(messages=QA, criteria=CRITERION)
+    assert len(str(info.value)) < 700
+    assert "truncated" in str(info.value)
+    assert info.value.response_body == {"detail": page}

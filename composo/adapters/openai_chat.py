@@ -16,7 +16,9 @@ def _as_dict(obj: Any) -> Mapping[str, Any] | None:
     if (
         is_openai_object(obj)
         and not type(obj).__module__.startswith("openai.types.responses")
-        and (hasattr(obj, "choices") or getattr(obj, "role", None))
+        and (
+            hasattr(obj, "choices") or getattr(obj, "role", None) or hasattr(obj, "finish_reason")
+        )
     ):
         dumped: dict[str, Any] = obj.model_dump(mode="json", exclude_none=True)
         return dumped
@@ -36,13 +38,16 @@ def composo_convert_result(obj: Any) -> list[dict[str, Any]] | None:
         return [clean_chat_message(choices[0]["message"])]
     if is_openai_object(obj) and d.get("role") == "assistant":
         return [clean_chat_message(d)]
+    if "finish_reason" in d and isinstance(d.get("message"), Mapping):
+        # One choice, e.g. ``completion.choices[0]``.
+        return [clean_chat_message(d["message"])]
     return None
 
 
 @hookimpl
 def composo_supported_types(kind: str) -> list[str] | None:
     if kind == "result":
-        return ["an openai ChatCompletion or ChatCompletionMessage (or its dict)"]
+        return ["an openai ChatCompletion, one of its choices, or its message (or their dicts)"]
     if kind == "messages":
         return ["openai ChatCompletionMessage objects inside the list"]
     return None

@@ -3,7 +3,8 @@
 OpenTelemetry carries the spans. An application that already has an SDK ``TracerProvider``
 keeps it: Composo adds one span processor to it, so the application's exporters keep receiving
 every span. Without one, Composo makes a private provider and does not install it globally, so
-the application can still set its own later (call ``init`` after doing so to share it).
+the application can still set its own later; to move tracing onto it, call
+``ComposoTracer.shutdown()`` and then ``init()`` again (or pass ``tracer_provider=``).
 """
 
 from __future__ import annotations
