@@ -16,9 +16,7 @@ def _as_dict(obj: Any) -> Mapping[str, Any] | None:
     if (
         is_openai_object(obj)
         and not type(obj).__module__.startswith("openai.types.responses")
-        and (
-            hasattr(obj, "choices") or getattr(obj, "role", None) or hasattr(obj, "finish_reason")
-        )
+        and (hasattr(obj, "choices") or getattr(obj, "role", None) or hasattr(obj, "finish_reason"))
     ):
         dumped: dict[str, Any] = obj.model_dump(mode="json", exclude_none=True)
         return dumped
