@@ -146,6 +146,8 @@ def test_reads_stdin_and_writes_stdout(live: ServerProcess) -> None:
         (["-c", CRITERIA[0], "--local", "--base-url", "http://127.0.0.1:9"], "--local"),
         (["-c", CRITERIA[0], "--api-key", "k", "-o", "/no/such/dir/out.jsonl"], "-o: cannot"),
         (["-c", CRITERIA[0], "--api-key", "k", "--base-url", "127.0.0.1:9"], "base_url"),
+        (["-c", CRITERIA[0], "--api-key", "k", "--tag", "env"], "--tag: expected KEY=VALUE"),
+        (["-c", CRITERIA[0], "--api-key", "k", "--model-core", "fast"], "model_core: 'fast'"),
     ],
 )
 def test_usage_errors_exit_2(tmp_path: Path, args: list[str], message: str) -> None:
@@ -355,3 +357,24 @@ def test_core_install_without_rich_prints_a_plain_summary(
     ]
     assert lines[header + 1].startswith(CRITERIA[0][:40])
     assert lines[header + 1].split()[-7] == "3"  # count
+
+
+def test_run_wide_tags_and_model_core_reach_every_request(
+    live: ServerProcess, tmp_path: Path
+) -> None:
+    src = tmp_path / "in.jsonl"
+    src.write_text(line(0) + "\n" + line(1, tags={"env": "item-wins"}) + "\n")
+    done = composo(
+        "evaluate", src, "-c", CRITERIA[0], "--tag", "env=ci", "--tag", "build=42",
+        "--model-core", "align-20250529", "-o", tmp_path / "out.jsonl", *server_args(live),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    bodies = sorted(
+        (r["body"] for r in live.requests() if r["path"].endswith("/reward")),
+        key=lambda b: b["messages"][0]["content"],
+    )
+    assert [b["tags"] for b in bodies] == [
+        {"env": "ci", "build": "42"},
+        {"env": "item-wins", "build": "42"},
+    ]
+    assert {b["model_core"] for b in bodies} == {"align-20250529"}

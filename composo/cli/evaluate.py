@@ -56,6 +56,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="requests in flight at once (default 5, what the platform advises)",
     )
+    parser.add_argument(
+        "--tag",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a tag sent with every evaluation (repeatable; an item's own tags win)",
+    )
+    parser.add_argument(
+        "--model-core",
+        metavar="CORE",
+        help="the evaluation model core, e.g. align-20251111 (default: the platform's)",
+    )
     parser.add_argument("--base-url", metavar="URL", help="API base URL (or COMPOSO_BASE_URL)")
     parser.add_argument("--api-key", metavar="KEY", help="API key (or COMPOSO_API_KEY)")
     parser.add_argument(
@@ -90,6 +102,12 @@ def run(args: argparse.Namespace) -> int:
         criteria = resolve(args.criteria)
     except ValueError as exc:
         return _usage(str(exc))
+    tags: dict[str, str] = {}
+    for pair in args.tag:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            return _usage(f"--tag: expected KEY=VALUE, got {pair!r}")
+        tags[key] = value
     if args.local and (args.base_url or args.api_key):
         return _usage("--local runs its own server; drop --base-url and --api-key")
     source: Path | None = None
@@ -137,7 +155,7 @@ def run(args: argparse.Namespace) -> int:
                 srv = stack.enter_context(LocalServer(judge="heuristic", latency=0.0))
                 base_url, api_key = srv.base_url, srv.api_key
             client = stack.enter_context(_client(api_key, base_url, args.concurrency))
-            run_state = _Run(criteria, resume, writer, tally)
+            run_state = _Run(criteria, resume, writer, tally, args.model_core, tags or None)
             run_state.main(client, source, args.concurrency)
     except ComposoValidationError as exc:  # the client refused its settings
         return _usage(str(exc))
@@ -191,8 +209,12 @@ class _Run:
         resume: Resume | None,
         writer: RowWriter,
         tally: dict[str, CriterionStats] | None,
+        model_core: str | None = None,
+        tags: dict[str, str] | None = None,
     ) -> None:
         self.criteria = criteria
+        self.model_core = model_core
+        self.tags = tags
         self.resume = resume
         self.writer = writer
         self.tally = tally
@@ -205,7 +227,7 @@ class _Run:
     def main(self, client: Composo, source: Path | None, concurrency: int) -> None:
         from composo import batch
 
-        plan = batch.Plan.create(self.criteria)
+        plan = batch.Plan.create(self.criteria, model_core=self.model_core, tags=self.tags)
         self.give_up_after = 2 * concurrency + 10
         progress = self._progress(source)
         with _open_lines(source) as lines:
