@@ -96,7 +96,7 @@ def test_full_conversation_with_tool_calls_and_content_blocks(
     body = last_body(live)
     assert body["messages"] == [
         {"role": "system", "content": "You are a weather bot."},
-        {"role": "user", "content": "Weather in Oslo?\nBe brief."},
+        {"role": "user", "content": "Weather in Oslo?\nBe brief."},  # separate parts
         {
             "role": "assistant",
             "content": "",
@@ -142,6 +142,90 @@ def test_image_parts_are_kept_and_provider_only_parts_dropped(
     messages = last_body(live)["messages"]
     assert messages[0]["content"] == [{"type": "text", "text": "What animal?"}, image]
     assert messages[1] == {"role": "assistant", "content": "A cat."}
+
+
+INVALID_CALL = {
+    "name": "get_weather",
+    "args": '{"city": Oslo}',
+    "id": "bad1",
+    "error": "Expecting value: line 1 column 10 (char 9)",
+    "type": "invalid_tool_call",
+}
+INVALID_CALL_TEXT = (
+    'Invalid tool call get_weather with arguments {"city": Oslo} '
+    "(error: Expecting value: line 1 column 10 (char 9))"
+)
+
+
+def test_tool_calls_with_unparseable_arguments_are_shown_to_the_judge(
+    client: Composo, live: ServerProcess
+) -> None:
+    answer = AIMessage("", invalid_tool_calls=[INVALID_CALL])  # type: ignore[list-item]
+    before = copy.deepcopy(answer)
+    client.evaluate(
+        messages=[HumanMessage("Weather in Oslo?")],
+        result=answer,
+        tools=[get_weather],
+        criteria="Fails if the agent calls a tool with invented arguments",
+    )
+    assert answer == before
+    # As text, not as a tool call no tool message answers.
+    assert last_body(live)["messages"][-1] == {"role": "assistant", "content": INVALID_CALL_TEXT}
+
+    client.evaluate(
+        messages=[HumanMessage("Weather in Oslo?")],
+        result=AIMessage(
+            [{"type": "text", "text": "Checking."}],
+            tool_calls=[{"name": "get_weather", "args": {"city": "Oslo"}, "id": "ok1"}],
+            invalid_tool_calls=[INVALID_CALL],  # type: ignore[list-item]
+        ),
+        criteria=CRITERION,
+    )
+    assistant = last_body(live)["messages"][-1]
+    assert assistant["content"] == f"Checking.\n{INVALID_CALL_TEXT}"
+    assert [c["id"] for c in assistant["tool_calls"]] == ["ok1"]
+
+
+def test_cited_answer_blocks_are_joined_like_langchain_text(
+    client: Composo, live: ServerProcess
+) -> None:
+    citation = {"type": "char_location", "cited_text": "Oslo is sunny.", "document_index": 0}
+    answer = AIMessage(
+        [
+            {"type": "text", "text": "According to the forecast, "},
+            {"type": "text", "text": "it is sunny in Oslo", "citations": [citation]},
+            {"type": "text", "text": "."},
+        ]
+    )
+    client.evaluate(messages=[HumanMessage("Weather in Oslo?")], result=answer, criteria=CRITERION)
+    assert last_body(live)["messages"][-1] == {"role": "assistant", "content": answer.text}
+    assert answer.text == "According to the forecast, it is sunny in Oslo."
+
+
+def test_reasoning_only_turn_sends_its_summary_not_an_empty_list(
+    client: Composo, live: ServerProcess
+) -> None:
+    summary = [
+        {"type": "summary_text", "text": "The user wants the weather."},
+        {"type": "summary_text", "text": "I should call get_weather."},
+    ]
+    thinking = AIMessage(
+        [{"type": "reasoning", "id": "rs_1", "summary": summary}],
+        tool_calls=[{"name": "get_weather", "args": {"city": "Oslo"}, "id": "t1"}],
+    )
+    client.evaluate(
+        messages=[
+            HumanMessage("Weather in Oslo?"),
+            thinking,
+            ToolMessage("Sunny in Oslo", tool_call_id="t1"),
+            AIMessage([{"type": "thinking", "thinking": "hm", "signature": "x"}]),
+        ],
+        criteria=CRITERION,
+    )
+    messages = last_body(live)["messages"]
+    assert messages[1]["content"] == "The user wants the weather.\n\nI should call get_weather."
+    assert messages[1]["tool_calls"][0]["id"] == "t1"
+    assert messages[3] == {"role": "assistant", "content": ""}
 
 
 @pytest.mark.parametrize(

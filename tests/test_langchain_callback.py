@@ -153,6 +153,27 @@ def test_tools_offered_and_tool_calls_are_sent(client: Composo, live: ServerProc
     assert assistant["tool_calls"][0]["id"] == "c1"
 
 
+def test_tool_call_with_unparseable_arguments_is_sent_as_text(
+    client: Composo, live: ServerProcess
+) -> None:
+    cb = ComposoCallback(
+        criteria="Fails if the agent calls a tool with invented arguments", client=client
+    )
+    bad = {"name": "get_weather", "args": "{city: Oslo", "id": "c1", "error": "bad JSON"}
+    model = ToolCallingFakeChat(
+        messages=iter([AIMessage("", invalid_tool_calls=[bad])])  # type: ignore[list-item]
+    ).bind_tools([get_weather])
+    model.invoke("Weather in Oslo?", config={"callbacks": [cb]})
+    assert cb.flush(timeout=30)
+    [record] = cb.results
+    assert record.ok, record.error
+    assert body_of(record, live)["messages"][-1] == {
+        "role": "assistant",
+        "content": "Invalid tool call get_weather with arguments {city: Oslo (error: bad JSON)",
+    }
+    cb.close()
+
+
 def lcel_chain() -> Runnable[dict[str, str], str]:
     prompt = ChatPromptTemplate.from_messages(
         [("system", "You are a geography tutor."), ("human", "{question}")]

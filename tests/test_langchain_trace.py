@@ -89,6 +89,31 @@ def test_tool_calling_agent_becomes_one_trace(tracer: ComposoCallback, live: Ser
     assert tracer.open_runs == 0
 
 
+def test_tool_call_with_unparseable_arguments_is_in_the_trace(
+    tracer: ComposoCallback, live: ServerProcess
+) -> None:
+    bad = {"name": "get_weather", "args": "{city: Paris", "id": "w1", "error": "bad JSON"}
+    model = ToolCallingFakeChat(
+        messages=iter([AIMessage("", invalid_tool_calls=[bad])])  # type: ignore[list-item]
+    )
+    agent = create_agent(model, tools=[get_weather], name="weather_agent")
+    agent.invoke({"messages": [HumanMessage("Weather in Paris?")]}, config={"callbacks": [tracer]})
+    assert tracer.flush(timeout=30)
+    [record] = tracer.results
+    assert record.ok, record.error
+    [body] = trace_bodies(live)
+    [agent_instance] = body["trace"]["agent_instance_by_id"].values()
+    [step] = agent_instance["interactions"]
+    assert step["output_messages"] == [
+        {
+            "type": "text",
+            "content": (
+                "Invalid tool call get_weather with arguments {city: Paris (error: bad JSON)"
+            ),
+        }
+    ]
+
+
 def test_sub_agent_called_as_a_tool_is_its_own_agent(
     tracer: ComposoCallback, live: ServerProcess
 ) -> None:

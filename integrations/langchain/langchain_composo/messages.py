@@ -10,7 +10,7 @@ import inspect
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from langchain_core.messages import BaseMessage, convert_to_openai_messages
+from langchain_core.messages import AIMessage, BaseMessage, convert_to_openai_messages
 from langchain_core.outputs import ChatGeneration, ChatResult, Generation, LLMResult
 from langchain_core.prompt_values import ChatPromptValue, PromptValue
 from langchain_core.runnables import RunnableBinding
@@ -57,16 +57,64 @@ def _clean(d: dict[str, Any]) -> dict[str, Any]:
     content = d.get("content")
     if isinstance(content, list):
         parts = [p for p in content if not isinstance(p, Mapping) or p.get("type") in _OPENAI_PARTS]
-        if parts and all(isinstance(p, Mapping) and p.get("type") == "text" for p in parts):
-            d["content"] = "\n".join(str(p.get("text", "")) for p in parts)
+        if not parts:
+            # Nothing but reasoning (or nothing at all): its summary, never an empty list.
+            d["content"] = _reasoning_summary(content)
+        elif all(isinstance(p, Mapping) and p.get("type") == "text" for p in parts):
+            # An answer's blocks are fragments of one text (cited spans), joined as LangChain's
+            # ``.text`` does; other roles' blocks are separate parts (instructions, question).
+            glue = "" if d.get("role") == "assistant" else "\n"
+            d["content"] = glue.join(str(p.get("text", "")) for p in parts)
         else:
             d["content"] = parts
     return d
 
 
+def _reasoning_summary(content: list[Any]) -> str:
+    texts: list[str] = []
+    for block in content:
+        if not isinstance(block, Mapping) or block.get("type") != "reasoning":
+            continue
+        summary = block.get("summary")
+        found = [
+            str(s["text"])
+            for s in (summary if isinstance(summary, list) else [])
+            if isinstance(s, Mapping) and s.get("text")
+        ]
+        if not found and isinstance(block.get("reasoning"), str) and block["reasoning"]:
+            found = [block["reasoning"]]
+        texts.extend(found)
+    return "\n\n".join(texts)
+
+
+def _with_invalid_tool_calls(message: Any) -> Any:
+    """An ``AIMessage`` whose tool calls could not be parsed, with those calls as text in its
+    content, so the judge sees them (an unanswered ``tool_calls`` entry could be refused)."""
+    if not isinstance(message, AIMessage) or not message.invalid_tool_calls:
+        return message
+    lines = [
+        f"Invalid tool call {call.get('name') or '(unnamed)'} with arguments "
+        f"{call.get('args') or ''}" + (f" (error: {call['error']})" if call.get("error") else "")
+        for call in message.invalid_tool_calls
+    ]
+    text = "\n".join(lines)
+    content: str | list[Any]
+    if isinstance(message.content, str):
+        content = f"{message.content}\n{text}" if message.content else text
+    else:
+        has_text = any(
+            isinstance(b, str) or (isinstance(b, Mapping) and b.get("type") == "text")
+            for b in message.content
+        )
+        content = [*message.content, {"type": "text", "text": f"\n{text}" if has_text else text}]
+    return message.model_copy(update={"content": content, "invalid_tool_calls": []})
+
+
 def openai_messages(messages: Sequence[BaseMessage | Mapping[str, Any]]) -> list[dict[str, Any]]:
     """New OpenAI-style message dicts (the caller's messages are not touched)."""
-    converted = convert_to_openai_messages(list(messages))
+    converted = convert_to_openai_messages(
+        [_with_invalid_tool_calls(m) for m in messages], text_format="block"
+    )
     return [_clean(dict(m)) for m in converted]
 
 
