@@ -139,3 +139,69 @@ def test_not_applicable_without_a_score_is_accepted(
     res = judged.evaluate(messages=QA, criteria="Reward correct tool calls")
     assert (res.score, res.explanation) == (None, "no tool was called")
     assert len(chat_requests(openai_standin)) == 1  # accepted as it was, not asked again
+
+
+class _Busy:
+    """An OpenAI-compatible endpoint that first answers 429 with ``Retry-After``, then a verdict."""
+
+    def __init__(self, retry_after: str) -> None:
+        import http.server
+        import threading
+        import time
+
+        self.times: list[float] = []
+        busy = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers.get("content-length", 0)))
+                busy.times.append(time.monotonic())
+                if len(busy.times) == 1:
+                    status, body = 429, {"error": {"message": "slow down"}}
+                    extra = {"Retry-After": retry_after}
+                else:
+                    status, body, extra = 200, verdict(0.8, "after waiting"), {}
+                data = json.dumps(body).encode()
+                self.send_response(status)
+                for name, value in {"Content-Type": "application/json", **extra}.items():
+                    self.send_header(name, value)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.base_url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self) -> _Busy:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.mark.parametrize(
+    ("retry_after", "cap", "least", "most"),
+    [("1", 30.0, 0.95, 5.0), ("3600", 0.5, 0.45, 5.0)],
+    ids=["honoured", "capped"],
+)
+def test_judge_endpoint_retry_after_is_honoured_and_capped(
+    monkeypatch: pytest.MonkeyPatch, retry_after: str, cap: float, least: float, most: float
+) -> None:
+    from composo.server.judges import openai_judge
+
+    monkeypatch.setattr(openai_judge, "MAX_RETRY_AFTER", cap)
+    with _Busy(retry_after) as busy:
+        options = JudgeOptions(model="judge-mini", api_key="sk-test", base_url=busy.base_url)
+        with (
+            LocalServer(judge="openai", judge_options=options) as srv,
+            Composo(api_key=srv.api_key, base_url=srv.base_url) as c,
+        ):
+            assert c.evaluate(messages=QA, criteria="Reward correct answers").score == 0.8
+    assert len(busy.times) == 2
+    assert least <= busy.times[1] - busy.times[0] <= most

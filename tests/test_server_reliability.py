@@ -442,3 +442,82 @@ def test_a_locked_task_database_does_not_stall_other_requests(tmp_path: Path) ->
             worker.join()
         assert answers[0].status_code == 200 and answers[0].json()["task_id"]
         assert slowest < 0.5
+
+
+def test_rate_limit_without_keys_cannot_be_dodged_by_changing_the_key() -> None:
+    body = {"messages": QA, "evaluation_criteria": REWARD}
+    with LocalServer(rate_limit_per_minute=3) as srv:
+        statuses = [
+            httpx.post(
+                srv.base_url + "/api/v1/evals/reward", json=body, headers={"API-Key": f"k-{i}"}
+            ).status_code
+            for i in range(4)
+        ]
+    assert statuses == [200, 200, 200, 429]
+
+
+def test_rate_limiter_forgets_idle_clients_and_stays_bounded(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from composo.server import guards
+
+    now = [1000.0]
+    monkeypatch.setattr(guards.time, "monotonic", lambda: now[0])
+    limiter = guards.RateLimiter(60, max_clients=50)
+    for i in range(200):
+        assert limiter.retry_after(f"client-{i}".encode()) == 0
+    assert len(limiter._buckets) <= 50  # the least recently seen went first
+    assert limiter.retry_after(b"client-199") == 0  # a recent client keeps its bucket...
+    assert limiter._buckets[b"client-199"][0] == pytest.approx(58.0)
+    now[0] += 61  # ...until every bucket has refilled: then none needs keeping
+    assert limiter.retry_after(b"late") == 0
+    assert list(limiter._buckets) == [b"late"]
+
+
+def test_data_retention_none_results_in_memory_are_bounded_and_expire(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from composo.server import tasks
+
+    monkeypatch.setattr(tasks, "MAX_KEPT_RESULTS", 2)
+    with LocalServer() as srv, Composo(api_key=srv.api_key, base_url=srv.base_url) as c:
+
+        def finished() -> str:
+            tid: str = c.evaluate(messages=QA, criteria=REWARD, block=False, data_retention="none")[
+                "task_id"
+            ]
+            c.wait(tid, timeout=10, poll_interval=0.05)
+            return tid
+
+        first, second, third = finished(), finished(), finished()
+        assert [c.get_task(t).status for t in (second, third)] == ["succeeded"] * 2
+        gone = c.get_task(first)
+        assert gone.status == "failed" and "data_retention='none'" in gone.error
+        assert "expired" in gone.error
+        monkeypatch.setattr(tasks, "KEEP_RESULTS_SECONDS", 0.3)
+        time.sleep(0.4)
+        assert c.get_task(third).status == "failed"
+
+
+def test_serve_with_a_database_path_it_cannot_use_is_one_line_naming_db(tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "composo",
+            "serve",
+            "--port",
+            str(free_port()),
+            "--db",
+            str(blocker / "tasks.sqlite3"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 2
+    assert "Traceback" not in out.stderr
+    (line,) = out.stderr.strip().splitlines()
+    assert line.startswith("error: --db") and str(blocker / "tasks.sqlite3") in line

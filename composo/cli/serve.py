@@ -71,7 +71,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--rate-limit",
         type=parse_rate,
         metavar="N/min",
-        help="requests per minute per API key; over it, 429 with Retry-After",
+        help="requests per minute per API key (per client address when no keys are set); "
+        "over it, 429 with Retry-After",
     )
     parser.add_argument(
         "--max-body-bytes",
@@ -103,6 +104,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from composo.server.config import JudgeOptions, ServerConfig, default_db_path
     from composo.server.local import require_server_extra, serve_forever
+    from composo.server.store import TaskStoreError
 
     try:
         require_server_extra()
@@ -143,6 +145,9 @@ def run(args: argparse.Namespace) -> int:
     sys.stdout.flush()
     try:
         serve_forever(config, access_log=args.access_log)
+    except TaskStoreError as exc:
+        print(f"error: --db: {exc}", file=sys.stderr)
+        return 2
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -89,7 +89,10 @@ class Gate:
             await _answer(send, 401, problem)
             return
         if self.limiter is not None and method == "POST":
-            wait = self.limiter.retry_after(api_key or b"")
+            # Without configured keys any key is accepted, so the key cannot tell clients apart.
+            client = scope.get("client")
+            who = (client[0] if client else "").encode() if self.keys.open else api_key or b""
+            wait = self.limiter.retry_after(who)
             if wait:
                 await _answer(
                     send,

@@ -34,21 +34,38 @@ class KeyCheck:
 
 
 class RateLimiter:
-    """A token bucket per API key: ``per_minute`` requests a minute, bursts up to that number."""
+    """A token bucket per client (API key, or address when no keys are configured):
+    ``per_minute`` requests a minute, bursts up to that number. Buckets that have refilled are
+    dropped, and at most ``max_clients`` are kept (the least recently seen go first)."""
 
-    def __init__(self, per_minute: float) -> None:
+    def __init__(self, per_minute: float, max_clients: int = 10_000) -> None:
         self.per_minute = per_minute
         self._rate = per_minute / 60.0
         self._capacity = max(1.0, per_minute)
+        self._max_clients = max_clients
         self._buckets: dict[bytes, tuple[float, float]] = {}
+        self._next_sweep = 0.0
 
     def retry_after(self, key: bytes) -> int:
         """0 when the request may go now (and counts it); otherwise whole seconds to wait."""
         now = time.monotonic()
-        tokens, last = self._buckets.get(key, (self._capacity, now))
+        tokens, last = self._buckets.pop(key, (self._capacity, now))
         tokens = min(self._capacity, tokens + (now - last) * self._rate)
+        self._sweep(now)
         if tokens >= 1.0:
             self._buckets[key] = (tokens - 1.0, now)
             return 0
         self._buckets[key] = (tokens, now)
         return max(1, math.ceil((1.0 - tokens) / self._rate))
+
+    def _sweep(self, now: float) -> None:
+        """Forget full buckets (a full bucket is the same as none) and keep the table bounded."""
+        if now >= self._next_sweep:
+            self._buckets = {
+                k: (tokens, last)
+                for k, (tokens, last) in self._buckets.items()
+                if tokens + (now - last) * self._rate < self._capacity
+            }
+            self._next_sweep = now + 60.0
+        while len(self._buckets) >= self._max_clients:
+            del self._buckets[next(iter(self._buckets))]  # least recently seen

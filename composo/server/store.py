@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["KEEP_FINISHED_SECONDS", "StoredTask", "TaskStore"]
+__all__ = ["KEEP_FINISHED_SECONDS", "StoredTask", "TaskStore", "TaskStoreError"]
 
 KEEP_FINISHED_SECONDS = 7 * 24 * 3600  # finished tasks are forgotten after a week
 
@@ -48,6 +48,10 @@ _LOST = (
 )
 
 
+class TaskStoreError(ValueError):
+    """The task database cannot be created, opened or written at the configured path."""
+
+
 @dataclass(frozen=True)
 class StoredTask:
     task_id: str
@@ -75,27 +79,34 @@ class TaskStore:
     def __init__(self, path: Path | None) -> None:
         self.path = path
         self.owner = f"{os.getpid()}:{uuid.uuid4().hex}"
-        if path is not None:
-            path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(
-            ":memory:" if path is None else str(path),
-            check_same_thread=False,
-            isolation_level=None,
-            timeout=10.0,
-        )
-        self._lock = threading.Lock()
-        _open_owners.add(self.owner)
-        with self._lock:
+        try:
             if path is not None:
-                self._db.execute("PRAGMA journal_mode=WAL")
-                self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.executescript(_SCHEMA)
-            self._db.execute(
-                "DELETE FROM tasks WHERE status IN ('succeeded', 'failed') AND updated < ?",
-                (time.time() - KEEP_FINISHED_SECONDS,),
+                path.parent.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(
+                ":memory:" if path is None else str(path),
+                check_same_thread=False,
+                isolation_level=None,
+                timeout=10.0,
             )
-        if path is not None:
-            os.chmod(path, 0o600)
+        except (OSError, sqlite3.Error) as exc:
+            raise TaskStoreError(f"cannot open the task database {path}: {exc}") from exc
+        self._lock = threading.Lock()
+        try:
+            with self._lock:
+                if path is not None:
+                    self._db.execute("PRAGMA journal_mode=WAL")
+                    self._db.execute("PRAGMA synchronous=NORMAL")
+                self._db.executescript(_SCHEMA)
+                self._db.execute(
+                    "DELETE FROM tasks WHERE status IN ('succeeded', 'failed') AND updated < ?",
+                    (time.time() - KEEP_FINISHED_SECONDS,),
+                )
+            if path is not None:
+                os.chmod(path, 0o600)
+        except (OSError, sqlite3.Error) as exc:
+            self._db.close()
+            raise TaskStoreError(f"cannot use the task database {path}: {exc}") from exc
+        _open_owners.add(self.owner)
 
     def close(self) -> None:
         _open_owners.discard(self.owner)

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from pydantic import ValidationError
 
-from composo.server.store import StoredTask, TaskStore
+from composo.server.store import KEEP_FINISHED_SECONDS, StoredTask, TaskStore
 from composo.wire import RewardRequest, TraceRequest
 
 __all__ = ["TaskManager"]
@@ -20,9 +21,13 @@ _log = logging.getLogger("composo.server")
 
 Runner = Callable[[RewardRequest | TraceRequest], Awaitable[dict[str, Any]]]
 _NOT_KEPT = (
-    "the result was not kept: data_retention='none' keeps results in memory only and the "
-    "server has restarted since"
+    "the result was not kept: data_retention='none' keeps results in memory only, for a limited "
+    "time and number of tasks, and this one has expired or the server has restarted since"
 )
+# In-memory results of data_retention="none" tasks: forgotten like finished tasks on disk, and
+# at most this many are held (the oldest go first).
+KEEP_RESULTS_SECONDS = KEEP_FINISHED_SECONDS
+MAX_KEPT_RESULTS = 10_000
 
 
 class TaskManager:
@@ -34,7 +39,7 @@ class TaskManager:
         self._slots = asyncio.Semaphore(concurrency)
         self._running: set[asyncio.Task[None]] = set()
         self._requests: dict[str, RewardRequest | TraceRequest] = {}
-        self._results: dict[str, dict[str, Any]] = {}
+        self._results: dict[str, tuple[float, dict[str, Any]]] = {}
 
     async def submit(self, request: RewardRequest | TraceRequest) -> str:
         """Accept ``request``: on disk before this returns, unless ``data_retention="none"``.
@@ -88,7 +93,8 @@ class TaskManager:
                 await asyncio.to_thread(self.store.finish, task_id, None, error)
             else:
                 if request.data_retention == "none":
-                    self._results[task_id] = result
+                    self._results[task_id] = (time.monotonic(), result)
+                    self._prune_results()
                 await asyncio.to_thread(self.store.finish, task_id, result, None)
             finally:
                 self._requests.pop(task_id, None)
@@ -100,13 +106,24 @@ class TaskManager:
             return None
         body: dict[str, Any] = {"task_id": task_id, "status": task.status}
         if task.status == "succeeded":
-            result = task.result if task.retain else self._results.get(task_id)
+            self._prune_results()
+            kept = self._results.get(task_id)
+            result = task.result if task.retain else None if kept is None else kept[1]
             if result is None:
                 return {"task_id": task_id, "status": "failed", "error": _NOT_KEPT}
             body["result"] = result
         elif task.status == "failed":
             body["error"] = task.error
         return body
+
+    def _prune_results(self) -> None:
+        """Drop expired in-memory results, then the oldest beyond the bound (finish order)."""
+        expired = time.monotonic() - KEEP_RESULTS_SECONDS
+        while self._results:
+            task_id, (finished, _) = next(iter(self._results.items()))
+            if finished >= expired and len(self._results) <= MAX_KEPT_RESULTS:
+                break
+            del self._results[task_id]
 
     async def aclose(self) -> None:
         """Stop running tasks and hand the unfinished ones to the next server start."""

@@ -7,6 +7,8 @@ import asyncio
 import json
 import logging
 import re
+from datetime import datetime, timezone
+from email.utils import parsedate_to_datetime
 from typing import Any
 
 import httpx
@@ -25,6 +27,7 @@ _log = logging.getLogger("composo.server")
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 DEFAULT_MODEL = "gpt-4o-mini"
 _RETRY_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
+MAX_RETRY_AFTER = 30.0  # seconds: a longer Retry-After is waited only this long
 _FENCE = re.compile(r"^\s*```(?:json)?\s*|\s*```\s*$", re.IGNORECASE)
 
 
@@ -137,7 +140,7 @@ class OpenAIJudge:
                 await asyncio.sleep(0.2 * 2**attempt)
                 continue
             if r.status_code in _RETRY_STATUS and attempt < 2:
-                await asyncio.sleep(0.2 * 2**attempt)
+                await asyncio.sleep(_retry_wait(r, 0.2 * 2**attempt))
                 continue
             if r.status_code != 200:
                 raise JudgeError(
@@ -152,6 +155,24 @@ class OpenAIJudge:
 
     async def aclose(self) -> None:
         await self._http.aclose()
+
+
+def _retry_wait(r: httpx.Response, backoff: float) -> float:
+    """Seconds to wait before asking again: the endpoint's ``Retry-After`` (seconds or an HTTP
+    date, capped at :data:`MAX_RETRY_AFTER`) when it sends one, else ``backoff``."""
+    value = r.headers.get("retry-after", "").strip()
+    if not value:
+        return backoff
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            seconds = (parsedate_to_datetime(value) - datetime.now(timezone.utc)).total_seconds()
+        except (TypeError, ValueError, IndexError):
+            return backoff
+    if seconds != seconds:  # NaN
+        return backoff
+    return min(max(seconds, 0.0), MAX_RETRY_AFTER)
 
 
 def _error_message(r: httpx.Response) -> str:
