@@ -137,14 +137,17 @@ def run(args: argparse.Namespace) -> int:
         return 2
     host = f"[{config.host}]" if ":" in config.host else config.host
     url = f"http://{host}:{config.port}"
-    print(f"Composo local server ({config.judge} judge) on {url}")
-    print(f"  export COMPOSO_BASE_URL={url}")
-    print(f"  export COMPOSO_API_KEY={keys[0] if keys else 'any-key'}")
-    if dev:
-        print("  development fault switch ON (/_dev/*): for testing clients only")
-    sys.stdout.flush()
+
+    def banner() -> None:  # once the settings have proved usable, not before
+        print(f"Composo local server ({config.judge} judge) on {url}")
+        print(f"  export COMPOSO_BASE_URL={url}")
+        print(f"  export COMPOSO_API_KEY={keys[0] if keys else 'any-key'}")
+        if dev:
+            print("  development fault switch ON (/_dev/*): for testing clients only")
+        sys.stdout.flush()
+
     try:
-        serve_forever(config, access_log=args.access_log)
+        serve_forever(config, access_log=args.access_log, on_ready=banner)
     except TaskStoreError as exc:
         print(f"error: --db: {exc}", file=sys.stderr)
         return 2

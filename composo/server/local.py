@@ -8,7 +8,7 @@ import secrets
 import socket
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -47,14 +47,20 @@ def _uvicorn_config(app: Any, config: ServerConfig, access_log: bool) -> Any:
     )
 
 
-def serve_forever(config: ServerConfig, access_log: bool = True) -> None:
-    """Serve in the foreground until interrupted (SIGINT/SIGTERM stop it cleanly)."""
+def serve_forever(
+    config: ServerConfig, access_log: bool = True, on_ready: Callable[[], None] | None = None
+) -> None:
+    """Serve in the foreground until interrupted (SIGINT/SIGTERM stop it cleanly).
+    ``on_ready`` runs once the task store and the judge are set up, just before serving."""
     require_server_extra()
     import uvicorn
 
     from composo.server.app import build_app
 
-    uvicorn.Server(_uvicorn_config(build_app(config), config, access_log)).run()
+    app = build_app(config)
+    if on_ready is not None:
+        on_ready()
+    uvicorn.Server(_uvicorn_config(app, config, access_log)).run()
 
 
 class LocalServer:
