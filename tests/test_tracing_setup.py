@@ -442,3 +442,20 @@ def test_langchain_chat_model_calling_openai_counts_once(
     wrapped, direct = steps(tracer.trace)
     assert [m.content for m in wrapped.output_messages] == ["through langchain"]
     assert [m.content for m in direct.output_messages] == ["direct"]
+
+
+def test_an_instrument_whose_instrumentor_is_missing_says_what_to_install() -> None:
+    from composo.tracing.instruments import OpenInferenceInstrument
+
+    class Missing(OpenInferenceInstrument):
+        name = "acme-llm"
+        module = "openinference.instrumentation.acme_llm_not_installed"
+        class_name = "AcmeInstrumentor"
+        install = "acme-composo[tracing]"
+
+    instrument = Missing()
+    with pytest.raises(ImportError) as info:
+        instrument.instrument(tracer_provider=None)
+    assert "Instruments.ACME_LLM" in str(info.value)
+    assert "pip install 'acme-composo[tracing]'" in str(info.value)
+    instrument.uninstrument()  # nothing was switched on: a no-op, not an error

@@ -9,12 +9,20 @@ until an instrument is switched on.
 
 from __future__ import annotations
 
+import importlib
 import logging
 from typing import Any, Protocol, runtime_checkable
 
 from composo.plugins import get_plugin_manager
 
-__all__ = ["Instrument", "Instruments", "OpenAIInstrument", "attribute_name", "missing_extra"]
+__all__ = [
+    "Instrument",
+    "Instruments",
+    "OpenAIInstrument",
+    "OpenInferenceInstrument",
+    "attribute_name",
+    "missing_extra",
+]
 
 _log = logging.getLogger("composo.tracing")
 
@@ -49,28 +57,33 @@ def attribute_name(name: str) -> str:
     return name.strip().upper().replace("-", "_").replace(".", "_").replace(" ", "_")
 
 
-class OpenAIInstrument:
-    """The ``openai`` client (sync and async; Chat Completions and Responses), through the
-    OpenInference OpenAI instrumentor."""
+class OpenInferenceInstrument:
+    """An OpenInference instrumentor (``module.class_name``) as an instrument: switched on for
+    the given tracer provider, off again with ``uninstrument``. Integrations subclass it."""
 
-    name = "openai"
+    name = ""
+    module = ""
+    class_name = ""
+    install = "composo[tracing]"  # what to install when the instrumentor is missing
 
     def __init__(self) -> None:
         self._instrumentor: Any = None
 
     def __repr__(self) -> str:
-        return "Instruments.OPENAI"
+        return f"Instruments.{attribute_name(self.name)}"
 
     def instrument(self, tracer_provider: Any) -> None:
         try:
-            from openinference.instrumentation.openai import OpenAIInstrumentor
+            instrumentor = getattr(importlib.import_module(self.module), self.class_name)()
         except ImportError as exc:
-            raise missing_extra(exc) from exc
-        instrumentor = OpenAIInstrumentor()
+            raise ImportError(
+                f"{self!r} needs {self.module}.{self.class_name} ({exc.name or exc} is missing): "
+                f"pip install '{self.install}'"
+            ) from exc
         if instrumentor.is_instrumented_by_opentelemetry:
             # Already switched on by the application (e.g. for its own exporter); its spans reach
             # the tracer provider it chose, which ComposoTracer listens to when it is global.
-            _log.info("the openai client is already instrumented; using its spans")
+            _log.info("%s is already instrumented; using its spans", self.name)
             return
         instrumentor.instrument(tracer_provider=tracer_provider)
         self._instrumentor = instrumentor
@@ -79,6 +92,14 @@ class OpenAIInstrument:
         if self._instrumentor is not None:
             self._instrumentor.uninstrument()
             self._instrumentor = None
+
+
+class OpenAIInstrument(OpenInferenceInstrument):
+    """The ``openai`` client (sync and async; Chat Completions and Responses)."""
+
+    name = "openai"
+    module = "openinference.instrumentation.openai"
+    class_name = "OpenAIInstrumentor"
 
 
 class _Instruments:

@@ -8,15 +8,12 @@ instrumentor is needed here.
 
 from __future__ import annotations
 
-import logging
-from typing import Any
+from composo.tracing.instruments import OpenInferenceInstrument
 
 __all__ = ["LangChainInstrument"]
 
-_log = logging.getLogger("langchain_composo")
 
-
-class LangChainInstrument:
+class LangChainInstrument(OpenInferenceInstrument):
     """Switches OpenInference's LangChain instrumentor on for a tracer provider.
 
     It adds a tracer to every LangChain callback manager, so model calls made anywhere in a
@@ -24,30 +21,6 @@ class LangChainInstrument:
     """
 
     name = "langchain"
-
-    def __init__(self) -> None:
-        self._instrumentor: Any = None
-
-    def __repr__(self) -> str:
-        return "Instruments.LANGCHAIN"
-
-    def instrument(self, tracer_provider: Any) -> None:
-        try:
-            from openinference.instrumentation.langchain import LangChainInstrumentor
-        except ImportError as exc:
-            raise ImportError(
-                "Instruments.LANGCHAIN needs OpenInference's LangChain instrumentor "
-                f"({exc.name or exc} is missing): pip install 'langchain-composo[tracing]'"
-            ) from exc
-        instrumentor = LangChainInstrumentor()
-        if instrumentor.is_instrumented_by_opentelemetry:
-            # The application switched it on itself; its spans go to the provider it chose.
-            _log.info("LangChain is already instrumented; using its spans")
-            return
-        instrumentor.instrument(tracer_provider=tracer_provider)
-        self._instrumentor = instrumentor
-
-    def uninstrument(self) -> None:
-        if self._instrumentor is not None:
-            self._instrumentor.uninstrument()
-            self._instrumentor = None
+    module = "openinference.instrumentation.langchain"
+    class_name = "LangChainInstrumentor"
+    install = "langchain-composo[tracing]"
