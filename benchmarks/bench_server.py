@@ -13,15 +13,15 @@ import argparse
 import asyncio
 import json
 import os
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-import httpx
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tests.support.servers import ServerProcess
 
 GOAL_PER_SECOND = 500.0
 KEY = "bench-key"
@@ -92,13 +92,6 @@ TRACE_BODY = json.dumps(
 ).encode()
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 async def worker(
     port: int, path: str, body: bytes, stop_at: float, latencies: list[float], errors: list[int]
 ) -> None:
@@ -159,65 +152,36 @@ async def load(
     }
 
 
-def start_server(port: int, db: Path) -> subprocess.Popen[bytes]:
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "composo",
-            "serve",
-            "--port",
-            str(port),
-            "--api-key",
-            KEY,
-            "--db",
-            str(db),
-            "--no-access-log",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            if (
-                httpx.get(f"http://127.0.0.1:{port}/api/healthcheck", timeout=0.5).status_code
-                == 200
-            ):
-                return proc
-        except httpx.HTTPError:
-            time.sleep(0.05)
-    proc.kill()
-    raise SystemExit("server did not start")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--concurrency", type=int, default=50)
     args = parser.parse_args()
-    port = free_port()
-    with tempfile.TemporaryDirectory() as tmp:
-        proc = start_server(port, Path(tmp) / "bench.sqlite3")
-        try:
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        ServerProcess(
+            api_keys=(KEY,),
+            dev_faults=False,
+            db=Path(tmp) / "bench.sqlite3",
+            extra_args=["--no-access-log"],
+        ) as srv,
+    ):
+        port = srv.port
+        print(
+            f"local server, heuristic judge, {args.concurrency} concurrent clients, "
+            f"{args.seconds:g}s per endpoint, {os.cpu_count()} CPU(s)"
+        )
+        for name, path, body in (
+            ("reward", "/api/v1/evals/reward", REWARD_BODY),
+            ("trace (2 agents)", "/api/v1/evals/trace", TRACE_BODY),
+        ):
+            r = asyncio.run(load(port, path, body, args.seconds, args.concurrency))
             print(
-                f"local server, heuristic judge, {args.concurrency} concurrent clients, "
-                f"{args.seconds:g}s per endpoint, {os.cpu_count()} CPU(s)"
+                f"{name:18s} {r['rps']:8.0f} evaluations/s  p50 {r['p50']:6.1f} ms  "
+                f"p99 {r['p99']:6.1f} ms  ({int(r['n'])} requests, {int(r['errors'])} errors)  "
+                f"ratio to goal {r['rps'] / GOAL_PER_SECOND:.2f}x "
+                f"(goal {GOAL_PER_SECOND:.0f}/s)"
             )
-            for name, path, body in (
-                ("reward", "/api/v1/evals/reward", REWARD_BODY),
-                ("trace (2 agents)", "/api/v1/evals/trace", TRACE_BODY),
-            ):
-                r = asyncio.run(load(port, path, body, args.seconds, args.concurrency))
-                print(
-                    f"{name:18s} {r['rps']:8.0f} evaluations/s  p50 {r['p50']:6.1f} ms  "
-                    f"p99 {r['p99']:6.1f} ms  ({int(r['n'])} requests, {int(r['errors'])} errors)  "
-                    f"ratio to goal {r['rps'] / GOAL_PER_SECOND:.2f}x "
-                    f"(goal {GOAL_PER_SECOND:.0f}/s)"
-                )
-        finally:
-            proc.terminate()
-            proc.wait(10)
 
 
 if __name__ == "__main__":

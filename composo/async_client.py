@@ -167,20 +167,18 @@ class AsyncComposo(BaseClient):
         data_retention: str | None = None,
     ) -> list[batch.BatchResult]:
         """See :meth:`Composo.evaluate_many`; ``items`` may also be an async iterable."""
-        plan, window, bar = batch.setup(
+        plan, results = self._batch(
             items,
             criteria,
             evaluator_name,
             concurrency,
             progress,
-            self.max_concurrent_requests,
-            model_core=model_core or self.model_core,
+            model_core=model_core,
             tags=tags,
             evaluate_latest=evaluate_latest,
             explanation_cleaning=explanation_cleaning,
             data_retention=data_retention,
         )
-        results = batch_async.astream(self, batch_async.ajobs_from(items), plan, window, bar)
         return batch.ordered([r async for r in results], plan)
 
     def evaluate_many_iter(
@@ -198,6 +196,31 @@ class AsyncComposo(BaseClient):
         data_retention: str | None = None,
     ) -> AsyncIterator[batch.BatchResult]:
         """See :meth:`Composo.evaluate_many_iter`: ``async for`` over results as they finish."""
+        _, results = self._batch(
+            items,
+            criteria,
+            evaluator_name,
+            concurrency,
+            progress,
+            model_core=model_core,
+            tags=tags,
+            evaluate_latest=evaluate_latest,
+            explanation_cleaning=explanation_cleaning,
+            data_retention=data_retention,
+        )
+        return results
+
+    def _batch(
+        self,
+        items: Iterable[Any] | AsyncIterable[Any],
+        criteria: Any,
+        evaluator_name: Any,
+        concurrency: int | None,
+        progress: bool | Callable[[int, int | None], None],
+        model_core: str | None,
+        **options: Any,
+    ) -> tuple[batch.Plan, AsyncIterator[batch.BatchResult]]:
+        """Check everything up front, then the results as they finish (shared by both forms)."""
         plan, window, bar = batch.setup(
             items,
             criteria,
@@ -206,12 +229,9 @@ class AsyncComposo(BaseClient):
             progress,
             self.max_concurrent_requests,
             model_core=model_core or self.model_core,
-            tags=tags,
-            evaluate_latest=evaluate_latest,
-            explanation_cleaning=explanation_cleaning,
-            data_retention=data_retention,
+            **options,
         )
-        return batch_async.astream(self, batch_async.ajobs_from(items), plan, window, bar)
+        return plan, batch_async.astream(self, batch_async.ajobs_from(items), plan, window, bar)
 
     async def _run_all(
         self, requests: Sequence[RewardRequest | TraceRequest], single: bool, block: bool

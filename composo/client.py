@@ -173,22 +173,21 @@ class Composo(BaseClient):
         others go on. Items are ``evaluate()`` argument dicts (``messages`` or ``input``,
         ``result``, ``system``, ``tools``, ``tags``, optional ``id``) or objects a plugin converts.
         ``concurrency`` defaults to (and is capped by) ``max_concurrent_requests``."""
-        from composo import batch
-
-        plan, window, bar = batch.setup(
+        plan, results = self._batch(
             items,
             criteria,
             evaluator_name,
             concurrency,
             progress,
-            self.max_concurrent_requests,
-            model_core=model_core or self.model_core,
+            model_core=model_core,
             tags=tags,
             evaluate_latest=evaluate_latest,
             explanation_cleaning=explanation_cleaning,
             data_retention=data_retention,
         )
-        return batch.ordered(batch.stream(self, batch.jobs_from(items), plan, window, bar), plan)
+        from composo import batch
+
+        return batch.ordered(results, plan)
 
     def evaluate_many_iter(
         self,
@@ -206,6 +205,33 @@ class Composo(BaseClient):
     ) -> Iterator[batch.BatchResult]:
         """Like :meth:`evaluate_many`, but yields each result as it finishes (in no set order)
         and holds nothing: items are read only as request slots free up."""
+        _, results = self._batch(
+            items,
+            criteria,
+            evaluator_name,
+            concurrency,
+            progress,
+            model_core=model_core,
+            tags=tags,
+            evaluate_latest=evaluate_latest,
+            explanation_cleaning=explanation_cleaning,
+            data_retention=data_retention,
+        )
+        return results
+
+    # -- machinery ----------------------------------------------------------------------------
+
+    def _batch(
+        self,
+        items: Iterable[Any],
+        criteria: Any,
+        evaluator_name: Any,
+        concurrency: int | None,
+        progress: bool | Callable[[int, int | None], None],
+        model_core: str | None,
+        **options: Any,
+    ) -> tuple[batch.Plan, Iterator[batch.BatchResult]]:
+        """Check everything up front, then the results as they finish (shared by both forms)."""
         from composo import batch
 
         plan, window, bar = batch.setup(
@@ -216,14 +242,9 @@ class Composo(BaseClient):
             progress,
             self.max_concurrent_requests,
             model_core=model_core or self.model_core,
-            tags=tags,
-            evaluate_latest=evaluate_latest,
-            explanation_cleaning=explanation_cleaning,
-            data_retention=data_retention,
+            **options,
         )
-        return batch.stream(self, batch.jobs_from(items), plan, window, bar)
-
-    # -- machinery ----------------------------------------------------------------------------
+        return plan, batch.stream(self, batch.jobs_from(items), plan, window, bar)
 
     def _executor(self) -> ThreadPoolExecutor:
         with self._pool_lock:

@@ -313,34 +313,8 @@ def test_local_server_stops_cleanly() -> None:
 
 
 def test_request_content_never_reaches_the_log(tmp_path: Path) -> None:
-    port = free_port()
     marker = "wombat-marker-1618"
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "composo",
-            "serve",
-            "--port",
-            str(port),
-            "--api-key",
-            "k",
-            "--db",
-            str(tmp_path / "t.db"),
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    try:
-        url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                httpx.get(url + "/api/healthcheck", timeout=0.5)
-                break
-            except httpx.HTTPError:
-                time.sleep(0.05)
+    with ServerProcess(api_keys=("k",), dev_faults=False, db=tmp_path / "t.db") as srv:
         messages = [
             {"role": "user", "content": f"{marker}?"},
             {"role": "assistant", "content": marker},
@@ -350,10 +324,9 @@ def test_request_content_never_reaches_the_log(tmp_path: Path) -> None:
             {"messages": messages, "evaluation_criteria": f"Reward {marker}", marker: 1},
             {"messages": messages[:1], "evaluation_criteria": REWARD},
         ):
-            httpx.post(url + "/api/v1/evals/reward", json=body, headers={"API-Key": "k"})
-    finally:
-        proc.terminate()
-        out, _ = proc.communicate(timeout=10)
+            httpx.post(srv.base_url + "/api/v1/evals/reward", json=body, headers={"API-Key": "k"})
+        srv.stop()
+        out = srv.output()
     assert "POST /api/v1/evals/reward" in out  # the access log is there...
     assert marker not in out  # ...without any of the content
 
