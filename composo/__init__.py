@@ -10,8 +10,22 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from composo import criteria
+from composo._core.client import Composo
+from composo._core.plugins import hookimpl
+from composo._core.responses import EvaluationResponse, MultiAgentTraceResponse, TaskInfo
+from composo._core.trace import (
+    AgentInstance,
+    InputMessage,
+    LLMInteraction,
+    MultiAgentTrace,
+    OutputMessage,
+    ToolCall,
+    ToolResponse,
+    ToolSpec,
+    trace_from_messages,
+)
+from composo._core.wire import MODEL_CORES, ModelCore
 from composo._version import __version__
-from composo.client import Composo
 from composo.errors import (
     APIConnectionError,
     APIError,
@@ -28,31 +42,17 @@ from composo.errors import (
     RequestTooLargeError,
     TaskFailedError,
 )
-from composo.plugins import hookimpl
-from composo.responses import EvaluationResponse, MultiAgentTraceResponse, TaskInfo
-from composo.trace import (
-    AgentInstance,
-    InputMessage,
-    LLMInteraction,
-    MultiAgentTrace,
-    OutputMessage,
-    ToolCall,
-    ToolResponse,
-    ToolSpec,
-    trace_from_messages,
-)
-from composo.wire import MODEL_CORES, ModelCore
 
 if TYPE_CHECKING:
-    from composo.async_client import AsyncComposo
-    from composo.batch import BatchResult
+    from composo._core.async_client import AsyncComposo
+    from composo._core.batch import BatchResult
     from composo.tracing import AgentTracer, ComposoTracer, Instruments, agent_tracer
 
 # Loaded on first use: AsyncComposo pulls in asyncio, tracing OpenTelemetry; batch is rarely
 # needed by a plain evaluate().
 _LAZY = {
-    "AsyncComposo": "composo.async_client",
-    "BatchResult": "composo.batch",
+    "AsyncComposo": "composo._core.async_client",
+    "BatchResult": "composo._core.batch",
     "ComposoTracer": "composo.tracing",
     "Instruments": "composo.tracing",
     "AgentTracer": "composo.tracing",

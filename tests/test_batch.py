@@ -12,10 +12,10 @@ import pytest
 
 import composo
 from composo import AsyncComposo, Composo, ComposoValidationError
-from composo.batch import BatchResult
+from composo._core.batch import BatchResult
+from composo._core.transport import ShardedAsyncTransport
 from composo.errors import BadRequestError
 from composo.plugins import get_plugin_manager
-from composo.transport import ShardedAsyncTransport
 from tests.support.servers import ServerProcess
 
 CRITERIA = [

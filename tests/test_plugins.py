@@ -127,8 +127,8 @@ def test_a_broken_installed_plugin_is_skipped_with_a_warning(
 
     import pluggy
 
-    from composo import hookspecs
-    from composo.plugins import _load_entry_points
+    from composo._core import hookspecs
+    from composo._core.plugins import _load_entry_points
 
     good = importlib.metadata.EntryPoint(
         name="transcript", value="composo_plugin_example.plugin", group="composo"

@@ -16,7 +16,7 @@ from composo import (
     MultiAgentTraceResponse,
     NotFoundError,
 )
-from composo.trace import AgentInstance, LLMInteraction, MultiAgentTrace, trace_from_messages
+from composo._core.trace import AgentInstance, LLMInteraction, MultiAgentTrace, trace_from_messages
 from tests.support.servers import ServerProcess
 
 QA = [

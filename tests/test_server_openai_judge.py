@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from composo import APIError, Composo, TaskFailedError
+from composo._core.trace import trace_from_messages
 from composo.server import LocalServer
-from composo.server.config import JudgeOptions
-from composo.trace import trace_from_messages
+from composo.server._config import JudgeOptions
 from tests.support.openai_standin import OpenAIStandIn, chat_completion
 from tests.support.servers import ServerProcess
 
@@ -193,7 +193,7 @@ class _Busy:
 def test_judge_endpoint_retry_after_is_honoured_and_capped(
     monkeypatch: pytest.MonkeyPatch, retry_after: str, cap: float, least: float, most: float
 ) -> None:
-    from composo.server.judges import openai_judge
+    from composo.server.judges import _openai_judge as openai_judge
 
     monkeypatch.setattr(openai_judge, "MAX_RETRY_AFTER", cap)
     with _Busy(retry_after) as busy:

@@ -16,7 +16,7 @@ import pytest
 from composo import Composo, RequestTooLargeError, TaskFailedError, hookimpl
 from composo.plugins import get_plugin_manager
 from composo.server import LocalServer
-from composo.server.cases import Case
+from composo.server._cases import Case
 from composo.server.judges import Verdict
 from tests.support.servers import ServerProcess, free_port
 
@@ -368,8 +368,8 @@ def test_large_evaluation_does_not_stall_other_requests(tmp_path: Path) -> None:
 
 def test_tasks_resume_after_a_restart_under_the_same_pid(tmp_path: Path) -> None:
     """In a container the server is pid 1 every time: a predecessor with the same pid is gone."""
-    from composo.server.store import TaskStore
-    from composo.wire import RewardRequest
+    from composo._core.wire import RewardRequest
+    from composo.server._store import TaskStore
 
     db = tmp_path / "tasks.sqlite3"
     crashed = TaskStore(db)  # what a server killed with a task pending leaves behind
@@ -432,7 +432,7 @@ def test_rate_limit_without_keys_cannot_be_dodged_by_changing_the_key() -> None:
 def test_rate_limiter_forgets_idle_clients_and_stays_bounded(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from composo.server import guards
+    from composo.server import _guards as guards
 
     now = [1000.0]
     monkeypatch.setattr(guards.time, "monotonic", lambda: now[0])
@@ -450,7 +450,7 @@ def test_rate_limiter_forgets_idle_clients_and_stays_bounded(
 def test_data_retention_none_results_in_memory_are_bounded_and_expire(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from composo.server import tasks
+    from composo.server import _tasks as tasks
 
     monkeypatch.setattr(tasks, "MAX_KEPT_RESULTS", 2)
     with LocalServer() as srv, Composo(api_key=srv.api_key, base_url=srv.base_url) as c:

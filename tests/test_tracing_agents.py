@@ -22,7 +22,7 @@ from composo import (
     OutputMessage,
     agent_tracer,
 )
-from composo.tracing.context import current_tracer, record_interaction
+from composo.tracing._context import current_tracer, record_interaction
 from tests.support.openai_standin import OpenAIStandIn, chat_completion
 
 
@@ -135,7 +135,7 @@ def test_trace_read_inside_the_block_has_the_calls_so_far() -> None:
 
 
 def test_thousands_of_runs_leave_nothing_behind(tracing: None) -> None:
-    from composo.tracing.tracer import _processors
+    from composo.tracing._tracer import _processors
 
     processor = _processors[ComposoTracer.tracer_provider()]
 
@@ -186,7 +186,7 @@ def test_long_agent_keeps_nothing_for_spans_that_are_not_model_calls(tracing: No
 def test_abandoned_stream_is_forgotten_with_its_agent(
     tracing: None, openai_standin: OpenAIStandIn
 ) -> None:
-    from composo.tracing.tracer import _processors
+    from composo.tracing._tracer import _processors
 
     processor = _processors[ComposoTracer.tracer_provider()]
     openai_standin.queue_chat(chat_completion(content="never read"))

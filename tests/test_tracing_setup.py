@@ -184,7 +184,7 @@ def late_chat(prompt: str, answer: str, kind: str | None = "LLM") -> None:
 def test_span_labelled_llm_only_at_its_end_keeps_its_place(
     off: None, oai: openai.OpenAI, openai_standin: OpenAIStandIn
 ) -> None:
-    from composo.tracing.tracer import _processors
+    from composo.tracing._tracer import _processors
 
     openai_standin.on_chat(lambda body: chat_completion(content="ok"))
     ComposoTracer.init(instruments=Instruments.OPENAI)
@@ -399,7 +399,7 @@ def test_tracing_extra_is_needed_only_where_it_is_used() -> None:
         sys.meta_path.insert(0, Block())
         import composo
         from composo import AgentTracer, agent_tracer
-        from composo.tracing.context import record_interaction
+        from composo.tracing._context import record_interaction
         print(sorted(m for m in ("openai", "opentelemetry") if m in sys.modules))
         try:
             from composo import ComposoTracer
@@ -445,7 +445,7 @@ def test_langchain_chat_model_calling_openai_counts_once(
 
 
 def test_an_instrument_whose_instrumentor_is_missing_says_what_to_install() -> None:
-    from composo.tracing.instruments import OpenInferenceInstrument
+    from composo.tracing._instruments import OpenInferenceInstrument
 
     class Missing(OpenInferenceInstrument):
         name = "acme-llm"

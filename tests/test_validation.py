@@ -175,7 +175,7 @@ def test_api_key_that_no_header_can_carry_is_refused_without_showing_it(key: str
 
 
 def test_criteria_prefixes_are_case_insensitive_on_the_first_letter(offline: Composo) -> None:
-    from composo.build import normalize_criteria
+    from composo._core.build import normalize_criteria
 
     ok, _ = normalize_criteria(["reward a", "penalize b", "passes if c", "fails if d"], None)
     assert len(ok) == 4
@@ -184,13 +184,13 @@ def test_criteria_prefixes_are_case_insensitive_on_the_first_letter(offline: Com
 
 
 def test_numbers_and_booleans_in_tags_become_strings() -> None:
-    from composo.build import normalize_tags
+    from composo._core.build import normalize_tags
 
     assert normalize_tags({"n": 1, "ok": True, "x": 1.5}) == {"n": "1", "ok": "true", "x": "1.5"}
 
 
 def test_every_library_criterion_is_valid() -> None:
-    from composo.wire import check_criterion, is_binary
+    from composo._core.wire import check_criterion, is_binary
 
     assert criteria.ALL
     for c in criteria.ALL:

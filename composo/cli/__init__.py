@@ -13,10 +13,10 @@ __all__ = ["main"]
 # subcommand -> (module, one-line help). Each module defines ``add_arguments(parser)`` and
 # ``run(args) -> int``.
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
-    "evaluate": ("composo.cli.evaluate", "evaluate a JSONL dataset against criteria"),
-    "report": ("composo.cli.report", "turn evaluation results into a self-contained HTML report"),
-    "criteria": ("composo.cli.criteria", "list the ready-made criteria"),
-    "serve": ("composo.cli.serve", "run a local Composo-compatible evaluation server"),
+    "evaluate": ("composo.cli._evaluate", "evaluate a JSONL dataset against criteria"),
+    "report": ("composo.cli._report", "turn evaluation results into a self-contained HTML report"),
+    "criteria": ("composo.cli._criteria", "list the ready-made criteria"),
+    "serve": ("composo.cli._serve", "run a local Composo-compatible evaluation server"),
 }
 
 

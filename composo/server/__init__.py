@@ -4,7 +4,7 @@ Install with ``pip install 'composo[server]'``. Importing this package is cheap:
 uvicorn load only when a server starts.
 """
 
-from composo.server.config import DEFAULT_MAX_BODY_BYTES, ServerConfig
-from composo.server.local import LocalServer
+from composo.server._config import DEFAULT_MAX_BODY_BYTES, ServerConfig
+from composo.server._local import LocalServer
 
 __all__ = ["DEFAULT_MAX_BODY_BYTES", "LocalServer", "ServerConfig"]

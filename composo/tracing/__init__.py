@@ -2,7 +2,7 @@
 ``AgentTracer``, ``agent_tracer``.
 
 ``AgentTracer`` and ``agent_tracer`` need nothing optional (integrations can feed them calls
-through ``composo.tracing.context.record_interaction``); ``ComposoTracer`` needs OpenTelemetry
+through ``composo.tracing._context.record_interaction``); ``ComposoTracer`` needs OpenTelemetry
 and OpenInference (``pip install 'composo[tracing]'``) and loads them on first use.
 """
 
@@ -12,10 +12,10 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from composo.tracing.agent import AgentTracer, agent_tracer
-    from composo.tracing.context import current_tracer, record_interaction
-    from composo.tracing.instruments import Instrument, Instruments
-    from composo.tracing.tracer import ComposoTracer
+    from composo.tracing._agent import AgentTracer, agent_tracer
+    from composo.tracing._context import current_tracer, record_interaction
+    from composo.tracing._instruments import Instrument, Instruments
+    from composo.tracing._tracer import ComposoTracer
 
 __all__ = [
     "AgentTracer",
@@ -28,13 +28,13 @@ __all__ = [
 ]
 
 _WHERE = {
-    "AgentTracer": "composo.tracing.agent",
-    "agent_tracer": "composo.tracing.agent",
-    "current_tracer": "composo.tracing.context",
-    "record_interaction": "composo.tracing.context",
-    "Instrument": "composo.tracing.instruments",
-    "Instruments": "composo.tracing.instruments",
-    "ComposoTracer": "composo.tracing.tracer",
+    "AgentTracer": "composo.tracing._agent",
+    "agent_tracer": "composo.tracing._agent",
+    "current_tracer": "composo.tracing._context",
+    "record_interaction": "composo.tracing._context",
+    "Instrument": "composo.tracing._instruments",
+    "Instruments": "composo.tracing._instruments",
+    "ComposoTracer": "composo.tracing._tracer",
 }
 
 

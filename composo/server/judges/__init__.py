@@ -1,6 +1,6 @@
-"""Judges score a :class:`~composo.server.cases.Case`. They are plugins: any package can add one
+"""Judges score a :class:`~composo.server._cases.Case`. They are plugins: any package can add one
 through the ``composo_judges`` hook, returning ``{name: factory}`` where ``factory(options)``
-(options: :class:`~composo.server.config.JudgeOptions`) builds an object with
+(options: :class:`~composo.server._config.JudgeOptions`) builds an object with
 ``async judge(case) -> Verdict`` and ``async aclose()``.
 """
 
@@ -10,8 +10,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-from composo.server.cases import Case
-from composo.server.config import JudgeOptions
+from composo.server._cases import Case
+from composo.server._config import JudgeOptions
 
 __all__ = ["Judge", "JudgeError", "JudgeFactory", "Verdict", "available_judges", "make_judge"]
 
@@ -49,8 +49,8 @@ JudgeFactory = Callable[[JudgeOptions], Judge]
 
 def available_judges() -> dict[str, JudgeFactory]:
     """Every judge known to the plugin manager; plugins may override the built-in names."""
-    from composo.plugins import get_plugin_manager
-    from composo.server.judges import builtin
+    from composo._core.plugins import get_plugin_manager
+    from composo.server.judges import _builtin as builtin
 
     pm = get_plugin_manager()
     if not pm.is_registered(builtin):

@@ -14,14 +14,14 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from composo.background import EvaluationRecord
+    from composo.ext import EvaluationRecord
     from langchain_composo.callback import ComposoCallback
 
 __all__ = ["ComposoCallback", "EvaluationRecord"]
 
 _LAZY = {
     "ComposoCallback": "langchain_composo.callback",
-    "EvaluationRecord": "composo.background",
+    "EvaluationRecord": "composo.ext",
 }
 
 

@@ -12,9 +12,13 @@ from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.outputs import LLMResult
 
 from composo import AsyncComposo, Composo, ComposoValidationError
-from composo.background import BackgroundEvaluator, EvaluationRecord
-from composo.build import check_model_core, normalize_tags
-from composo.wire import LIGHTNING_MODEL_CORES
+from composo.ext import (
+    LIGHTNING_MODEL_CORES,
+    BackgroundEvaluator,
+    EvaluationRecord,
+    check_model_core,
+    normalize_tags,
+)
 from langchain_composo.runs import Run, build_trace, llm_evaluation
 
 __all__ = ["ComposoCallback", "EvaluationRecord"]

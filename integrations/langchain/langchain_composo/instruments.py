@@ -8,7 +8,7 @@ instrumentor is needed here.
 
 from __future__ import annotations
 
-from composo.tracing.instruments import OpenInferenceInstrument
+from composo.ext import OpenInferenceInstrument
 
 __all__ = ["LangChainInstrument"]
 

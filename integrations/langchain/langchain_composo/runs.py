@@ -13,7 +13,8 @@ from uuid import UUID
 from langchain_core.messages import BaseMessage
 from langchain_core.outputs import LLMResult
 
-from composo.trace import AgentInstance, LLMInteraction, MultiAgentTrace, trace_from_messages
+from composo.ext import trace_from_messages
+from composo.types import AgentInstance, LLMInteraction, MultiAgentTrace
 from langchain_composo.messages import openai_messages, openai_tools, result_messages
 
 __all__ = ["Run", "build_trace", "llm_evaluation"]

@@ -24,10 +24,10 @@ from llama_index.evaluation.composo.messages import (
     source_material_message,
 )
 
-from composo import AsyncComposo, Composo, convert
+from composo import AsyncComposo, Composo, ext
 from composo.errors import ComposoError, ComposoValidationError
-from composo.responses import EvaluationResponse, MultiAgentTraceResponse
-from composo.wire import check_criterion
+from composo.ext import check_criterion
+from composo.types import EvaluationResponse, MultiAgentTraceResponse
 
 __all__ = ["ComposoEvaluator"]
 
@@ -316,7 +316,7 @@ class ComposoEvaluator(BaseEvaluator):
     ) -> list[dict[str, Any]]:
         convo: list[dict[str, Any]] = []
         if messages is not None:
-            convo.extend(convert.to_messages(messages))
+            convo.extend(ext.to_messages(messages))
         if query is not None:
             if not isinstance(query, str):
                 raise ComposoValidationError(

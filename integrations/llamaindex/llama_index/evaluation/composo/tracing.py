@@ -44,7 +44,7 @@ from llama_index.core.workflow import Workflow
 from llama_index.evaluation.composo.messages import chat_message_dict, tool_definitions
 
 from composo.errors import ComposoValidationError
-from composo.trace import (
+from composo.types import (
     AgentInstance,
     InputMessage,
     LLMInteraction,
@@ -461,7 +461,7 @@ _hub = _Hub()
 
 
 def _forward(interaction: LLMInteraction) -> None:
-    from composo.tracing.context import record_interaction
+    from composo.ext import record_interaction
 
     record_interaction(interaction)
 

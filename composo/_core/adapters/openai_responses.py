@@ -1,0 +1,457 @@
+"""OpenAI Responses API: the ``input`` of ``responses.create()`` and the ``Response`` it returns.
+
+Every output item becomes chat messages the evaluator can read: tool calls as assistant
+``tool_calls`` (name and JSON arguments: the query, the code, the MCP tool's arguments...), what a
+built-in tool returned as the ``tool`` message that follows, text as assistant messages with their
+citations listed as sources. Objects from the ``openai`` package are read through ``model_dump``,
+so this module never imports it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from composo._core.adapters.basic import is_openai_object, is_responses_message, with_sources
+from composo._core.plugins import hookimpl
+
+Json = Mapping[str, Any]
+Message = dict[str, Any]
+
+_ROLES = {"user": "user", "assistant": "assistant", "system": "system", "developer": "system"}
+_TEXT_PARTS = {"input_text", "output_text", "text", "summary_text", "reasoning_text"}
+_NOT_SHOWN = {"id", "type", "status", "call_id", "caller"}
+
+
+# -- small renderers -----------------------------------------------------------------------------
+
+
+def _plain(obj: Any) -> Any:
+    """A JSON-ready value: ``openai`` objects are dumped, everything else passes through."""
+    if is_openai_object(obj):
+        return obj.model_dump(mode="json", exclude_none=True)
+    return obj
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def _short_url(url: str) -> str:
+    return "inline data" if url.startswith("data:") else url
+
+
+def _part_text(part: Any) -> str:
+    """One content part (text, refusal, image, file, audio) as text."""
+    if isinstance(part, str):
+        return part
+    part = _plain(part)
+    kind = part.get("type")
+    if kind in _TEXT_PARTS:
+        return with_sources(str(part.get("text") or ""), part.get("annotations"))
+    if kind == "refusal":
+        return f"[refusal] {part.get('refusal', '')}"
+    if kind == "input_image":
+        where = part.get("image_url") or part.get("file_id") or "inline data"
+        return f"[image: {_short_url(str(where))}]"
+    if kind == "input_file":
+        name = part.get("filename") or part.get("file_id") or part.get("file_url") or "inline data"
+        return f"[file: {_short_url(str(name))}]"
+    if kind == "input_audio":
+        return "[audio]"
+    return _dumps(part)
+
+
+def _content_text(content: Any) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    return "\n".join(t for t in (_part_text(p) for p in content) if t)
+
+
+def _call(call_id: str, name: str, arguments: Any) -> Message:
+    """An assistant message holding one tool call; ``arguments`` is a JSON string or a value."""
+    args = arguments if isinstance(arguments, str) else _dumps(arguments)
+    return {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"id": call_id, "type": "function", "function": {"name": name, "arguments": args}}
+        ],
+    }
+
+
+def _tool(call_id: str, content: str) -> Message:
+    return {"role": "tool", "tool_call_id": call_id, "content": content or "(no output)"}
+
+
+def _error_text(error: Any) -> str:
+    if isinstance(error, Mapping):
+        if error.get("message"):
+            code = error.get("code")
+            return (
+                f"{error['message']} (code {code})" if code is not None else str(error["message"])
+            )
+        if "content" in error:
+            content = error["content"]
+            return content if isinstance(content, str) else _dumps(content)
+    return error if isinstance(error, str) else _dumps(error)
+
+
+def _ident(item: Json) -> str:
+    return str(item.get("call_id") or item.get("id") or item.get("type") or "call")
+
+
+def _status(item: Json) -> str:
+    return str(item.get("status") or "completed")
+
+
+# -- one converter per item type ------------------------------------------------------------------
+
+
+def _message(item: Json, where: str) -> list[Message]:
+    role = item.get("role")
+    if role not in _ROLES:
+        raise ValueError(
+            f"{where}.role is {role!r}; a Responses message has role user, assistant, system "
+            "or developer"
+        )
+    text = _content_text(item.get("content"))
+    if role == "assistant" and not text:
+        text = "(empty message)"
+    return [{"role": _ROLES[role], "content": text}]
+
+
+def _function_call(item: Json, where: str) -> list[Message]:
+    name = str(item.get("name") or "function")
+    if item.get("namespace"):
+        name = f"{item['namespace']}.{name}"
+    return [_call(_ident(item), name, item.get("arguments") or "{}")]
+
+
+def _custom_tool_call(item: Json, where: str) -> list[Message]:
+    return [_call(_ident(item), str(item.get("name")), {"input": item.get("input", "")})]
+
+
+def _tool_output(item: Json, where: str) -> list[Message]:
+    """``*_call_output`` items: what a tool the application runs gave back."""
+    output = item.get("output")
+    if isinstance(output, Mapping) and output.get("type") == "computer_screenshot":
+        where_ = output.get("image_url") or output.get("file_id") or "inline data"
+        text = f"[screenshot: {_short_url(str(where_))}]"
+    elif isinstance(output, list) and all(
+        isinstance(p, Mapping) and p.get("type") in _TEXT_PARTS | {"input_image", "input_file"}
+        for p in output
+    ):
+        text = _content_text(output)
+    elif isinstance(output, str):
+        text = output
+    elif output is None:
+        text = f"({item.get('type')} {_status(item)})"
+    else:
+        text = _dumps(output)
+    return [_tool(_ident(item), text)]
+
+
+def _web_search(item: Json, where: str) -> list[Message]:
+    action = item.get("action") or {}
+    kind = action.get("type", "search")
+    if kind == "search":
+        args: dict[str, Any] = {"query": action.get("query")}
+        queries = action.get("queries") or []
+        if queries and queries != [action.get("query")]:
+            args["queries"] = queries
+        sources = [s.get("url") or _dumps(s) for s in action.get("sources") or ()]
+        if sources:
+            found = "Sources:\n" + "\n".join(f"- {s}" for s in sources)
+        else:
+            found = f"Web search {_status(item)}; the response does not list its sources."
+    elif kind == "open_page":
+        args = {"action": "open_page", "url": action.get("url")}
+        found = f"Opened {action.get('url')} ({_status(item)})."
+    else:
+        args = {"action": kind, **{k: v for k, v in action.items() if k != "type"}}
+        found = f"{kind} {_status(item)}."
+    if item.get("results"):
+        found += "\n" + _dumps(item["results"])
+    return [_call(_ident(item), "web_search", args), _tool(_ident(item), found)]
+
+
+def _file_search(item: Json, where: str) -> list[Message]:
+    results = item.get("results")
+    if results:
+        lines = []
+        for n, r in enumerate(results, 1):
+            name = r.get("filename") or r.get("file_id") or "file"
+            score = r.get("score")
+            scored = f" (score {score:.2f})" if isinstance(score, (int, float)) else ""
+            lines.append(f"[{n}] {name}{scored}: {r.get('text') or ''}".rstrip())
+        found = "\n".join(lines)
+    elif results == []:
+        found = "No results."
+    else:
+        found = f"File search {_status(item)}; the response does not include its results."
+    args = {"queries": list(item.get("queries") or [])}
+    return [_call(_ident(item), "file_search", args), _tool(_ident(item), found)]
+
+
+def _code_interpreter(item: Json, where: str) -> list[Message]:
+    shown = []
+    for out in item.get("outputs") or ():
+        if out.get("type") == "logs":
+            shown.append(str(out.get("logs", "")))
+        elif out.get("type") == "image":
+            shown.append(f"[image: {_short_url(str(out.get('url', '')))}]")
+        else:
+            shown.append(_dumps(out))
+    if not shown:
+        shown.append(f"Code {_status(item)}; the response does not include its output.")
+    args = {"code": item.get("code") or ""}
+    return [_call(_ident(item), "code_interpreter", args), _tool(_ident(item), "\n".join(shown))]
+
+
+def _mcp_list_tools(item: Json, where: str) -> list[Message]:
+    label = item.get("server_label")
+    if item.get("error"):
+        listed = f"MCP server '{label}' could not list its tools: {_error_text(item['error'])}"
+    else:
+        names = [
+            f"{t.get('name')}: {t['description']}" if t.get("description") else str(t.get("name"))
+            for t in item.get("tools") or ()
+        ]
+        listed = f"MCP server '{label}' offers {len(names)} tool(s):\n" + "\n".join(
+            f"- {n}" for n in names
+        )
+    args = {"server_label": label}
+    return [_call(_ident(item), "mcp_list_tools", args), _tool(_ident(item), listed)]
+
+
+def _mcp_call(item: Json, where: str) -> list[Message]:
+    label = item.get("server_label")
+    if item.get("error"):
+        said = f"error: {_error_text(item['error'])}"
+    elif item.get("output") is not None:
+        said = str(item["output"])
+    else:
+        said = f"({_status(item)}, no output)"
+    call = _call(_ident(item), str(item.get("name")), item.get("arguments") or "{}")
+    return [call, _tool(_ident(item), f"[MCP server '{label}'] {said}")]
+
+
+def _mcp_approval_request(item: Json, where: str) -> list[Message]:
+    call = _call(_ident(item), str(item.get("name")), item.get("arguments") or "{}")
+    note = (
+        f"[MCP server '{item.get('server_label')}'] waiting for approval before running this "
+        f"call (approval request {item.get('id')})"
+    )
+    return [call, _tool(_ident(item), note)]
+
+
+def _mcp_approval_response(item: Json, where: str) -> list[Message]:
+    verdict = "Approved" if item.get("approve") else "Denied"
+    reason = f": {item['reason']}" if item.get("reason") else ""
+    return [
+        {
+            "role": "user",
+            "content": f"{verdict} MCP approval request {item.get('approval_request_id')}{reason}",
+        }
+    ]
+
+
+def _computer_call(item: Json, where: str) -> list[Message]:
+    if item.get("action"):
+        args: Any = item["action"]
+    else:
+        args = {"actions": item.get("actions") or []}
+    return [_call(_ident(item), "computer", args)]
+
+
+def _image_generation(item: Json, where: str) -> list[Message]:
+    keys = ("revised_prompt", "action", "size", "quality", "background", "output_format")
+    args = {("prompt" if k == "revised_prompt" else k): item[k] for k in keys if item.get(k)}
+    if item.get("error"):
+        made = f"Image generation failed: {_error_text(item['error'])}"
+    elif item.get("result"):
+        kind = item.get("output_format") or "image"
+        made = f"Generated a {kind} image ({len(str(item['result']))} base64 characters)."
+    else:
+        made = f"Image generation {_status(item)}."
+    return [_call(_ident(item), "image_generation", args), _tool(_ident(item), made)]
+
+
+def _local_shell(item: Json, where: str) -> list[Message]:
+    action = {k: v for k, v in (item.get("action") or {}).items() if k != "type" and v}
+    return [_call(_ident(item), "local_shell", action)]
+
+
+def _reasoning(item: Json, where: str) -> list[Message]:
+    texts = [s.get("text", "") for s in item.get("summary") or ()]
+    if not any(texts):
+        texts = [c.get("text", "") for c in item.get("content") or ()]
+    text = "\n".join(t for t in texts if t)
+    # Encrypted-only reasoning has nothing a reader could evaluate.
+    return [{"role": "assistant", "content": f"Reasoning summary: {text}"}] if text else []
+
+
+def _item_reference(item: Json, where: str) -> list[Message]:
+    raise ValueError(
+        f"{where} is an item_reference ({item.get('id')!r}), which only the OpenAI API can "
+        "resolve; pass the item itself (e.g. from response.output) instead"
+    )
+
+
+def _generic(item: Json, where: str) -> list[Message]:
+    """Item types added to the API after this adapter: still shown, never dropped."""
+    kind = str(item.get("type"))
+    if kind.endswith("_output"):
+        return _tool_output(item, where)
+    rest = {k: v for k, v in item.items() if k not in _NOT_SHOWN and v is not None}
+    if kind.endswith("_call"):
+        return [_call(_ident(item), kind.removesuffix("_call"), rest)]
+    return [{"role": "assistant", "content": f"[{kind}] {_dumps(rest)}"}]
+
+
+_CONVERTERS: dict[str, Callable[[Json, str], list[Message]]] = {
+    "message": _message,
+    "function_call": _function_call,
+    "function_call_output": _tool_output,
+    "custom_tool_call": _custom_tool_call,
+    "custom_tool_call_output": _tool_output,
+    "computer_call": _computer_call,
+    "computer_call_output": _tool_output,
+    "local_shell_call": _local_shell,
+    "local_shell_call_output": _tool_output,
+    "web_search_call": _web_search,
+    "file_search_call": _file_search,
+    "code_interpreter_call": _code_interpreter,
+    "image_generation_call": _image_generation,
+    "mcp_list_tools": _mcp_list_tools,
+    "mcp_call": _mcp_call,
+    "mcp_approval_request": _mcp_approval_request,
+    "mcp_approval_response": _mcp_approval_response,
+    "reasoning": _reasoning,
+    "item_reference": _item_reference,
+    "compaction": lambda item, where: [],  # an opaque, encrypted summary of earlier turns
+}
+
+
+def _append(out: list[Message], new: list[Message]) -> None:
+    """Add messages; a lone tool call joins the assistant message just before it, as the Chat
+    Completions format writes parallel calls and "text, then call"."""
+    for msg in new:
+        prev = out[-1] if out else None
+        if (
+            prev is not None
+            and prev["role"] == "assistant"
+            and msg["role"] == "assistant"
+            and msg.get("tool_calls")
+            and msg.get("content") is None
+        ):
+            prev["tool_calls"] = [*prev.get("tool_calls", []), *msg["tool_calls"]]
+        else:
+            out.append(msg)
+
+
+def items_to_messages(items: Sequence[Any], where: str) -> list[Message]:
+    """Responses input or output items, in order, as chat messages."""
+    out: list[Message] = []
+    for i, raw in enumerate(items):
+        item = _plain(raw)
+        here = f"{where}[{i}]"
+        if not isinstance(item, Mapping):
+            raise ValueError(f"{here} is a {type(raw).__name__}; expected a Responses item dict")
+        kind = item.get("type")
+        if kind is None and "role" in item:
+            kind = "message"
+        convert = _CONVERTERS.get(str(kind), _generic)
+        _append(out, convert(item, here))
+    return out
+
+
+# -- hooks ---------------------------------------------------------------------------------------
+
+
+def _response_dict(obj: Any) -> Json | None:
+    if isinstance(obj, Mapping):
+        return obj if obj.get("object") == "response" else None
+    if is_openai_object(obj) and getattr(obj, "object", None) == "response":
+        dumped: dict[str, Any] = obj.model_dump(mode="json", exclude_none=True)
+        return dumped
+    return None
+
+
+def _is_item_list(obj: Any) -> bool:
+    return isinstance(obj, Sequence) and not isinstance(obj, (str, bytes))
+
+
+@hookimpl(trylast=True)
+def composo_convert_input(obj: Any) -> list[Message] | None:
+    if isinstance(obj, str):
+        return [{"role": "user", "content": obj}]
+    if _is_item_list(obj):
+        return items_to_messages(obj, "input")
+    return None
+
+
+def _is_output_item(item: Any) -> bool:
+    if is_openai_object(item):
+        return type(item).__module__.startswith("openai.types.responses")
+    if not (isinstance(item, Mapping) and isinstance(item.get("type"), str)):
+        return False
+    # Chat-style {"type": "message", "content": "text"} dicts are left to the message adapter.
+    return item["type"] != "message" or isinstance(item.get("content"), list)
+
+
+def _is_output_list(obj: Any) -> bool:
+    """``response.output`` itself: a non-empty list of Responses output items."""
+    return _is_item_list(obj) and bool(obj) and all(_is_output_item(i) for i in obj)
+
+
+def _is_single_output_item(obj: Any) -> bool:
+    """One item of ``response.output`` (e.g. ``response.output[0]``), as an object or its dict.
+    A dict must be unmistakably a Responses item: chat and Anthropic messages stay with theirs."""
+    if is_openai_object(obj):
+        return _is_output_item(obj) and getattr(obj, "object", None) != "response"
+    if not (isinstance(obj, Mapping) and isinstance(obj.get("type"), str)):
+        return False
+    return obj["type"] in _CONVERTERS if obj["type"] != "message" else is_responses_message(obj)
+
+
+@hookimpl(trylast=True)
+def composo_convert_result(obj: Any) -> list[Message] | None:
+    if _is_output_list(obj):
+        out = items_to_messages(obj, "result")
+        return out or [{"role": "assistant", "content": "(no output items)"}]
+    if _is_single_output_item(obj):
+        return items_to_messages([obj], "result")
+    resp = _response_dict(obj)
+    if resp is None:
+        return None
+    messages = items_to_messages(resp.get("output") or [], "result.output")
+    if not messages:
+        # Say what happened rather than send an empty answer.
+        note = f"(the response has no output; status {resp.get('status') or 'unknown'}"
+        if resp.get("error"):
+            note += f", error: {_error_text(resp['error'])}"
+        if resp.get("incomplete_details"):
+            note += f", incomplete: {resp['incomplete_details'].get('reason')}"
+        messages = [{"role": "assistant", "content": note + ")"}]
+    return messages
+
+
+@hookimpl
+def composo_supported_types(kind: str) -> list[str] | None:
+    if kind == "input":
+        return [
+            "a string (the user's request)",
+            "a list of OpenAI Responses input items (role messages, function calls and their "
+            "outputs, earlier output items), as dicts or openai objects",
+        ]
+    if kind == "result":
+        return [
+            'an openai Responses Response (or its dict, with "object": "response")',
+            "a Response's output list (response.output) or one of its items",
+        ]
+    return None

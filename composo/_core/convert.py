@@ -1,0 +1,87 @@
+"""Ask the plugins to turn what the user passed into wire-ready values, or say what is supported."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import ValidationError
+
+from composo._core.plugins import get_plugin_manager
+from composo._core.trace import MultiAgentTrace
+from composo.errors import ComposoValidationError, validation_error
+
+__all__ = [
+    "to_input_messages",
+    "to_item",
+    "to_messages",
+    "to_result_messages",
+    "to_tools",
+    "to_trace",
+    "unsupported",
+]
+
+_PLUGIN_HINT = (
+    "To support another type, write a plugin: implement the matching `composo_convert_*` hook "
+    "with `@composo.hookimpl` and expose it under the `composo` entry-point group "
+    "(README, 'Writing an adapter plugin')."
+)
+
+
+def unsupported(kind: str, obj: Any) -> ComposoValidationError:
+    """An error naming the field, the type received, what is supported and how to add support."""
+    described: list[str] = []
+    for answer in get_plugin_manager().hook.composo_supported_types(kind=kind):
+        described.extend(answer or ())
+    supported = "; ".join(dict.fromkeys(described)) or "nothing registered"
+    return ComposoValidationError(
+        f"{kind}: cannot use a {type(obj).__module__}.{type(obj).__qualname__}. "
+        f"Supported: {supported}. {_PLUGIN_HINT}"
+    )
+
+
+def _convert(kind: str, hook_name: str, obj: Any) -> Any:
+    hook = getattr(get_plugin_manager().hook, hook_name)
+    try:
+        out = hook(obj=obj)
+    except ComposoValidationError:
+        raise
+    except ValidationError as exc:
+        raise validation_error(exc, field=kind) from None
+    except (TypeError, ValueError, KeyError, AttributeError) as exc:
+        raise ComposoValidationError(f"{kind}: could not be converted: {exc}") from exc
+    if out is None:
+        raise unsupported(kind, obj)
+    return out
+
+
+def to_messages(obj: Any) -> list[dict[str, Any]]:
+    return list(_convert("messages", "composo_convert_messages", obj))
+
+
+def to_input_messages(obj: Any) -> list[dict[str, Any]]:
+    return list(_convert("input", "composo_convert_input", obj))
+
+
+def to_result_messages(obj: Any) -> list[dict[str, Any]]:
+    return list(_convert("result", "composo_convert_result", obj))
+
+
+def to_tools(obj: Any) -> list[dict[str, Any]]:
+    return list(_convert("tools", "composo_convert_tools", obj))
+
+
+def to_trace(obj: Any) -> MultiAgentTrace:
+    if isinstance(obj, MultiAgentTrace):
+        return obj
+    out = _convert("trace", "composo_convert_trace", obj)
+    if not isinstance(out, MultiAgentTrace):
+        raise ComposoValidationError(
+            f"trace: a plugin returned {type(out).__name__}, expected MultiAgentTrace"
+        )
+    return out
+
+
+def to_item(obj: Any) -> Mapping[str, Any]:
+    out: Mapping[str, Any] = _convert("item", "composo_convert_item", obj)
+    return out

@@ -1,0 +1,97 @@
+"""``composo criteria``: the ready-made criteria, by group, with the names ``-c`` accepts."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import textwrap
+from collections.abc import Sequence
+
+__all__ = ["GROUPS", "add_arguments", "label", "library", "resolve", "run"]
+
+GROUPS = ("RAG", "TOOL_USE", "AGENT", "BINARY")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "group",
+        nargs="?",
+        help=f"show one group only ({', '.join(GROUPS)})",
+    )
+
+
+def library() -> dict[str, str]:
+    """Criterion name -> text, in the order the library lists them."""
+    from composo import criteria
+
+    out: dict[str, str] = {}
+    for group in GROUPS:
+        for text in getattr(criteria, group):
+            name = next(n for n in criteria.__all__ if n.islower() and getattr(criteria, n) == text)
+            out[name] = text
+    return out
+
+
+def label(text: str, width: int = 60) -> str:
+    """A short name for display: the library name, or the criterion cut to ``width``."""
+    for name, value in library().items():
+        if value == text:
+            return name
+    return text if len(text) <= width else text[: width - 1].rstrip() + "…"
+
+
+def resolve(values: Sequence[str]) -> list[str]:
+    """``-c`` values as criterion texts: a library name (``rag_faithfulness``), a group name
+    (``RAG``, ``ALL``) or a criterion written out. Raises ``ValueError`` naming the bad one."""
+    from composo import criteria
+    from composo._core.wire import check_criterion
+
+    named = library()
+    out: list[str] = []
+    for value in values:
+        key = value.strip()
+        if key in named:
+            out.append(named[key])
+        elif key.upper() in (*GROUPS, "ALL") and " " not in key:
+            out.extend(getattr(criteria, key.upper()))
+        else:
+            try:
+                out.append(check_criterion(value, "-c"))
+            except ValueError as exc:
+                raise ValueError(
+                    f"{exc}; or use a name from `composo criteria` (e.g. -c rag_faithfulness)"
+                ) from None
+    return list(dict.fromkeys(out))
+
+
+def run(args: argparse.Namespace) -> int:
+    from composo import criteria
+    from composo._core.wire import is_binary
+
+    groups: Sequence[str] = GROUPS
+    if args.group:
+        if args.group.upper() not in GROUPS:
+            print(
+                f"composo criteria: no group {args.group!r}; use one of {', '.join(GROUPS)}",
+                file=sys.stderr,
+            )
+            return 2
+        groups = (args.group.upper(),)
+    named = {text: name for name, text in library().items()}
+    lines: list[str] = []
+    for group in groups:
+        lines.append(f"{group}  (-c {group} selects them all)")
+        for text in getattr(criteria, group):
+            kind = "0 or 1" if is_binary(text) else "0 to 1"
+            lines.append(f"  {named[text]}  [{kind}]")
+            lines.extend(
+                textwrap.wrap(text, width=88, initial_indent="      ", subsequent_indent="      ")
+            )
+        lines.append("")
+    lines.append("Use a name with -c, e.g.: composo evaluate data.jsonl -c rag_faithfulness")
+    try:
+        print("\n".join(lines), flush=True)
+    except BrokenPipeError:  # `composo criteria | head`: the reader left, which is fine
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return 0

@@ -1,0 +1,405 @@
+"""``composo evaluate``: score a JSONL dataset against criteria, writing one row per item and
+criterion as results arrive; re-running with the same ``-o`` resumes where the last run stopped."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib.util
+import os
+import sys
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from composo._core.batch import BatchResult, Job, Progress
+    from composo._core.client import Composo
+    from composo.cli._results import CriterionStats, Resume, RowWriter
+
+__all__ = ["add_arguments", "run"]
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+_SHOWN_ERRORS = 20
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "input",
+        metavar="INPUT",
+        help="JSONL file, one conversation per line ('messages', or 'input' and 'result'; "
+        "optional 'id', 'system', 'tools', 'tags'), or - for stdin",
+    )
+    parser.add_argument(
+        "-c",
+        "--criterion",
+        dest="criteria",
+        action="append",
+        required=True,
+        metavar="CRITERION",
+        help="a criterion ('Reward ...', 'Penalize ...', 'Passes if ...', 'Fails if ...'), a name "
+        "from `composo criteria`, or a group (RAG, TOOL_USE, AGENT, BINARY); repeatable",
+    )
+    parser.add_argument(
+        "-o",
+        "--output",
+        type=Path,
+        metavar="OUT.jsonl",
+        help="results file (default: stdout). Re-running with the same INPUT and file resumes: "
+        "rows are matched by line number and criterion, scored pairs are skipped, failed ones "
+        "retried",
+    )
+    parser.add_argument(
+        "--concurrency",
+        type=_positive_int,
+        default=5,
+        metavar="N",
+        help="requests in flight at once (default 5, what the platform advises)",
+    )
+    parser.add_argument(
+        "--tag",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a tag sent with every evaluation (repeatable; an item's own tags win)",
+    )
+    parser.add_argument(
+        "--model-core",
+        metavar="CORE",
+        help="the evaluation model core, e.g. align-20251111 (default: the platform's)",
+    )
+    parser.add_argument("--base-url", metavar="URL", help="API base URL (or COMPOSO_BASE_URL)")
+    parser.add_argument("--api-key", metavar="KEY", help="API key (or COMPOSO_API_KEY)")
+    parser.add_argument(
+        "--local",
+        action="store_true",
+        help="start a local server with the offline heuristic judge (no account needed; "
+        "a development stand-in, not a quality judge)",
+    )
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
+def _usage(message: str) -> int:
+    print(f"composo evaluate: error: {message}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+def run(args: argparse.Namespace) -> int:
+    from composo.cli._criteria import resolve
+    from composo.cli._results import RowWriter, iter_rows, prepare_resume, summarize
+    from composo.errors import ComposoValidationError
+
+    try:
+        criteria = resolve(args.criteria)
+    except ValueError as exc:
+        return _usage(str(exc))
+    tags: dict[str, str] = {}
+    for pair in args.tag:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            return _usage(f"--tag: expected KEY=VALUE, got {pair!r}")
+        tags[key] = value
+    if args.local and (args.base_url or args.api_key):
+        return _usage("--local runs its own server; drop --base-url and --api-key")
+    source: Path | None = None
+    if args.input != "-":
+        source = Path(args.input)
+        if not source.is_file():
+            return _usage(f"INPUT: no such file: {args.input}")
+    if args.output is not None and source is not None and args.output.resolve() == source.resolve():
+        return _usage("-o: the results file cannot be the input file")
+    if args.local:
+        try:
+            import fastapi  # noqa: F401
+            import uvicorn  # noqa: F401
+        except ImportError:
+            return _usage("--local needs the local server's packages: pip install 'composo[cli]'")
+    elif not (args.api_key or os.environ.get("COMPOSO_API_KEY", "").strip()):
+        return _usage(
+            "no API key: pass --api-key KEY or set COMPOSO_API_KEY (or use --local to try it "
+            "offline against a local server)"
+        )
+
+    try:
+        resume = prepare_resume(args.output, set(criteria)) if args.output is not None else None
+        writer = RowWriter(args.output, None if args.output is not None else sys.stdout.buffer)
+    except OSError as exc:
+        return _usage(f"-o: cannot write {args.output}: {exc.strerror or exc}")
+    if resume is not None and (resume.kept or resume.dropped_errors or resume.repaired):
+        retry = (
+            f", {resume.dropped_errors} failed pair(s) to retry" if resume.dropped_errors else ""
+        )
+        repaired = ", damaged or duplicate lines removed" if resume.repaired else ""
+        print(
+            f"resuming {args.output}: {resume.kept} pair(s) already scored{retry}{repaired}",
+            file=sys.stderr,
+        )
+    tally: dict[str, CriterionStats] | None = {} if args.output is None else None
+    interrupted = False
+    run_state: _Run | None = None
+    try:
+        with contextlib.ExitStack() as stack:
+            base_url, api_key = args.base_url, args.api_key
+            if args.local:
+                from composo.server import LocalServer
+
+                srv = stack.enter_context(LocalServer(judge="heuristic", latency=0.0))
+                base_url, api_key = srv.base_url, srv.api_key
+            client = stack.enter_context(_client(api_key, base_url, args.concurrency))
+            run_state = _Run(criteria, resume, writer, tally, args.model_core, tags or None)
+            run_state.main(client, source, args.concurrency)
+    except ComposoValidationError as exc:  # the client refused its settings
+        return _usage(str(exc))
+    except KeyboardInterrupt:
+        interrupted = True
+    except BrokenPipeError:  # the reader of stdout went away: nowhere left to write results
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        print("stopped: the output was closed", file=sys.stderr)
+        return EXIT_FAILED
+    finally:
+        writer.close()
+
+    stats = summarize(iter_rows(args.output)) if args.output is not None else (tally or {})
+    _print_summary(stats, criteria)
+    if interrupted:
+        print("interrupted; run the same command again to resume", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    if run_state is not None and run_state.fatal is not None:
+        print(f"stopped: {run_state.fatal}", file=sys.stderr)
+        return EXIT_FAILED
+    return EXIT_FAILED if any(s.errors for s in stats.values()) else EXIT_OK
+
+
+@contextlib.contextmanager
+def _client(api_key: str | None, base_url: str | None, concurrency: int) -> Iterator[Composo]:
+    """A client allowed ``concurrency`` requests at once, with as many kept-alive connections
+    (fewer would close and reopen connections all run long)."""
+    import httpx
+
+    from composo._core.client import Composo
+
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    with (
+        httpx.Client(limits=limits) as http,
+        Composo(
+            api_key=api_key,
+            base_url=base_url,
+            max_concurrent_requests=concurrency,
+            http_client=http,
+        ) as client,
+    ):
+        yield client
+
+
+class _Run:
+    """One run: feeds the dataset's lines to the batch runner and writes each result."""
+
+    def __init__(
+        self,
+        criteria: list[str],
+        resume: Resume | None,
+        writer: RowWriter,
+        tally: dict[str, CriterionStats] | None,
+        model_core: str | None = None,
+        tags: dict[str, str] | None = None,
+    ) -> None:
+        self.criteria = criteria
+        self.model_core = model_core
+        self.tags = tags
+        self.resume = resume
+        self.writer = writer
+        self.tally = tally
+        self.fatal: str | None = None
+        self.shown = 0
+        self.warned: set[int] = set()
+        self.unreachable = 0  # consecutive results that never reached the server
+        self.give_up_after = 20
+
+    def main(self, client: Composo, source: Path | None, concurrency: int) -> None:
+        from composo._core import batch
+
+        plan = batch.Plan.create(self.criteria, model_core=self.model_core, tags=self.tags)
+        self.give_up_after = 2 * concurrency + 10
+        progress = self._progress(source)
+        with _open_lines(source) as lines:
+            for result in batch.stream(client, self.jobs(lines), plan, concurrency, progress):
+                self.record(result)
+
+    def _progress(self, source: Path | None) -> Progress | None:
+        from composo._core.batch import Progress
+
+        if not sys.stderr.isatty() or importlib.util.find_spec("rich") is None:
+            return None  # no terminal, or no rich (the `cli` extra): no bar
+        total = None
+        if source is not None:
+            total = 0
+            with source.open("rb") as f:
+                for index, line in enumerate(f):
+                    if line.strip():
+                        total += len(self._remaining(index))
+        return Progress(True, total)
+
+    def _remaining(self, index: int) -> list[str]:
+        return self.resume.remaining(index, self.criteria) if self.resume else self.criteria
+
+    def jobs(self, lines: Iterable[bytes]) -> Iterator[Job]:
+        """One job per non-blank line (index = line number - 1), only for pairs still to do."""
+        import json
+
+        from composo._core.batch import Job
+
+        for index, raw in enumerate(lines):
+            if self.fatal is not None:
+                return
+            if not raw.strip():
+                continue
+            wanted = self._remaining(index)
+            if not wanted:
+                continue
+            try:
+                item: Any = json.loads(raw)
+            except json.JSONDecodeError as exc:
+                where = f"{exc.msg} at column {exc.colno}"
+                yield self._bad(index, wanted, f"line {index + 1}: not valid JSON ({where})")
+                continue
+            except UnicodeDecodeError:
+                yield self._bad(index, wanted, f"line {index + 1}: not UTF-8 text")
+                continue
+            if not isinstance(item, dict):
+                found = type(item).__name__
+                yield self._bad(
+                    index, wanted, f"line {index + 1}: expected a JSON object, got a {found}"
+                )
+                continue
+            yield Job(index, item, wanted)
+
+    def _bad(self, index: int, wanted: list[str], message: str) -> Job:
+        from composo._core.batch import Job
+        from composo.errors import ComposoValidationError
+
+        self._warn(index, message)
+        return Job(index, None, wanted, ComposoValidationError(message))
+
+    def record(self, result: BatchResult) -> None:
+        from composo.cli._results import CriterionStats
+        from composo.errors import (
+            APIConnectionError,
+            AuthenticationError,
+            NotFoundError,
+            PermissionDeniedError,
+        )
+
+        row = result.row()
+        self.writer.write(row)
+        if self.tally is not None:
+            self.tally.setdefault(result.criterion, CriterionStats()).add(row)
+        error = result.error
+        self.unreachable = self.unreachable + 1 if isinstance(error, APIConnectionError) else 0
+        if error is None:
+            return
+        # Failures every other request would share: stop reading the dataset (a re-run resumes).
+        if self.fatal is None:
+            if isinstance(error, (AuthenticationError, PermissionDeniedError, NotFoundError)):
+                self.fatal = f"{row['error']} (check --api-key and --base-url)"
+            elif self.unreachable >= self.give_up_after:
+                self.fatal = (
+                    f"{self.unreachable} requests in a row could not reach the server; last: "
+                    f"{row['error']}. Run the same command again to resume"
+                )
+        if self.fatal is not None:
+            return
+        self._warn(result.index, f"line {result.index + 1}: {row['error']}")
+
+    def _warn(self, index: int, message: str) -> None:
+        """Say what went wrong, once per line, and only for the first few lines."""
+        if self.shown > _SHOWN_ERRORS or index in self.warned:
+            return
+        self.shown += 1
+        if self.shown > _SHOWN_ERRORS:
+            self.warned.clear()
+            print("(more errors: see the rows with an error in the output)", file=sys.stderr)
+            return
+        self.warned.add(index)
+        print(message, file=sys.stderr)
+
+
+class _open_lines:
+    """The dataset as raw lines, from a file or stdin, read lazily."""
+
+    def __init__(self, source: Path | None) -> None:
+        self.source = source
+        self._file: Any = None
+
+    def __enter__(self) -> Iterable[bytes]:
+        if self.source is None:
+            return sys.stdin.buffer
+        self._file = self.source.open("rb")
+        lines: Iterable[bytes] = self._file
+        return lines
+
+    def __exit__(self, *exc: object) -> None:
+        if self._file is not None:
+            self._file.close()
+
+
+def _fmt(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def _summary_rows(stats: dict[str, CriterionStats], criteria: list[str]) -> list[list[str]]:
+    from composo.cli._criteria import label
+
+    order = [c for c in criteria if c in stats] + [c for c in stats if c not in criteria]
+    rows = []
+    for criterion in order:
+        s = stats[criterion]
+        f = s.figures()
+        rows.append(
+            [
+                label(criterion, 48),
+                str(s.count),
+                _fmt(f["mean"]),
+                _fmt(f["median"]),
+                _fmt(f["min"]),
+                _fmt(f["max"]),
+                str(s.not_applicable),
+                str(s.errors),
+            ]
+        )
+    return rows
+
+
+_SUMMARY_HEADERS = ("criterion", "count", "mean", "median", "min", "max", "n/a", "errors")
+
+
+def _print_summary(stats: dict[str, CriterionStats], criteria: list[str]) -> None:
+    rows = _summary_rows(stats, criteria)
+    try:
+        from rich.console import Console
+        from rich.table import Table
+    except ImportError:  # core install without the `cli` extra: a plain table
+        widths = [max(len(r[i]) for r in [list(_SUMMARY_HEADERS), *rows]) for i in range(8)]
+        print("composo evaluate: summary", file=sys.stderr)
+        for row in [list(_SUMMARY_HEADERS), *rows]:
+            cells = [row[0].ljust(widths[0])]
+            cells += [c.rjust(w) for c, w in zip(row[1:], widths[1:], strict=True)]
+            print("  ".join(cells), file=sys.stderr)
+        return
+
+    table = Table(title="composo evaluate: summary", title_justify="left")
+    for header in _SUMMARY_HEADERS:
+        table.add_column(header, justify="left" if header == "criterion" else "right")
+    for row in rows:
+        errors = row[-1]
+        table.add_row(*row[:-1], errors if errors == "0" else f"[red]{errors}[/red]")
+    width = None if sys.stderr.isatty() else int(os.environ.get("COLUMNS", "120"))
+    Console(stderr=True, width=width).print(table)

@@ -1,0 +1,393 @@
+"""``composo report``: turn a results file into one self-contained HTML page (inline CSS and SVG,
+no scripts, nothing fetched), readable at a glance: per criterion the score distribution,
+not-applicable and error counts, and the lowest-scoring conversations with their explanations."""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from composo.cli._results import CriterionStats
+
+__all__ = ["add_arguments", "render", "run"]
+
+BINS = 10
+_LOWEST = 8
+_ERRORS_SHOWN = 20
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("results", type=Path, metavar="OUT.jsonl", help="`composo evaluate` output")
+    parser.add_argument(
+        "-o",
+        "--output",
+        type=Path,
+        default=Path("report.html"),
+        metavar="REPORT.html",
+        help="where to write the report (default: %(default)s)",
+    )
+    parser.add_argument("--title", default="Evaluation report", help="the page title")
+    parser.add_argument(
+        "--lowest",
+        type=int,
+        default=_LOWEST,
+        metavar="N",
+        help="lowest-scoring conversations shown per criterion (default: %(default)s)",
+    )
+
+
+@dataclass
+class _Criterion:
+    """What the report shows for one criterion, gathered in one pass over the rows."""
+
+    text: str
+    stats: CriterionStats
+    bins: list[int] = field(default_factory=lambda: [0] * BINS)
+    lowest: list[tuple[float, int, str, dict[str, Any]]] = field(default_factory=list)
+
+
+def _collect(
+    rows: Any, keep: int
+) -> tuple[dict[str, _Criterion], list[dict[str, Any]], set[int], int]:
+    import heapq
+
+    from composo.cli._results import CriterionStats
+
+    out: dict[str, _Criterion] = {}
+    errors: list[dict[str, Any]] = []
+    items: set[int] = set()
+    error_total = 0
+    for n, row in enumerate(rows):
+        items.add(row["index"])
+        entry = out.get(row["criterion"])
+        if entry is None:
+            entry = out[row["criterion"]] = _Criterion(row["criterion"], CriterionStats())
+        entry.stats.add(row)
+        if row.get("error") is not None:
+            error_total += 1
+            _add_error(errors, row)
+            continue
+        score = row.get("score")
+        if not isinstance(score, (int, float)):
+            continue
+        entry.bins[min(int(score * BINS), BINS - 1)] += 1
+        # a max-heap (negated) of the `keep` lowest scores; `n` breaks ties by file order
+        heapq.heappush(entry.lowest, (-float(score), -n, str(row["index"]), _slim(row)))
+        if len(entry.lowest) > keep:
+            heapq.heappop(entry.lowest)
+    return out, errors, items, error_total
+
+
+def _add_error(errors: list[dict[str, Any]], row: dict[str, Any]) -> None:
+    """Group an item's failures: one line per item and error, listing the criteria it hit."""
+    for seen in errors:
+        if seen["index"] == row["index"] and seen["error"] == row["error"]:
+            seen["criteria"].append(row["criterion"])
+            return
+    if len(errors) < _ERRORS_SHOWN:
+        errors.append({**_slim(row), "error": row["error"], "criteria": [row["criterion"]]})
+
+
+def _item(row: dict[str, Any]) -> str:
+    """The item's own id, else its line in the dataset (``index`` counts lines from 0)."""
+    return str(row["id"]) if row.get("id") is not None else f"line {row['index'] + 1}"
+
+
+def _rank(entry: _Criterion) -> tuple[bool, float]:
+    mean = entry.stats.figures()["mean"]
+    return (mean is None, mean or 0.0)
+
+
+def _slim(row: dict[str, Any]) -> dict[str, Any]:
+    return {k: row.get(k) for k in ("index", "id", "score", "explanation")}
+
+
+def run(args: argparse.Namespace) -> int:
+    from composo.cli._results import iter_rows
+
+    if not args.results.is_file():
+        print(f"composo report: error: no such file: {args.results}", file=sys.stderr)
+        return 2
+    if args.lowest < 0:
+        print("composo report: error: --lowest must be 0 or more", file=sys.stderr)
+        return 2
+    criteria, errors, items, error_total = _collect(iter_rows(args.results), args.lowest)
+    if not criteria:
+        print(f"composo report: error: {args.results} holds no result rows", file=sys.stderr)
+        return 2
+    # weakest first: the page opens on what needs attention
+    ranked = dict(sorted(criteria.items(), key=lambda kv: _rank(kv[1])))
+    page = render(ranked, errors, len(items), error_total, args.title, args.results.name)
+    args.output.write_text(page, encoding="utf-8")
+    print(f"wrote {args.output}", file=sys.stderr)
+    return 0
+
+
+# -- rendering ----------------------------------------------------------------------------------
+
+_CSS = """
+:root{--ink:#1d2433;--mute:#5b6478;--line:#e3e6ee;--bg:#f6f7fb;--card:#fff;--bad:#c2410c;
+--good:#15803d;--na:#94a3b8;--err:#b91c1c}
+*{box-sizing:border-box}body{margin:0;font:15px/1.5 system-ui,-apple-system,"Segoe UI",Roboto,
+sans-serif;color:var(--ink);background:var(--bg)}main{max-width:1100px;margin:0 auto;padding:28px}
+h1{font-size:26px;margin:0 0 4px}h2{font-size:18px;margin:0}h3{font-size:14px;margin:18px 0 8px;
+color:var(--mute);text-transform:uppercase;letter-spacing:.04em}.sub{color:var(--mute)}
+.totals{display:flex;gap:12px;flex-wrap:wrap;margin:18px 0 26px}.tot{background:var(--card);
+border:1px solid var(--line);border-radius:10px;padding:10px 16px;min-width:120px}
+.tot b{display:block;font-size:22px}.card{background:var(--card);border:1px solid var(--line);
+border-radius:12px;padding:20px 22px;margin:0 0 22px}.crit{color:var(--mute);font-size:13px;
+margin:4px 0 14px}.row{display:flex;gap:26px;flex-wrap:wrap;align-items:flex-start}
+table{border-collapse:collapse;width:100%}td,th{text-align:left;padding:6px 8px;
+border-bottom:1px solid var(--line);vertical-align:top;font-size:14px}th{color:var(--mute);
+font-weight:600}.stats td{border:0;padding:2px 10px 2px 0}.stats td:first-child{color:var(--mute)}
+.pill{display:inline-block;min-width:44px;text-align:center;border-radius:999px;padding:1px 8px;
+color:#fff;font-weight:600;font-size:13px}.id{font-family:ui-monospace,Menlo,monospace;
+font-size:13px;white-space:nowrap}.expl{color:#333}.err{color:var(--err)}
+details summary{cursor:pointer;color:var(--mute)}
+svg text{font:11px system-ui,sans-serif;fill:#5b6478}.legend{margin-top:10px;color:var(--mute);
+font-size:13px}.key{display:inline-block;width:11px;height:11px;border-radius:2px;
+margin:0 5px 0 14px;vertical-align:-1px}.card h2+.row{margin-top:14px}
+"""
+
+
+def _esc(text: Any) -> str:
+    import html
+
+    return html.escape("" if text is None else str(text), quote=True)
+
+
+def _color(score: float) -> str:
+    """Red (0) to amber to green (1), so a glance finds the weak spots."""
+    stops = [(0.0, (194, 65, 12)), (0.5, (217, 159, 6)), (1.0, (21, 128, 61))]
+    for (x0, c0), (x1, c1) in itertools.pairwise(stops):
+        if score <= x1:
+            t = (score - x0) / (x1 - x0)
+            r, g, b = (round(a + (b_ - a) * t) for a, b_ in zip(c0, c1, strict=True))
+            return f"rgb({r},{g},{b})"
+    return "rgb(21,128,61)"
+
+
+def _histogram(entry: _Criterion) -> str:
+    """Inline SVG: the score distribution (ten bins, or 0 and 1 for a binary criterion), then
+    not-applicable and error bars in their own colours."""
+    from composo._core.wire import is_binary
+
+    # (count, colour, label under the bar, tooltip)
+    bars: list[tuple[int, str, str, str]] = []
+    if is_binary(entry.text):
+        bars += [
+            (entry.bins[0], _color(0.0), "0", "score 0"),
+            (entry.bins[-1], _color(1.0), "1", "score 1"),
+        ]
+    else:
+        for i, n in enumerate(entry.bins):
+            low, high = i / BINS, (i + 1) / BINS
+            bars.append((n, _color((i + 0.5) / BINS), "", f"scores {low:.1f} to {high:.1f}"))
+    scored = len(bars)
+    bars += [
+        (entry.stats.not_applicable, "#94a3b8", "n/a", "not applicable"),
+        (entry.stats.errors, "#b91c1c", "error", "errors"),
+    ]
+    top = max(b[0] for b in bars) or 1
+    width, height, pad = 520, 170, 22
+    slot = (width - 8) / (BINS + 3)
+    base = pad + height
+    parts = [
+        f'<svg viewBox="0 0 {width} {height + 2 * pad}" width="{width}" height="{height + 2 * pad}"'
+        ' role="img" aria-label="score distribution">'
+    ]
+    wide = (BINS / scored) if scored < BINS else 1.0  # binary bars share the score area
+    x = 4.0
+    for i, (n, fill, label, tip) in enumerate(bars):
+        if i == scored:
+            x += slot  # a gap between the scores and n/a, errors
+        w = slot * (wide if i < scored else 1.0)
+        h = 0 if not n else max(2.0, height * n / top)
+        parts.append(
+            f'<rect x="{x + 1.5:.1f}" y="{base - h:.1f}" width="{w - 3:.1f}" height="{h:.1f}" '
+            f'rx="2" fill="{fill}"><title>{tip}: {n}</title></rect>'
+        )
+        if n:
+            parts.append(
+                f'<text x="{x + w / 2:.1f}" y="{base - h - 4:.1f}" text-anchor="middle">{n}</text>'
+            )
+        if label:
+            parts.append(
+                f'<text x="{x + w / 2:.1f}" y="{base + 15}" text-anchor="middle">{label}</text>'
+            )
+        x += w
+    if scored == BINS:  # an axis under the ten bins
+        for tick, anchor in ((0, "start"), (5, "middle"), (10, "end")):
+            parts.append(
+                f'<text x="{4 + tick * slot:.1f}" y="{base + 15}" text-anchor="{anchor}">'
+                f"{tick / BINS:.1f}</text>"
+            )
+    parts.append(
+        f'<line x1="0" x2="{width}" y1="{base + 0.5}" y2="{base + 0.5}" stroke="#cbd2df"/></svg>'
+    )
+    return "".join(parts)
+
+
+def _pill(score: float | None) -> str:
+    if score is None:
+        return '<span class="pill" style="background:#94a3b8">n/a</span>'
+    return f'<span class="pill" style="background:{_color(score)}">{score:.2f}</span>'
+
+
+def _explanation(text: str | None) -> str:
+    text = text or ""
+    if len(text) <= 320:
+        return f'<span class="expl">{_esc(text)}</span>'
+    return (
+        f'<span class="expl">{_esc(text[:300])}…</span><details><summary>full explanation'
+        f'</summary><span class="expl">{_esc(text)}</span></details>'
+    )
+
+
+def _label(text: str) -> str:
+    from composo.cli._criteria import label
+
+    return label(text, 70)
+
+
+_BANDS = (
+    ("below 0.4", 0, 4, "#c2410c"),
+    ("0.4 to 0.7", 4, 7, "#d99f06"),
+    ("0.7 and up", 7, 10, "#15803d"),
+)
+
+
+def _strip(entry: _Criterion) -> str:
+    """One stacked bar: how many scored low, middling, high, not applicable, failed."""
+    parts = [(name, sum(entry.bins[a:b]), color) for name, a, b, color in _BANDS]
+    parts += [
+        ("n/a", entry.stats.not_applicable, "#94a3b8"),
+        ("error", entry.stats.errors, "#b91c1c"),
+    ]
+    total = sum(n for _, n, _ in parts) or 1
+    width, x, rects = 260.0, 0.0, []
+    for name, n, color in parts:
+        if n:
+            w = width * n / total
+            rects.append(
+                f'<rect x="{x:.1f}" y="0" width="{w:.1f}" height="16" fill="{color}">'
+                f"<title>{name}: {n}</title></rect>"
+            )
+            x += w
+    return (
+        f'<svg viewBox="0 0 {width:.0f} 16" width="{width:.0f}" height="16">{"".join(rects)}</svg>'
+    )
+
+
+def _overview(criteria: dict[str, _Criterion]) -> str:
+    rows = []
+    for entry in criteria.values():
+        mean = entry.stats.figures()["mean"]
+        errors = entry.stats.errors
+        rows.append(
+            f"<tr><td>{_esc(_label(entry.text))}</td><td>{_pill(mean)}</td>"
+            f"<td>{_strip(entry)}</td><td>{entry.stats.not_applicable}</td>"
+            f"<td>{f'<span class=err>{errors}</span>' if errors else 0}</td></tr>"
+        )
+    legend = " ".join(
+        f'<span class="key" style="background:{c}"></span>{_esc(n)}'
+        for n, c in [(b[0], b[3]) for b in _BANDS] + [("n/a", "#94a3b8"), ("error", "#b91c1c")]
+    )
+    return (
+        '<section class="card"><h2>At a glance</h2><table><tr><th>criterion</th><th>mean</th>'
+        f"<th>scores</th><th>n/a</th><th>errors</th></tr>{''.join(rows)}</table>"
+        f'<div class="legend">{legend}</div></section>'
+    )
+
+
+def _card(entry: _Criterion) -> str:
+    s = entry.stats
+    f = s.figures()
+
+    def num(v: float | None) -> str:
+        return "–" if v is None else f"{v:.2f}"
+
+    stats = "".join(
+        f"<tr><td>{k}</td><td><b>{v}</b></td></tr>"
+        for k, v in [
+            ("evaluated", s.count),
+            ("mean", num(f["mean"])),
+            ("median", num(f["median"])),
+            ("min", num(f["min"])),
+            ("max", num(f["max"])),
+            ("not applicable", s.not_applicable),
+            ("errors", f'<span class="err">{s.errors}</span>' if s.errors else 0),
+        ]
+    )
+    lowest = sorted(entry.lowest, key=lambda t: (-t[0], -t[1]))
+    rows = "".join(
+        f'<tr><td class="id">{_esc(_item(r))}'
+        f"</td><td>{_pill(r['score'])}</td><td>{_explanation(r['explanation'])}</td></tr>"
+        for *_, r in lowest
+    )
+    low = (
+        f"<h3>Lowest scores</h3><table><tr><th>item</th><th>score</th><th>why</th></tr>{rows}"
+        "</table>"
+        if rows
+        else ""
+    )
+    name = _label(entry.text)
+    full = f'<div class="crit">{_esc(entry.text)}</div>' if name != entry.text else ""
+    return (
+        f'<section class="card"><h2>{_esc(name)}</h2>{full}<div class="row">{_histogram(entry)}'
+        f'<table class="stats" style="width:auto">{stats}</table></div>{low}</section>'
+    )
+
+
+def render(
+    criteria: dict[str, _Criterion],
+    errors: list[dict[str, Any]],
+    items: int,
+    error_total: int,
+    title: str,
+    source: str,
+) -> str:
+    """The whole page as one string."""
+    from datetime import datetime, timezone
+
+    scored = sum(len(c.stats.scores) for c in criteria.values())
+    na = sum(c.stats.not_applicable for c in criteria.values())
+    totals = "".join(
+        f'<div class="tot"><b>{v}</b>{k}</div>'
+        for k, v in [
+            ("conversations", items),
+            ("criteria", len(criteria)),
+            ("scored", scored),
+            ("not applicable", na),
+            ("errors", f'<span class="err">{error_total}</span>' if error_total else 0),
+        ]
+    )
+    cards = "".join(_card(c) for c in criteria.values())
+    error_rows = "".join(
+        f'<tr><td class="id">{_esc(_item(r))}</td>'
+        f"<td>{'<br>'.join(_esc(_label(c)) for c in r['criteria'])}</td>"
+        f'<td class="err">{_esc(r["error"])}</td></tr>'
+        for r in errors
+    )
+    error_block = (
+        f'<section class="card"><h2>Errors</h2><p class="sub">{error_total} pair(s) could not '
+        "be evaluated; re-run <code>composo evaluate</code> with the same <code>-o</code> to "
+        f"retry them.</p><table><tr><th>item</th><th>criterion</th><th>error</th></tr>"
+        f"{error_rows}</table></section>"
+        if error_rows
+        else ""
+    )
+    stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    return (
+        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width,initial-scale=1">'
+        f"<title>{_esc(title)}</title><style>{_CSS}</style></head><body><main>"
+        f'<h1>{_esc(title)}</h1><div class="sub">{_esc(source)} · generated {stamp}</div>'
+        f'<div class="totals">{totals}</div>{_overview(criteria)}{cards}{error_block}'
+        "</main></body></html>\n"
+    )

@@ -1,0 +1,157 @@
+"""``composo serve``: run the local Composo-compatible evaluation server in the foreground."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+from pathlib import Path
+
+from composo.server._config import DEFAULT_HOST, DEFAULT_MAX_BODY_BYTES, DEFAULT_PORT
+
+__all__ = ["add_arguments", "parse_rate", "run"]
+
+_RATE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(?:/\s*(s|sec|second|m|min|minute|h|hour))?\s*$")
+_PER_MINUTE = {
+    None: 1.0,
+    "m": 1.0,
+    "min": 1.0,
+    "minute": 1.0,
+    "s": 60.0,
+    "sec": 60.0,
+    "second": 60.0,
+    "h": 1 / 60,
+    "hour": 1 / 60,
+}
+
+
+def parse_rate(text: str) -> float:
+    """``"120/min"``, ``"5/s"``, ``"500/hour"`` or a bare number (per minute) -> per minute."""
+    m = _RATE.match(text)
+    if not m or float(m.group(1)) <= 0:
+        raise argparse.ArgumentTypeError(
+            f"--rate-limit: {text!r} is not a rate; write it like 120/min, 5/s or 500/hour"
+        )
+    return float(m.group(1)) * _PER_MINUTE[m.group(2)]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--host", default=DEFAULT_HOST, help="address to bind (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--port", type=int, default=DEFAULT_PORT, help="port (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--judge",
+        default="heuristic",
+        help="heuristic (offline, deterministic development stand-in) or openai (an LLM on any "
+        "OpenAI-compatible endpoint); plugins may add more (default: %(default)s)",
+    )
+    parser.add_argument("--judge-model", help="model name for the openai judge")
+    parser.add_argument(
+        "--judge-base-url",
+        help="base URL of the judge's OpenAI-compatible API (default: OPENAI_BASE_URL)",
+    )
+    parser.add_argument(
+        "--judge-api-key", help="API key for the judge's endpoint (default: OPENAI_API_KEY)"
+    )
+    parser.add_argument(
+        "--api-key",
+        action="append",
+        default=None,
+        metavar="KEY",
+        help="accept only this API key (repeatable; also COMPOSO_SERVER_API_KEYS, comma-separated)",
+    )
+    parser.add_argument(
+        "--db", type=Path, help="SQLite file for background tasks (default: in the user cache dir)"
+    )
+    parser.add_argument(
+        "--rate-limit",
+        type=parse_rate,
+        metavar="N/min",
+        help="requests per minute per API key (per client address when no keys are set); "
+        "over it, 429 with Retry-After",
+    )
+    parser.add_argument(
+        "--max-body-bytes",
+        type=int,
+        default=DEFAULT_MAX_BODY_BYTES,
+        help="larger request bodies get 413 (default: %(default)s, 10 MiB)",
+    )
+    parser.add_argument(
+        "--latency",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="artificial delay added to every evaluation (default: 0)",
+    )
+    parser.add_argument(
+        "--dev-faults",
+        action="store_true",
+        help="enable /_dev/* to inject failures (also COMPOSO_SERVER_DEV_FAULTS=1); "
+        "for testing clients only",
+    )
+    parser.add_argument(
+        "--no-access-log",
+        dest="access_log",
+        action="store_false",
+        help="do not log one line per request",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    from composo.server._config import JudgeOptions, ServerConfig, default_db_path
+    from composo.server._local import require_server_extra, serve_forever
+    from composo.server._store import TaskStoreError
+
+    try:
+        require_server_extra()
+    except ImportError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    keys = list(args.api_key or [])
+    env_keys = os.environ.get("COMPOSO_SERVER_API_KEYS", "")
+    keys += [k.strip() for k in env_keys.split(",") if k.strip()]
+    dev = args.dev_faults or os.environ.get("COMPOSO_SERVER_DEV_FAULTS", "") in ("1", "true", "yes")
+    try:
+        config = ServerConfig(
+            host=args.host,
+            port=args.port,
+            judge=args.judge,
+            judge_options=JudgeOptions(
+                model=args.judge_model,
+                api_key=args.judge_api_key or os.environ.get("OPENAI_API_KEY"),
+                base_url=args.judge_base_url or os.environ.get("OPENAI_BASE_URL"),
+            ),
+            api_keys=tuple(dict.fromkeys(keys)),
+            db=args.db or default_db_path(),
+            rate_limit_per_minute=args.rate_limit,
+            dev_faults=dev,
+            latency=args.latency,
+            max_body_bytes=args.max_body_bytes,
+        )
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    host = f"[{config.host}]" if ":" in config.host else config.host
+    url = f"http://{host}:{config.port}"
+
+    def banner() -> None:  # once the settings have proved usable, not before
+        print(f"Composo local server ({config.judge} judge) on {url}")
+        print(f"  export COMPOSO_BASE_URL={url}")
+        print(f"  export COMPOSO_API_KEY={keys[0] if keys else 'any-key'}")
+        if dev:
+            print("  development fault switch ON (/_dev/*): for testing clients only")
+        sys.stdout.flush()
+
+    try:
+        serve_forever(config, access_log=args.access_log, on_ready=banner)
+    except TaskStoreError as exc:
+        print(f"error: --db: {exc}", file=sys.stderr)
+        return 2
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0

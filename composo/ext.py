@@ -1,0 +1,84 @@
+"""The supported surface for framework integrations and third-party adapters.
+
+Framework packages (``langchain-composo``, ``llama-index-evaluation-composo``, and yours) build on
+these names and nothing else inside ``composo``; everything not exported here, from ``composo``,
+``composo.types``, ``composo.errors`` or ``composo.plugins`` is private and may change in any
+release. The import contract checked in CI keeps the bundled integrations to this surface.
+
+- Background evaluation: :class:`BackgroundEvaluator` runs evaluations beside a framework's run
+  and keeps an :class:`EvaluationRecord` per outcome (never raising into the caller).
+- Option checking: the same checks the clients make, for options taken at construction time.
+- Message conversion: what the plugins turn a foreign object into, or a clear error.
+- Traces: :func:`record_interaction` hands a captured model call to the running
+  ``AgentTracer``; :class:`OpenInferenceInstrument` is the base of an OpenInference instrument.
+
+Background and instrument names load on first use, so importing this module stays cheap.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from composo._core.build import check_model_core, normalize_criteria, normalize_tags
+from composo._core.convert import (
+    to_input_messages,
+    to_item,
+    to_messages,
+    to_result_messages,
+    to_tools,
+    to_trace,
+    unsupported,
+)
+from composo._core.trace import trace_from_messages
+from composo._core.wire import LIGHTNING_MODEL_CORES, check_criterion, is_binary
+from composo.tracing._context import current_tracer, record_interaction
+
+if TYPE_CHECKING:
+    from composo._core.background import (
+        BackgroundEvaluator,
+        BacklogFullError,
+        EvaluationRecord,
+    )
+    from composo.tracing._instruments import Instrument, OpenInferenceInstrument
+
+__all__ = [
+    "LIGHTNING_MODEL_CORES",
+    "BackgroundEvaluator",
+    "BacklogFullError",
+    "EvaluationRecord",
+    "Instrument",
+    "OpenInferenceInstrument",
+    "check_criterion",
+    "check_model_core",
+    "current_tracer",
+    "is_binary",
+    "normalize_criteria",
+    "normalize_tags",
+    "record_interaction",
+    "to_input_messages",
+    "to_item",
+    "to_messages",
+    "to_result_messages",
+    "to_tools",
+    "to_trace",
+    "trace_from_messages",
+    "unsupported",
+]
+
+_LAZY = {
+    "BackgroundEvaluator": "composo._core.background",
+    "BacklogFullError": "composo._core.background",
+    "EvaluationRecord": "composo._core.background",
+    "Instrument": "composo.tracing._instruments",
+    "OpenInferenceInstrument": "composo.tracing._instruments",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'composo.ext' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

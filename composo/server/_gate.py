@@ -1,0 +1,191 @@
+"""The outermost ASGI layer in front of ``/api/v1``: body limit (413), the development fault
+switch, API key (401) and rate limit (429). Written as plain ASGI so it costs microseconds and can
+drop a connection without answering."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+from composo.server._bodies import dumps
+from composo.server._devswitch import DevSwitch, Fault
+from composo.server._guards import KeyCheck, RateLimiter
+
+__all__ = ["BODY_SCOPE_KEY", "Gate"]
+
+_log = logging.getLogger("composo.server")
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+BODY_SCOPE_KEY = "composo.body"
+_API_PREFIX = "/api/v1/"
+_EVAL_PREFIX = "/api/v1/evals/"
+
+
+class _TooLarge(Exception):
+    def __init__(self, more_body: bool = True) -> None:
+        self.more_body = more_body
+
+
+class Gate:
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        keys: KeyCheck,
+        max_body_bytes: int,
+        limiter: RateLimiter | None,
+        dev: DevSwitch | None,
+    ) -> None:
+        self.app = app
+        self.keys = keys
+        self.max_body_bytes = max_body_bytes
+        self.limiter = limiter
+        self.dev = dev
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or not scope["path"].startswith(_API_PREFIX):
+            await self.app(scope, receive, send)
+            return
+        send = _with_request_id(send)
+        headers: list[tuple[bytes, bytes]] = scope["headers"]
+        api_key: bytes | None = None
+        length: bytes | None = None
+        for name, value in headers:
+            if name == b"api-key":
+                api_key = value
+            elif name == b"content-length":
+                length = value
+        path: str = scope["path"]
+        method: str = scope["method"]
+        try:
+            if length is not None and int(length) > self.max_body_bytes:
+                raise _TooLarge
+            body = await self._read(receive)
+        except _TooLarge as exc:
+            # Read (and discard) what the client is still sending, so it sees the answer
+            # instead of a reset connection; past a bound, stop reading and close.
+            if exc.more_body:
+                await _discard(receive, 8 * self.max_body_bytes)
+            await _answer(send, 413, self._too_large(), close=True)
+            return
+        except ValueError:
+            await _answer(send, 400, "Content-Length is not a number", close=True)
+            return
+        if self.dev is not None and path.startswith(_EVAL_PREFIX):
+            self.dev.record(method, path, headers, body)
+            fault = self.dev.take(path)
+            if fault is not None and await self._fault(fault, receive, send):
+                return
+        problem = self.keys.problem(api_key)
+        if problem is not None:
+            await _answer(send, 401, problem)
+            return
+        if self.limiter is not None and method == "POST":
+            # Without configured keys any key is accepted, so the key cannot tell clients apart.
+            client = scope.get("client")
+            who = (client[0] if client else "").encode() if self.keys.open else api_key or b""
+            wait = self.limiter.retry_after(who)
+            if wait:
+                await _answer(
+                    send,
+                    429,
+                    f"rate limit of {self.limiter.per_minute:g} requests per minute reached; "
+                    f"retry in {wait}s",
+                    {"retry-after": str(wait)},
+                )
+                return
+        scope[BODY_SCOPE_KEY] = body
+        await self.app(scope, receive, send)
+
+    def _too_large(self) -> str:
+        return (
+            f"request body is over this server's limit of {self.max_body_bytes} bytes; "
+            "send fewer or shorter messages (or start the server with a larger --max-body-bytes)"
+        )
+
+    async def _read(self, receive: Receive) -> bytes:
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                break
+            chunk: bytes = message.get("body", b"")
+            size += len(chunk)
+            if size > self.max_body_bytes:
+                raise _TooLarge(bool(message.get("more_body", False)))
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        return b"".join(chunks)
+
+    async def _fault(self, fault: Fault, receive: Receive, send: Send) -> bool:
+        """Apply ``fault``; ``True`` when the request was answered (or dropped) by it."""
+        if fault.delay:
+            await asyncio.sleep(fault.delay)
+        if fault.drop:
+            await _drop(receive, send)
+            return True
+        if fault.status is not None:
+            extra = {"retry-after": fault.retry_after} if fault.retry_after is not None else {}
+            await _answer(
+                send, fault.status, fault.detail or f"injected fault {fault.status}", extra
+            )
+            return True
+        return False
+
+
+def _with_request_id(send: Send) -> Send:
+    """Tag every answer with an ``x-request-id``, as the platform does, so errors can cite it."""
+    request_id = uuid.uuid4().hex.encode()
+
+    async def tagged(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            headers = [*message.get("headers", []), (b"x-request-id", request_id)]
+            message = {**message, "headers": headers}
+        await send(message)
+
+    return tagged
+
+
+async def _discard(receive: Receive, bound: int) -> None:
+    seen = 0
+    while seen <= bound:
+        message = await receive()
+        if message["type"] == "http.disconnect" or not message.get("more_body", False):
+            return
+        seen += len(message.get("body", b""))
+
+
+async def _answer(
+    send: Send, status: int, detail: str, headers: dict[str, str] | None = None, close: bool = False
+) -> None:
+    body = dumps({"detail": detail})
+    raw = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    raw += [(k.encode(), v.encode()) for k, v in (headers or {}).items()]
+    if close:
+        raw.append((b"connection", b"close"))
+    await send({"type": "http.response.start", "status": status, "headers": raw})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def _drop(receive: Receive, send: Send) -> None:
+    """Close the connection without a response. uvicorn's ``receive`` is a method of the request
+    cycle, which holds the transport; without it, fall back to cutting the response short."""
+    transport = getattr(getattr(receive, "__self__", None), "transport", None)
+    if transport is not None:
+        transport.abort()
+        await asyncio.sleep(0.01)  # let the server notice the disconnect before we return
+        return
+    await send(
+        {"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"100")]}
+    )
+    raise ConnectionAbortedError("dropped on purpose by the development fault switch")

@@ -1,0 +1,178 @@
+"""Run the server: in the foreground for the command line, or in a background thread for tests,
+benchmarks and ``composo evaluate --local``."""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import socket
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from composo.server._config import JudgeOptions, ServerConfig
+
+__all__ = ["LocalServer", "require_server_extra", "serve_forever"]
+
+_log = logging.getLogger("composo.server")
+
+
+def require_server_extra() -> None:
+    """Fail with the install hint when FastAPI or uvicorn is missing."""
+    try:
+        import fastapi  # noqa: F401
+        import uvicorn  # noqa: F401
+    except ImportError as exc:
+        raise ImportError(
+            f"the local Composo server needs FastAPI and uvicorn ({exc.name} is missing): "
+            "pip install 'composo[server]'"
+        ) from exc
+
+
+def _uvicorn_config(app: Any, config: ServerConfig, access_log: bool) -> Any:
+    import uvicorn
+
+    return uvicorn.Config(
+        app,
+        host=config.host,
+        port=config.port,
+        log_level="info" if access_log else "warning",
+        access_log=access_log,
+        lifespan="on",
+        server_header=False,
+        timeout_graceful_shutdown=5,
+    )
+
+
+def serve_forever(
+    config: ServerConfig, access_log: bool = True, on_ready: Callable[[], None] | None = None
+) -> None:
+    """Serve in the foreground until interrupted (SIGINT/SIGTERM stop it cleanly).
+    ``on_ready`` runs once the task store and the judge are set up, just before serving."""
+    require_server_extra()
+    import uvicorn
+
+    from composo.server._app import build_app
+
+    app = build_app(config)
+    if on_ready is not None:
+        on_ready()
+    uvicorn.Server(_uvicorn_config(app, config, access_log)).run()
+
+
+class LocalServer:
+    """The server on a free port (``port=0``) in a background thread.
+
+    ``with LocalServer() as srv:`` then point a client at ``srv.base_url`` with ``srv.api_key``.
+    Without ``api_keys`` any key is accepted and ``api_key`` is a random one.
+    """
+
+    def __init__(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        judge: str = "heuristic",
+        api_keys: Sequence[str] = (),
+        db: str | Path | None = None,
+        latency: float = 0.0,
+        dev_faults: bool = False,
+        *,
+        judge_options: JudgeOptions | None = None,
+        rate_limit_per_minute: float | None = None,
+        max_body_bytes: int | None = None,
+    ) -> None:
+        extra: dict[str, Any] = {}
+        if max_body_bytes is not None:
+            extra["max_body_bytes"] = max_body_bytes
+        self.config = ServerConfig(
+            host=host,
+            port=port,
+            judge=judge,
+            judge_options=judge_options or JudgeOptions(),
+            api_keys=tuple(api_keys),
+            db=None if db is None else Path(db),
+            rate_limit_per_minute=rate_limit_per_minute,
+            dev_faults=dev_faults,
+            latency=latency,
+            **extra,
+        )
+        self.api_key = (
+            self.config.api_keys[0] if self.config.api_keys else secrets.token_urlsafe(16)
+        )
+        self._server: Any = None
+        self._thread: threading.Thread | None = None
+        self._socket: socket.socket | None = None
+        self.port: int | None = None
+
+    def __repr__(self) -> str:
+        url = self.base_url if self.port else None
+        return f"LocalServer(base_url={url!r}, judge={self.config.judge!r})"
+
+    @property
+    def base_url(self) -> str:
+        if self.port is None:
+            raise RuntimeError("the server is not started; call start() or use it in a with block")
+        host = self.config.host
+        return f"http://[{host}]:{self.port}" if ":" in host else f"http://{host}:{self.port}"
+
+    def start(self, timeout: float = 30.0) -> LocalServer:
+        require_server_extra()
+        import uvicorn
+
+        from composo.server._app import build_app
+
+        if self._thread is not None:
+            return self
+        family = socket.AF_INET6 if ":" in self.config.host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((self.config.host, self.config.port))
+        self._socket = sock
+        self.port = sock.getsockname()[1]
+        server = uvicorn.Server(_uvicorn_config(build_app(self.config), self.config, False))
+        self._server = server
+        self._thread = threading.Thread(
+            target=server.run, kwargs={"sockets": [sock]}, name="composo-server", daemon=True
+        )
+        self._thread.start()
+        deadline = time.monotonic() + timeout
+        while not server.started:
+            if not self._thread.is_alive():
+                self._cleanup()
+                raise RuntimeError("the local Composo server failed to start; see the log")
+            if time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"the local Composo server did not start within {timeout}s")
+            time.sleep(0.01)
+        return self
+
+    def stop(self, timeout: float = 10.0) -> None:
+        if self._server is not None:
+            self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(timeout)
+            if self._thread.is_alive():
+                self._server.force_exit = True
+                self._thread.join(timeout)
+        self._cleanup()
+
+    def _cleanup(self) -> None:
+        if self._socket is not None:
+            self._socket.close()
+        self._socket = None
+        self._thread = None
+        self._server = None
+
+    def __enter__(self) -> LocalServer:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()

@@ -1,0 +1,134 @@
+"""Background evaluations: accepted into the store, run on the server's event loop, resumed after
+a restart. Content of ``data_retention="none"`` tasks lives only in memory."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from pydantic import ValidationError
+
+from composo._core.wire import RewardRequest, TraceRequest
+from composo.server._store import KEEP_FINISHED_SECONDS, StoredTask, TaskStore
+
+__all__ = ["TaskManager"]
+
+_log = logging.getLogger("composo.server")
+
+Runner = Callable[[RewardRequest | TraceRequest], Awaitable[dict[str, Any]]]
+_NOT_KEPT = (
+    "the result was not kept: data_retention='none' keeps results in memory only, for a limited "
+    "time and number of tasks, and this one has expired or the server has restarted since"
+)
+# In-memory results of data_retention="none" tasks: forgotten like finished tasks on disk, and
+# at most this many are held (the oldest go first).
+KEEP_RESULTS_SECONDS = KEEP_FINISHED_SECONDS
+MAX_KEPT_RESULTS = 10_000
+
+
+class TaskManager:
+    """Owns the running background tasks; at most ``concurrency`` run at once."""
+
+    def __init__(self, store: TaskStore, runner: Runner, concurrency: int = 32) -> None:
+        self.store = store
+        self._runner = runner
+        self._slots = asyncio.Semaphore(concurrency)
+        self._running: set[asyncio.Task[None]] = set()
+        self._requests: dict[str, RewardRequest | TraceRequest] = {}
+        self._results: dict[str, tuple[float, dict[str, Any]]] = {}
+
+    async def submit(self, request: RewardRequest | TraceRequest) -> str:
+        """Accept ``request``: on disk before this returns, unless ``data_retention="none"``.
+        The store is called from worker threads (here and below), so that a slow disk or a
+        database locked by another server never stalls the event loop."""
+        task_id = str(uuid.uuid4())
+        kind = "trace" if isinstance(request, TraceRequest) else "reward"
+        keep = request.data_retention != "none"
+        stored = request.model_dump_json(exclude_none=True) if keep else None
+        await asyncio.to_thread(self.store.add, task_id, kind, stored)
+        if not keep:
+            self._requests[task_id] = request
+        self._start(task_id, request)
+        return task_id
+
+    def resume(self) -> int:
+        """Start the unfinished tasks left by servers that stopped; returns how many."""
+        resumed = 0
+        for task in self.store.claim_orphans():
+            request = self._load(task)
+            if request is not None:
+                self._start(task.task_id, request)
+                resumed += 1
+        if resumed:
+            _log.info("resumed %d background task(s) left unfinished", resumed)
+        return resumed
+
+    def _load(self, task: StoredTask) -> RewardRequest | TraceRequest | None:
+        model = TraceRequest if task.kind == "trace" else RewardRequest
+        try:
+            return model.model_validate_json(task.request or "")
+        except ValidationError as exc:
+            self.store.finish(task.task_id, None, f"stored request no longer valid: {exc}")
+            return None
+
+    def _start(self, task_id: str, request: RewardRequest | TraceRequest) -> None:
+        t = asyncio.get_running_loop().create_task(self._run(task_id, request))
+        self._running.add(t)
+        t.add_done_callback(self._running.discard)
+
+    async def _run(self, task_id: str, request: RewardRequest | TraceRequest) -> None:
+        async with self._slots:
+            await asyncio.to_thread(self.store.set_running, task_id)
+            try:
+                result = await self._runner(request)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                _log.warning("background task %s failed: %s", task_id, type(exc).__name__)
+                error = str(exc) or type(exc).__name__
+                await asyncio.to_thread(self.store.finish, task_id, None, error)
+            else:
+                if request.data_retention == "none":
+                    self._results[task_id] = (time.monotonic(), result)
+                    self._prune_results()
+                await asyncio.to_thread(self.store.finish, task_id, result, None)
+            finally:
+                self._requests.pop(task_id, None)
+
+    async def info(self, task_id: str) -> dict[str, Any] | None:
+        """The task as ``GET /api/v1/evals/tasks/{task_id}`` answers it, or ``None`` if unknown."""
+        task = await asyncio.to_thread(self.store.get, task_id)
+        if task is None:
+            return None
+        body: dict[str, Any] = {"task_id": task_id, "status": task.status}
+        if task.status == "succeeded":
+            self._prune_results()
+            kept = self._results.get(task_id)
+            result = task.result if task.retain else None if kept is None else kept[1]
+            if result is None:
+                return {"task_id": task_id, "status": "failed", "error": _NOT_KEPT}
+            body["result"] = result
+        elif task.status == "failed":
+            body["error"] = task.error
+        return body
+
+    def _prune_results(self) -> None:
+        """Drop expired in-memory results, then the oldest beyond the bound (finish order)."""
+        expired = time.monotonic() - KEEP_RESULTS_SECONDS
+        while self._results:
+            task_id, (finished, _) = next(iter(self._results.items()))
+            if finished >= expired and len(self._results) <= MAX_KEPT_RESULTS:
+                break
+            del self._results[task_id]
+
+    async def aclose(self) -> None:
+        """Stop running tasks and hand the unfinished ones to the next server start."""
+        for t in list(self._running):
+            t.cancel()
+        if self._running:
+            await asyncio.gather(*self._running, return_exceptions=True)
+        self.store.release_unfinished()

@@ -1,0 +1,389 @@
+"""A transparent, deterministic development stand-in for the platform's judge. It is NOT a
+quality judge: it combines a few surface signals and names each one in the explanation, so a
+developer can see why a score came out as it did and wire up pipelines offline."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from composo._core.wire import is_binary
+from composo.server._cases import Case, ToolUse, content_text, tool_uses
+from composo.server.judges import Verdict
+
+__all__ = ["HeuristicJudge", "score_case"]
+
+_WORD = re.compile(r"[a-z0-9]+")
+_REFUSAL = re.compile(
+    r"\b(?:i\s+(?:can\s*not|can't|cannot|won't|will\s+not|am\s+(?:unable|not\s+able))"
+    r"|i'm\s+(?:unable|not\s+able|sorry)|sorry,?\s+(?:but\s+)?i|as\s+an\s+ai)\b",
+    re.IGNORECASE,
+)
+_STOP = frozenset(
+    [
+        "a",
+        "an",
+        "the",
+        "and",
+        "or",
+        "but",
+        "if",
+        "then",
+        "than",
+        "that",
+        "this",
+        "these",
+        "those",
+        "is",
+        "are",
+        "was",
+        "were",
+        "be",
+        "been",
+        "being",
+        "to",
+        "of",
+        "in",
+        "on",
+        "at",
+        "by",
+        "for",
+        "with",
+        "from",
+        "as",
+        "into",
+        "about",
+        "over",
+        "under",
+        "it",
+        "its",
+        "it's",
+        "their",
+        "there",
+        "they",
+        "them",
+        "he",
+        "she",
+        "his",
+        "her",
+        "you",
+        "your",
+        "we",
+        "our",
+        "i",
+        "me",
+        "my",
+        "do",
+        "does",
+        "did",
+        "done",
+        "not",
+        "no",
+        "so",
+        "such",
+        "very",
+        "more",
+        "most",
+        "less",
+        "least",
+        "any",
+        "all",
+        "each",
+        "every",
+        "some",
+        "can",
+        "could",
+        "should",
+        "would",
+        "will",
+        "may",
+        "might",
+        "must",
+        "has",
+        "have",
+        "had",
+        "which",
+        "who",
+        "whom",
+        "whose",
+        "what",
+        "when",
+        "where",
+        "why",
+        "how",
+        "also",
+        "only",
+        "just",
+        "both",
+        "either",
+        "neither",
+        "other",
+        "others",
+        "own",
+        "same",
+        "too",
+        "up",
+        "down",
+        "out",
+        "off",
+        "again",
+        "further",
+        "once",
+        "here",
+        "s",
+        "t",
+        "don't",
+        "doesn't",
+    ]
+)
+# Words of the criterion that describe the verdict, not what to look for.
+_CRITERION_NOISE = frozenset(
+    [
+        "reward",
+        "rewards",
+        "penalize",
+        "penalizes",
+        "penalise",
+        "passes",
+        "pass",
+        "fails",
+        "fail",
+        "response",
+        "responses",
+        "answer",
+        "answers",
+        "reply",
+        "replies",
+        "assistant",
+        "assistants",
+        "agent",
+        "agents",
+        "model",
+        "output",
+        "outputs",
+        "message",
+        "messages",
+        "good",
+        "well",
+        "better",
+        "best",
+        "clearly",
+        "clear",
+        "appropriate",
+        "appropriately",
+        "directly",
+        "user",
+        "users",
+    ]
+)
+_TOOL_TERMS = frozenset({"tool", "tools", "function", "functions"})
+_REFUSE_TERMS = frozenset({"refuse", "refuses", "refusal", "refusals", "decline", "declines"})
+_NEGATIVE_PREFIXES = ("penalize", "penalise", "fails if")
+
+
+def _stem(word: str) -> str:
+    for suffix in ("ing", "ed", "es", "s"):
+        if len(word) > len(suffix) + 3 and word.endswith(suffix):
+            return word[: -len(suffix)]
+    return word
+
+
+def _terms(text: str) -> set[str]:
+    return {_stem(w) for w in _WORD.findall(text.lower()) if w not in _STOP and len(w) > 1}
+
+
+@dataclass(frozen=True)
+class _Parts:
+    question: str
+    answer: str
+    calls: list[ToolUse]
+    all_calls: list[ToolUse]
+
+
+def _split(case: Case) -> _Parts:
+    """The question, the judged answer and the judged tool calls."""
+    messages = case.messages
+    assistant_idx = [i for i, m in enumerate(messages) if m.get("role") == "assistant"]
+    all_calls = tool_uses(messages)
+    if not assistant_idx:
+        judged: Iterable[int] = ()
+        first = len(messages)
+    elif case.evaluate_latest:
+        judged = assistant_idx[-1:]
+        first = assistant_idx[-1]
+    else:
+        judged = assistant_idx
+        first = assistant_idx[0]
+    judged = set(judged)
+    answer = " ".join(content_text(messages[i].get("content")) for i in sorted(judged)).strip()
+    users = [content_text(m.get("content")) for m in messages[:first] if m.get("role") == "user"]
+    if not users:
+        users = [content_text(m.get("content")) for m in messages if m.get("role") == "user"]
+    question = users[-1] if users else ""
+    calls = [c for c in all_calls if c.message_index in judged]
+    return _Parts(question, answer, calls, all_calls)
+
+
+def _tool_names(tools: Iterable[Mapping[str, Any]]) -> set[str]:
+    names: set[str] = set()
+    for t in tools:
+        fn = t.get("function", t)
+        if isinstance(fn, Mapping) and fn.get("name"):
+            names.add(str(fn["name"]))
+    return names
+
+
+def _ratio(found: int, total: int) -> float:
+    return found / total if total else 0.0
+
+
+def score_case(case: Case) -> Verdict:
+    """Score ``case`` from surface signals; the same input always gives the same verdict."""
+    criterion = case.criterion.strip()
+    lowered = criterion.lower()
+    binary = is_binary(criterion)
+    negative = lowered.startswith(_NEGATIVE_PREFIXES)
+    crit_words = set(_WORD.findall(lowered))
+    key_terms = _terms(criterion) - {_stem(w) for w in _CRITERION_NOISE}
+    about_tools = bool(crit_words & _TOOL_TERMS) or "function call" in lowered
+    about_refusal = bool(crit_words & _REFUSE_TERMS)
+    parts = _split(case)
+    who = f"agent {case.agent_name!r}" if case.agent_name else "the response"
+    head = "Heuristic judge (a development stand-in, not a quality judgement). "
+
+    if about_tools and not parts.all_calls:
+        reason = f"Not applicable: the criterion is about tool use and {who} made no tool call."
+        return Verdict(None, head + reason, reason)
+
+    signals: list[str] = []
+    answer_terms = _terms(parts.answer)
+    for call in parts.calls:
+        answer_terms |= _terms(call.name.replace("_", " ") + " " + call.arguments)
+    words = len(_WORD.findall(parts.answer))
+    empty = words == 0 and not parts.calls
+    refused = bool(_REFUSAL.search(parts.answer))
+
+    if empty:
+        signals.append("the judged answer is empty")
+        quality = 0.0
+    else:
+        signals.append(
+            f"answer of {words} word(s)"
+            + (f" and {len(parts.calls)} tool call(s)" if parts.calls else "")
+        )
+        q_terms = _terms(parts.question)
+        q_overlap = _ratio(len(answer_terms & q_terms), len(q_terms))
+        if q_terms:
+            signals.append(f"overlap with the question {q_overlap:.2f}")
+        else:
+            q_overlap = 0.5
+            signals.append("no user question to compare with")
+        found = sorted(answer_terms & key_terms)
+        coverage = _ratio(len(found), len(key_terms))
+        if key_terms:
+            shown = ", ".join(found[:6]) if found else "none"
+            signals.append(f"criterion key terms present {len(found)}/{len(key_terms)} ({shown})")
+        length_ok = 1.0 if words >= 5 or parts.calls else 0.4
+        if length_ok < 1:
+            signals.append("very short answer")
+        if negative:
+            # The criterion names what is bad: the more of it the answer shows, the lower the score.
+            quality = 0.85 - 0.55 * coverage + 0.15 * q_overlap
+        else:
+            quality = 0.2 + 0.4 * q_overlap + 0.3 * coverage + 0.1 * length_ok
+        if refused:
+            signals.append("the answer refuses")
+            if about_refusal:
+                quality = 0.1 if negative else 0.95
+            else:
+                quality *= 0.25
+        elif about_refusal and not negative:
+            signals.append("no refusal found")
+            quality = min(quality, 0.3)
+        if about_tools:
+            quality = _tool_adjust(case, parts, q_terms, negative, quality, signals)
+
+    quality = min(1.0, max(0.0, quality))
+    if binary:
+        score = 1.0 if quality >= 0.5 else 0.0
+        verdict = "passes" if score else "fails"
+        summary = f"Binary criterion: {who} {verdict} (signal strength {quality:.2f})."
+    else:
+        score = round(quality, 3)
+        summary = f"Score {score:.3f} for {who}."
+    body = "Signals: " + "; ".join(signals) + ". " + summary
+    return Verdict(score, head + body, body)
+
+
+def _tool_adjust(
+    case: Case,
+    parts: _Parts,
+    q_terms: set[str],
+    negative: bool,
+    quality: float,
+    signals: list[str],
+) -> float:
+    """Tool criteria look at the calls: offered tools, arguments that parse, grounded arguments."""
+    calls = parts.calls or parts.all_calls
+    offered = _tool_names(case.tools)
+    unknown = sorted({c.name for c in calls if offered and c.name not in offered})
+    bad_args = 0
+    for c in calls:
+        try:
+            json.loads(c.arguments or "{}")
+        except ValueError:
+            bad_args += 1
+    arg_terms: set[str] = set()
+    for c in calls:
+        arg_terms |= _terms(c.arguments)
+    grounded = _ratio(len(arg_terms & q_terms), len(arg_terms)) if arg_terms else 1.0
+    names = ", ".join(sorted({c.name for c in calls}))
+    signals.append(f"tool calls: {names}")
+    if unknown:
+        signals.append(f"called tool(s) not offered: {', '.join(unknown)}")
+    if bad_args:
+        signals.append(f"{bad_args} call(s) with arguments that are not JSON")
+    signals.append(f"arguments grounded in the question {grounded:.2f}")
+    repeated = len(calls) - len({(c.name, c.arguments) for c in calls})
+    if repeated:
+        signals.append(f"{repeated} repeated call(s)")
+    good = 0.4 + 0.3 * grounded + (0.0 if unknown else 0.2) + (0.0 if bad_args else 0.1)
+    good -= 0.15 * repeated
+    if negative:
+        # Negative tool criteria name a fault; any fault found decides the verdict.
+        return min(quality, 0.2) if (unknown or bad_args or repeated) else max(quality, good)
+    return 0.5 * quality + 0.5 * good
+
+
+# Above this many characters of conversation, scoring takes long enough (about 0.2 s a MiB) to
+# stall every other request on the event loop, so it runs in a worker thread instead.
+_INLINE_CHARS = 64 * 1024
+
+
+def _size(case: Case) -> int:
+    size = len(case.system or "")
+    for m in case.messages:
+        content = m.get("content")
+        if isinstance(content, str) and not m.get("tool_calls"):
+            size += len(content)
+        else:
+            size += len(str(m))
+    return size
+
+
+class HeuristicJudge:
+    """The default judge: offline, instant and deterministic."""
+
+    name = "heuristic"
+
+    async def judge(self, case: Case) -> Verdict:
+        if _size(case) > _INLINE_CHARS:
+            return await asyncio.to_thread(score_case, case)
+        return score_case(case)
+
+    async def aclose(self) -> None:
+        return None

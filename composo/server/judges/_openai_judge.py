@@ -1,0 +1,185 @@
+"""LLM-as-judge on any OpenAI-compatible Chat Completions endpoint (OpenAI, vLLM, Ollama...),
+over plain httpx: no SDK needed, and the endpoint is just a base URL."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import re
+from datetime import datetime, timezone
+from email.utils import parsedate_to_datetime
+from typing import Any
+
+import httpx
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
+
+from composo._core.wire import is_binary
+from composo.server._cases import Case
+from composo.server._config import JudgeOptions
+from composo.server.judges import JudgeError, Verdict
+from composo.server.judges._rubric import RUBRIC, render_case
+
+__all__ = ["DEFAULT_BASE_URL", "DEFAULT_MODEL", "OpenAIJudge"]
+
+_log = logging.getLogger("composo.server")
+
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+DEFAULT_MODEL = "gpt-4o-mini"
+_RETRY_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
+MAX_RETRY_AFTER = 30.0  # seconds: a longer Retry-After is waited only this long
+_FENCE = re.compile(r"^\s*```(?:json)?\s*|\s*```\s*$", re.IGNORECASE)
+
+
+class _Answer(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    applicable: bool = True
+    score: float | None = None  # a model saying "not applicable" often leaves the score out
+    explanation: str
+
+    @model_validator(mode="after")
+    def _consistent(self) -> _Answer:
+        if not self.applicable:
+            self.score = None
+        elif self.score is None:
+            raise ValueError("score is null but applicable is true")
+        elif not 0.0 <= self.score <= 1.0:
+            raise ValueError(f"score {self.score} is outside 0..1")
+        return self
+
+
+def parse_answer(text: str, binary: bool) -> Verdict:
+    """The model's JSON answer as a verdict; ``ValueError`` saying what is wrong otherwise."""
+    try:
+        data = json.loads(_FENCE.sub("", text))
+    except ValueError:
+        raise ValueError("the answer is not a JSON object") from None
+    if not isinstance(data, dict):
+        raise ValueError("the answer is not a JSON object")
+    try:
+        answer = _Answer.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(map(str, e['loc'])) or 'answer'}: {e['msg'].removeprefix('Value error, ')}"
+            for e in exc.errors(include_url=False)
+        )
+        raise ValueError(problems) from None
+    if binary and answer.score not in (None, 0.0, 1.0):
+        raise ValueError(f"score {answer.score} must be exactly 0 or 1 for a binary criterion")
+    return Verdict(answer.score, answer.explanation.strip(), answer.explanation.strip())
+
+
+class OpenAIJudge:
+    """Asks a chat model to judge with :data:`~composo.server.judges._rubric.RUBRIC`.
+
+    An answer that is not valid JSON in the asked shape is sent back to the model with what was
+    wrong, up to ``max_attempts`` times; then the evaluation fails with that reason.
+    """
+
+    name = "openai"
+
+    def __init__(self, options: JudgeOptions) -> None:
+        self.model = options.model or DEFAULT_MODEL
+        base_url = (options.base_url or DEFAULT_BASE_URL).rstrip("/")
+        if options.api_key is None and options.base_url is None:
+            raise ValueError(
+                "the openai judge needs an API key: set OPENAI_API_KEY or pass --judge-api-key "
+                "(or point --judge-base-url / OPENAI_BASE_URL at a local OpenAI-compatible server)"
+            )
+        headers = {"Authorization": f"Bearer {options.api_key}"} if options.api_key else {}
+        self.max_attempts = max(1, options.max_attempts)
+        self._http = httpx.AsyncClient(base_url=base_url, headers=headers, timeout=options.timeout)
+
+    def __repr__(self) -> str:
+        return f"OpenAIJudge(model={self.model!r}, base_url={str(self._http.base_url)!r})"
+
+    async def judge(self, case: Case) -> Verdict:
+        binary = is_binary(case.criterion)
+        messages: list[dict[str, Any]] = [
+            {"role": "system", "content": RUBRIC},
+            {"role": "user", "content": render_case(case)},
+        ]
+        problem = ""
+        for _ in range(self.max_attempts):
+            text = await self._complete(messages)
+            try:
+                return parse_answer(text, binary)
+            except ValueError as exc:
+                problem = str(exc)
+                _log.info("judge answer unusable (%s); asking again", problem)
+                messages = [
+                    *messages,
+                    {"role": "assistant", "content": text},
+                    {
+                        "role": "user",
+                        "content": f"That answer cannot be used: {problem}. Answer again "
+                        'with only the JSON object {"applicable", "score", "explanation"}.',
+                    },
+                ]
+        raise JudgeError(
+            f"the judge model's answer could not be used after {self.max_attempts} attempts: "
+            + problem
+        )
+
+    async def _complete(self, messages: list[dict[str, Any]]) -> str:
+        body = {
+            "model": self.model,
+            "messages": messages,
+            "temperature": 0,
+            "response_format": {"type": "json_object"},
+        }
+        for attempt in range(3):
+            try:
+                r = await self._http.post("/chat/completions", json=body)
+            except httpx.HTTPError as exc:
+                if attempt == 2:
+                    raise JudgeError(
+                        f"could not reach the judge endpoint: {type(exc).__name__}"
+                    ) from None
+                await asyncio.sleep(0.2 * 2**attempt)
+                continue
+            if r.status_code in _RETRY_STATUS and attempt < 2:
+                await asyncio.sleep(_retry_wait(r, 0.2 * 2**attempt))
+                continue
+            if r.status_code != 200:
+                raise JudgeError(
+                    f"the judge endpoint answered {r.status_code}: {_error_message(r)}"
+                )
+            try:
+                content = r.json()["choices"][0]["message"]["content"]
+            except (ValueError, KeyError, IndexError, TypeError):
+                raise JudgeError("the judge endpoint's answer is not a chat completion") from None
+            return str(content or "")
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+
+def _retry_wait(r: httpx.Response, backoff: float) -> float:
+    """Seconds to wait before asking again: the endpoint's ``Retry-After`` (seconds or an HTTP
+    date, capped at :data:`MAX_RETRY_AFTER`) when it sends one, else ``backoff``."""
+    value = r.headers.get("retry-after", "").strip()
+    if not value:
+        return backoff
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            seconds = (parsedate_to_datetime(value) - datetime.now(timezone.utc)).total_seconds()
+        except (TypeError, ValueError, IndexError):
+            return backoff
+    if seconds != seconds:  # NaN
+        return backoff
+    return min(max(seconds, 0.0), MAX_RETRY_AFTER)
+
+
+def _error_message(r: httpx.Response) -> str:
+    try:
+        err = r.json().get("error")
+        if isinstance(err, dict) and err.get("message"):
+            return str(err["message"])[:300]
+    except ValueError:
+        pass
+    return r.reason_phrase

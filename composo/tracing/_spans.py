@@ -1,0 +1,310 @@
+"""Finished OpenInference LLM spans -> ``LLMInteraction``.
+
+The span is read through the OpenInference semantic conventions (``llm.input_messages.*``,
+``llm.output_messages.*`` with their tool calls, ``llm.tools.*``), so any OpenInference
+instrumentor is understood. One refinement: for the OpenAI Responses API the instrumentor
+flattens only messages and function calls and drops built-in tool items (code interpreter, MCP
+calls, search queries and results), so when the span carries the raw Responses request and
+response (``input.value`` / ``output.value``) those are converted by the Responses adapter instead.
+Nothing here imports OpenTelemetry: a span is anything with ``attributes`` and ``status``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from composo._core import convert
+from composo._core.trace import (
+    InputMessage,
+    LLMInteraction,
+    OutputMessage,
+    ToolCall,
+    ToolResponse,
+    ToolSpec,
+)
+from composo.errors import ComposoValidationError
+
+__all__ = [
+    "has_span_kind",
+    "interaction_from_attributes",
+    "interaction_from_span",
+    "is_llm_span",
+]
+
+_log = logging.getLogger("composo.tracing")
+
+SPAN_KIND = "openinference.span.kind"
+_INPUTS = "llm.input_messages."
+_OUTPUTS = "llm.output_messages."
+_TOOLS = "llm.tools."
+_JSON = "application/json"
+
+Message = dict[str, Any]
+
+
+def is_llm_span(attributes: Mapping[str, Any] | None) -> bool:
+    return attributes is not None and attributes.get(SPAN_KIND) == "LLM"
+
+
+def has_span_kind(attributes: Mapping[str, Any] | None) -> bool:
+    """Whether the span says what it is yet: some instrumentors (OpenInference's LangChain one)
+    start every span without a kind and set it when the run ends."""
+    return attributes is not None and SPAN_KIND in attributes
+
+
+def interaction_from_span(span: Any) -> LLMInteraction | None:
+    """The call a finished span describes; ``None`` (logged) when the call failed or the span
+    cannot be read."""
+    status = getattr(getattr(span, "status", None), "status_code", None)
+    name = getattr(span, "name", "LLM span")
+    if getattr(status, "name", None) == "ERROR":
+        _log.debug("skipping failed model call %s: %s", name, span.status.description)
+        return None
+    dropped = getattr(span, "dropped_attributes", 0)
+    if dropped:
+        _log.warning(
+            "model call %s lost %d span attribute(s) to the OpenTelemetry attribute limit, so its "
+            "earliest messages may be missing from the trace; raise the limit with "
+            "OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT or TracerProvider(span_limits=SpanLimits(...))",
+            name,
+            dropped,
+        )
+    try:
+        return interaction_from_attributes(span.attributes or {})
+    except (ValueError, TypeError, KeyError) as exc:
+        _log.warning("could not read model call %s into the trace: %s", name, exc)
+        return None
+
+
+def interaction_from_attributes(attributes: Mapping[str, Any]) -> LLMInteraction:
+    """Convert an LLM span's attributes."""
+    inputs = [_flat_message(f) for _, f in sorted(_indexed(attributes, _INPUTS).items())]
+    outputs = [_flat_message(f) for _, f in sorted(_indexed(attributes, _OUTPUTS).items())]
+    raw = _responses_api(attributes)
+    if raw is not None:
+        raw_inputs, outputs = raw
+        inputs = raw_inputs if raw_inputs is not None else inputs
+    specs = [_tool_spec(f) for _, f in sorted(_indexed(attributes, _TOOLS).items())]
+    return LLMInteraction(
+        input_messages=input_messages(inputs),
+        output_messages=output_messages(outputs),
+        tools_available=[s for s in specs if s is not None] or None,
+    )
+
+
+# -- flattened attributes -------------------------------------------------------------------------
+
+
+def _indexed(attributes: Mapping[str, Any], prefix: str) -> dict[int, dict[str, Any]]:
+    """``{prefix}{i}.{rest}`` keys grouped by ``i``: ``{i: {rest: value}}``."""
+    out: dict[int, dict[str, Any]] = {}
+    for key, value in attributes.items():
+        if not key.startswith(prefix):
+            continue
+        index, _, rest = key[len(prefix) :].partition(".")
+        if index.isdigit() and rest:
+            out.setdefault(int(index), {})[rest] = value
+    return out
+
+
+def _flat_message(fields: Mapping[str, Any]) -> Message:
+    """One ``message.*`` group as an OpenAI-style chat message dict."""
+    msg: Message = {"role": str(fields.get("message.role") or "user")}
+    content = fields.get("message.content")
+    if content is None:
+        parts = _indexed(fields, "message.contents.")
+        content = "".join(_part_text(p) for _, p in sorted(parts.items()))
+    msg["content"] = str(content)
+    calls = []
+    for _, call in sorted(_indexed(fields, "message.tool_calls.").items()):
+        calls.append(
+            {
+                "id": str(call.get("tool_call.id") or ""),
+                "function": {
+                    "name": str(call.get("tool_call.function.name") or ""),
+                    "arguments": str(call.get("tool_call.function.arguments") or "{}"),
+                },
+            }
+        )
+    if fields.get("message.function_call_name"):
+        calls.append(
+            {
+                "id": "",
+                "function": {
+                    "name": str(fields["message.function_call_name"]),
+                    "arguments": str(fields.get("message.function_call_arguments_json") or "{}"),
+                },
+            }
+        )
+    if calls:
+        msg["tool_calls"] = calls
+    if fields.get("message.tool_call_id") is not None:
+        msg["tool_call_id"] = str(fields["message.tool_call_id"])
+    if fields.get("message.name"):
+        msg["name"] = str(fields["message.name"])
+    return msg
+
+
+def _part_text(part: Mapping[str, Any]) -> str:
+    kind = part.get("message_content.type")
+    if kind in (None, "text"):
+        return str(part.get("message_content.text") or "")
+    if kind == "image":
+        url = str(part.get("message_content.image.image.url") or "")
+        return "[image]" if not url or url.startswith("data:") else f"[image: {url}]"
+    # Reasoning and other non-text parts are the model's internals, not its messages.
+    return ""
+
+
+def _tool_spec(fields: Mapping[str, Any]) -> ToolSpec | None:
+    schema = fields.get("tool.json_schema")
+    if schema is None:
+        name = fields.get("tool.name")
+        if not name:
+            return None
+        params = fields.get("tool.parameters") or "{}"
+        return ToolSpec(
+            name=str(name),
+            description=str(fields.get("tool.description") or ""),
+            parameters=params if isinstance(params, str) else json.dumps(params),
+        )
+    tool = json.loads(schema) if isinstance(schema, str) else schema
+    if not isinstance(tool, Mapping):
+        return None
+    inner = tool.get("function")
+    fn: Mapping[str, Any] = inner if isinstance(inner, Mapping) else tool
+    name = fn.get("name")
+    kind = str(tool.get("type") or "tool")
+    if not name:
+        # Built-in tools (web search, code interpreter...) and remote MCP servers have no name.
+        label = tool.get("server_label")
+        name = f"mcp:{label}" if label else kind
+        described = f"built-in {kind} tool"
+        if tool.get("server_url"):
+            described = f"remote MCP server at {tool['server_url']}"
+        return ToolSpec(name=str(name), description=described, parameters="{}")
+    params = fn.get("parameters", fn.get("input_schema", {}))
+    return ToolSpec(
+        name=str(name),
+        description=str(fn.get("description") or ""),
+        parameters=params if isinstance(params, str) else json.dumps(params),
+    )
+
+
+# -- the OpenAI Responses API, from the raw request and response -----------------------------------
+
+
+def _json_value(attributes: Mapping[str, Any], key: str) -> Any:
+    value = attributes.get(f"{key}.value")
+    if attributes.get(f"{key}.mime_type") != _JSON or not isinstance(value, str):
+        return None
+    try:
+        return json.loads(value)
+    except ValueError:
+        return None
+
+
+def _responses_api(
+    attributes: Mapping[str, Any],
+) -> tuple[list[Message] | None, list[Message]] | None:
+    response = _json_value(attributes, "output")
+    if not isinstance(response, Mapping) or response.get("object") != "response":
+        return None
+    try:
+        outputs = convert.to_result_messages(response)
+    except ComposoValidationError as exc:
+        _log.debug("reading the Responses output from span attributes instead: %s", exc)
+        return None
+    request = _json_value(attributes, "input")
+    inputs: list[Message] | None = None
+    if isinstance(request, Mapping) and request.get("input") is not None:
+        try:
+            inputs = convert.to_input_messages(request["input"])
+        except ComposoValidationError as exc:
+            _log.debug("reading the Responses input from span attributes instead: %s", exc)
+        else:
+            if request.get("instructions"):
+                inputs.insert(0, {"role": "system", "content": str(request["instructions"])})
+    return inputs, outputs
+
+
+# -- chat messages -> trace messages ---------------------------------------------------------------
+
+
+def _text(content: Any) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(
+            str(p.get("text", "")) if isinstance(p, Mapping) else str(p) for p in content
+        )
+    return json.dumps(content, default=str)
+
+
+def _calls(msg: Mapping[str, Any]) -> list[ToolCall]:
+    out = []
+    for call in msg.get("tool_calls") or ():
+        fn = call.get("function") or {}
+        args = fn.get("arguments")
+        out.append(
+            ToolCall(
+                id=str(call.get("id") or ""),
+                name=str(fn.get("name") or ""),
+                parameters=args if isinstance(args, str) and args else json.dumps(args or {}),
+            )
+        )
+    return out
+
+
+def input_messages(messages: Iterable[Mapping[str, Any]]) -> list[InputMessage]:
+    """Chat messages as trace inputs: tool results become tool responses, assistant tool calls
+    become one tool-call message each."""
+    out: list[InputMessage] = []
+    for msg in messages:
+        role = str(msg.get("role") or "user")
+        if role in ("tool", "function"):
+            out.append(
+                InputMessage(
+                    role="tool",
+                    type="tool_response",
+                    content=ToolResponse(
+                        id=str(msg.get("tool_call_id") or ""),
+                        response=_text(msg.get("content")),
+                        name=msg.get("name"),
+                    ),
+                )
+            )
+            continue
+        text = _text(msg.get("content"))
+        calls = _calls(msg)
+        if text or not calls:
+            out.append(InputMessage(role=role, type="text", content=text))
+        out.extend(InputMessage(role=role, type="tool_call", content=c) for c in calls)
+    return out
+
+
+def output_messages(messages: Iterable[Mapping[str, Any]]) -> list[OutputMessage]:
+    """The model's answer: its text and tool calls, in order. What a built-in tool returned
+    inside the same call (a ``tool`` message) is kept as text naming the tool."""
+    out: list[OutputMessage] = []
+    names: dict[str, str] = {}
+    for msg in messages:
+        if msg.get("role") in ("tool", "function"):
+            call_id = str(msg.get("tool_call_id") or "")
+            tool = names.get(call_id) or msg.get("name") or "tool"
+            out.append(
+                OutputMessage(type="text", content=f"[{tool} result] {_text(msg.get('content'))}")
+            )
+            continue
+        text = _text(msg.get("content"))
+        if text:
+            out.append(OutputMessage(type="text", content=text))
+        for call in _calls(msg):
+            names[call.id] = call.name
+            out.append(OutputMessage(type="tool_call", content=call))
+    return out

@@ -1,0 +1,170 @@
+"""``ComposoTracer``: switch on the instruments whose spans ``AgentTracer`` turns into traces.
+
+OpenTelemetry carries the spans. An application that already has an SDK ``TracerProvider``
+keeps it: Composo adds one span processor to it, so the application's exporters keep receiving
+every span. Without one, Composo makes a private provider and does not install it globally, so
+the application can still set its own later; to move tracing onto it, call
+``ComposoTracer.shutdown()`` and then ``init()`` again (or pass ``tracer_provider=``).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import weakref
+from collections.abc import Iterable
+from typing import Any, ClassVar
+
+from composo.errors import ComposoValidationError
+from composo.tracing._instruments import Instrument, Instruments, missing_extra
+
+try:
+    from opentelemetry import trace as trace_api
+    from opentelemetry.sdk.trace import SpanLimits, TracerProvider
+
+    from composo.tracing._processor import AgentSpanProcessor
+except ImportError as exc:  # pragma: no cover - exercised only without the extra
+    raise missing_extra(exc) from exc
+
+__all__ = ["ComposoTracer"]
+
+_log = logging.getLogger("composo.tracing")
+
+# One processor per provider, even across shutdown()/init() (processors cannot be removed).
+_processors: weakref.WeakKeyDictionary[Any, AgentSpanProcessor] = weakref.WeakKeyDictionary()
+
+
+def _instrument_list(instruments: Instrument | Iterable[Instrument] | None) -> list[Instrument]:
+    if instruments is None:
+        return [Instruments.OPENAI]
+    if isinstance(instruments, str):
+        raise ComposoValidationError(
+            f"instruments: got the string {instruments!r}; pass Instruments.OPENAI (or another "
+            "Instruments.<NAME>, or a list of them)"
+        )
+    if isinstance(instruments, Instrument):
+        items = [instruments]
+    elif isinstance(instruments, Iterable):
+        items = list(instruments)
+    else:
+        raise ComposoValidationError(
+            f"instruments: {instruments!r} is not an instrument; pass Instruments.OPENAI (or a "
+            "list of Instruments.<NAME> values)"
+        )
+    for i, item in enumerate(items):
+        if not isinstance(item, Instrument):
+            raise ComposoValidationError(
+                f"instruments[{i}]: {item!r} is not an instrument; pass Instruments.OPENAI "
+                "(or a list of Instruments.<NAME> values)"
+            )
+    return items
+
+
+def _choose_provider(explicit: Any) -> tuple[Any, bool]:
+    """The provider to instrument with, and whether Composo created it."""
+    if explicit is not None:
+        if not hasattr(explicit, "add_span_processor"):
+            raise ComposoValidationError(
+                f"tracer_provider: {type(explicit).__name__} cannot take span processors; pass an "
+                "opentelemetry.sdk.trace.TracerProvider"
+            )
+        return explicit, False
+    current = trace_api.get_tracer_provider()
+    if hasattr(current, "add_span_processor"):
+        return current, False
+    if not isinstance(current, trace_api.ProxyTracerProvider):
+        _log.warning(
+            "the global tracer provider (%s) cannot take span processors; instrumented calls go "
+            "to a provider of Composo's own and not to it",
+            type(current).__name__,
+        )
+    # Conversations easily exceed the default limit of 128 attributes per span.
+    limits = SpanLimits(max_span_attributes=SpanLimits.UNSET)
+    return TracerProvider(span_limits=limits), True
+
+
+def _warn_if_sampled(provider: Any) -> None:
+    sampler = getattr(provider, "sampler", None)
+    if sampler is None:
+        return
+    described = str(sampler.get_description())
+    if not described.startswith(("AlwaysOnSampler", "ParentBased{root:AlwaysOnSampler")):
+        _log.warning(
+            "the tracer provider samples spans (%s); model calls in unsampled traces will be "
+            "missing from AgentTracer traces",
+            described,
+        )
+
+
+class ComposoTracer:
+    """Process-wide switch for tracing: ``ComposoTracer.init(instruments=Instruments.OPENAI)``."""
+
+    _lock: ClassVar[threading.Lock] = threading.Lock()
+    _provider: ClassVar[Any] = None
+    _owns_provider: ClassVar[bool] = False
+    _processor: ClassVar[AgentSpanProcessor | None] = None
+    _instrumented: ClassVar[dict[str, Instrument]] = {}
+
+    @classmethod
+    def init(
+        cls,
+        instruments: Instrument | Iterable[Instrument] | None = None,
+        *,
+        tracer_provider: Any = None,
+    ) -> None:
+        """Switch on ``instruments`` (one or a list; default ``Instruments.OPENAI``).
+
+        Safe to call again: instruments already on are left alone, new ones are added.
+        ``tracer_provider`` overrides the choice of provider (by default the global SDK
+        provider if there is one, else a private one).
+        """
+        chosen = _instrument_list(instruments)
+        with cls._lock:
+            if cls._provider is None:
+                provider, owned = _choose_provider(tracer_provider)
+                processor = _processors.get(provider)
+                if processor is None:
+                    processor = AgentSpanProcessor()
+                    provider.add_span_processor(processor)
+                    _processors[provider] = processor
+                processor.active = True
+                _warn_if_sampled(provider)
+                cls._provider, cls._owns_provider, cls._processor = provider, owned, processor
+            elif tracer_provider is not None and tracer_provider is not cls._provider:
+                raise ComposoValidationError(
+                    "tracer_provider: tracing is already on with another provider; call "
+                    "ComposoTracer.shutdown() before init() with a new one"
+                )
+            for inst in chosen:
+                if inst.name in cls._instrumented:
+                    continue
+                inst.instrument(cls._provider)
+                cls._instrumented[inst.name] = inst
+                _log.debug("instrumented %s", inst.name)
+
+    @classmethod
+    def shutdown(cls) -> None:
+        """Switch every instrument off and stop routing spans; ``init`` may be called again."""
+        with cls._lock:
+            for name, inst in reversed(list(cls._instrumented.items())):
+                try:
+                    inst.uninstrument()
+                except Exception:
+                    _log.exception("could not uninstrument %s", name)
+            cls._instrumented.clear()
+            if cls._processor is not None:
+                cls._processor.active = False
+            if cls._owns_provider and cls._provider is not None:
+                cls._provider.shutdown()
+            cls._provider, cls._owns_provider, cls._processor = None, False, None
+
+    @classmethod
+    def instrumented(cls) -> list[str]:
+        """Names of the instruments currently on."""
+        with cls._lock:
+            return list(cls._instrumented)
+
+    @classmethod
+    def tracer_provider(cls) -> Any:
+        """The provider in use (``None`` before ``init``)."""
+        return cls._provider

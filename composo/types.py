@@ -1,0 +1,41 @@
+"""The data the SDK sends and returns, for annotations and ``isinstance`` checks.
+
+Wire requests (:class:`RewardRequest`, :class:`TraceRequest`), the trace models that make up a
+:class:`MultiAgentTrace`, responses and batch results. Building any of them by hand is supported;
+their module paths are not: import them from here or from ``composo``.
+"""
+
+from __future__ import annotations
+
+from composo._core.batch import BatchResult
+from composo._core.responses import EvaluationResponse, MultiAgentTraceResponse, TaskInfo
+from composo._core.trace import (
+    AgentInstance,
+    InputMessage,
+    LLMInteraction,
+    MultiAgentTrace,
+    OutputMessage,
+    ToolCall,
+    ToolResponse,
+    ToolSpec,
+)
+from composo._core.wire import MODEL_CORES, ModelCore, RewardRequest, TraceRequest
+
+__all__ = [
+    "MODEL_CORES",
+    "AgentInstance",
+    "BatchResult",
+    "EvaluationResponse",
+    "InputMessage",
+    "LLMInteraction",
+    "ModelCore",
+    "MultiAgentTrace",
+    "MultiAgentTraceResponse",
+    "OutputMessage",
+    "RewardRequest",
+    "TaskInfo",
+    "ToolCall",
+    "ToolResponse",
+    "ToolSpec",
+    "TraceRequest",
+]
