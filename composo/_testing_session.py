@@ -45,9 +45,18 @@ class Recorder:
 
     # -- recording ------------------------------------------------------------------------------
 
-    def _add(self, criterion: str, score: Any, explanation: Any, error: str | None) -> None:
+    def _add(
+        self,
+        criterion: str,
+        score: Any,
+        explanation: Any,
+        error: str | None,
+        item: str | None = None,
+    ) -> None:
         with self._lock:
             node = self.current or _NO_NODE
+            if item is not None:  # a batch item's own id, within its test
+                node = f"{node}#{item}"
             seq = self._seq[node] = self._seq.get(node, 0) + 1
             self.entries.append(
                 {
@@ -78,7 +87,7 @@ class Recorder:
             return
         if isinstance(obj, BatchResult):
             row = obj.row()
-            self._add(row["criterion"], row["score"], row["explanation"], row["error"])
+            self._add(row["criterion"], row["score"], row["explanation"], row["error"], obj.id)
         elif isinstance(obj, MultiAgentTraceResponse):
             name = criterion or obj.criterion or "(criterion)"
             self._add(name, obj.overall_score, obj.explanation, None)
@@ -120,7 +129,8 @@ class Recorder:
 
     def rows(self) -> list[dict[str, Any]]:
         """Result rows in the command line's format. A test is one item (its node id is the
-        row's ``id``); a test that evaluates the same criterion again adds items ``<id>#2``..."""
+        row's ``id``; a batch item's own id is added as ``<node id>#<item id>``); a test that
+        evaluates the same criterion again adds items ``<id>#2``, ``<id>#3``..."""
         with self._lock:
             entries = sorted(self.entries, key=lambda e: (e["node"], e["seq"]))
         count: dict[tuple[str, str], int] = {}

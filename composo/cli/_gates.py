@@ -33,7 +33,11 @@ DEFAULT_ITEM_THRESHOLD = 0.5
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The gate and CI-file options, added to ``composo evaluate``."""
-    group = parser.add_argument_group("quality gates and CI files")
+    group = parser.add_argument_group(
+        "quality gates and CI files",
+        "exit status: 0 all scored and every gate met, 1 some requests failed, 2 bad command "
+        "line, 3 a quality gate failed, 130 interrupted",
+    )
     group.add_argument(
         "--fail-under",
         action="append",
