@@ -102,6 +102,23 @@ def test_a_library_name_names_its_criterion(tmp_path: Path) -> None:
     assert {r["criterion"] for r in read_rows(out)} == {criteria.rag_faithfulness}
 
 
+def test_a_group_name_gates_the_group(tmp_path: Path) -> None:
+    from composo import criteria
+
+    data, out = dataset(tmp_path, 3), tmp_path / "out.jsonl"
+    done = run_composo(
+        "evaluate", data, "-c", "RAG", "-c", SCORED, "-o", out, "--local",
+        "--fail-under", "RAG=0.99",
+    )  # fmt: skip
+    assert done.returncode == EXIT_GATE, done.stderr
+    assert done.stderr.count("gate FAILED: --fail-under RAG=0.99") == len(criteria.RAG)
+    assert "gate passed" not in done.stderr and SCORED[:30] not in _gate_lines(done.stderr)
+
+
+def _gate_lines(stderr: str) -> str:
+    return "\n".join(x for x in stderr.splitlines() if x.startswith("gate "))
+
+
 def test_request_errors_take_precedence_over_gates(live: ServerProcess, tmp_path: Path) -> None:
     data, out = dataset(tmp_path, 4), tmp_path / "out.jsonl"
     live.fault({"status": 400, "detail": "refused"})

@@ -265,6 +265,20 @@ def test_min_score_option_sets_the_default_threshold(live: ServerProcess, tmp_pa
     assert bad.returncode == 4 and "--composo-min-score" in bad.stderr
 
 
+def test_a_request_that_fails_is_an_error_row_not_a_low_score(
+    live: ServerProcess, tmp_path: Path
+) -> None:
+    where = project(tmp_path, DEFAULT_TESTS)
+    out = tmp_path / "o.jsonl"
+    live.fault({"status": 400, "detail": "refused once"})
+    done = pytest_session(where, "--composo-out", out, env=server_env(live))
+    assert done.returncode == 1
+    assert "BadRequestError" in done.stdout and "below the threshold" not in done.stdout
+    (found,) = read_rows(out)
+    assert found["error"].startswith("BadRequestError: refused once") and found["score"] is None
+    assert summary(done.stdout) == {REFUND: ["1", "-", "0", "1", "0", "0"]}
+
+
 def test_without_a_server_or_key_the_fixture_says_what_to_do(tmp_path: Path) -> None:
     where = project(tmp_path, "def test_uses(composo):\n    pass\n")
     done = pytest_session(where)

@@ -45,7 +45,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="CRITERION=SCORE",
         help="fail the run (exit 3) when the criterion's mean score is below SCORE (0 to 1); "
         "CRITERION is a name from `composo criteria`, the criterion's text, or * for every "
-        "criterion of the run; repeatable",
+        "criterion of the run (or a group: RAG, TOOL_USE...); repeatable",
     )
     group.add_argument(
         "--min-pass-rate",
@@ -130,12 +130,19 @@ def parse_threshold(text: str, what: str, percent: bool = False) -> float:
 
 
 def _resolve_name(name: str, criteria: list[str], option: str) -> list[str]:
-    """A gate's criterion as texts of the run: ``*``, a library name or the criterion's text."""
-    from composo.cli._criteria import label, library
+    """A gate's criterion as texts of the run: ``*``, a library name, a group of them (``RAG``)
+    or the criterion's text."""
+    from composo import criteria as library_criteria
+    from composo.cli._criteria import GROUPS, label, library
 
     key = name.strip()
     if key == "*":
         return list(criteria)
+    if key.upper() in GROUPS and " " not in key:
+        group = set(getattr(library_criteria, key.upper()))
+        found = [c for c in criteria if c in group]
+        if found:
+            return found
     text = library().get(key, key)
     for criterion in criteria:
         if text == criterion or key == criterion.strip():
