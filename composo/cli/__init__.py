@@ -15,9 +15,14 @@ __all__ = ["main"]
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "evaluate": ("composo.cli._evaluate", "evaluate a JSONL dataset against criteria"),
     "report": ("composo.cli._report", "turn evaluation results into a self-contained HTML report"),
+    "compare": ("composo.cli._compare", "compare two runs' results, criterion by criterion"),
     "criteria": ("composo.cli._criteria", "list the ready-made criteria"),
     "serve": ("composo.cli._serve", "run a local Composo-compatible evaluation server"),
 }
+
+# subcommand -> module with ``check_args(args) -> str | None``: options another module adds to the
+# subcommand, checked against the whole command line before it runs (a problem exits 2).
+PRECHECKS: dict[str, str] = {"evaluate": "composo.cli._gates"}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -48,6 +53,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help(sys.stderr)
         return 2
+    check = PRECHECKS.get(args.command)
+    if check is not None:
+        problem = importlib.import_module(check).check_args(args)
+        if problem is not None:
+            print(f"composo {args.command}: error: {problem}", file=sys.stderr)
+            return 2
     module = importlib.import_module(SUBCOMMANDS[args.command][0])
     code: int = module.run(args)
     return code

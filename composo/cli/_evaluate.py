@@ -76,6 +76,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="start a local server with the offline heuristic judge (no account needed; "
         "a development stand-in, not a quality judge)",
     )
+    # -- quality gates and CI files (composo.cli._gates) --
+    from composo.cli._gates import add_arguments as add_gate_arguments
+
+    add_gate_arguments(parser)
+    # -- end quality gates --
 
 
 def _positive_int(text: str) -> int:
@@ -176,7 +181,12 @@ def run(args: argparse.Namespace) -> int:
     if run_state is not None and run_state.fatal is not None:
         print(f"stopped: {run_state.fatal}", file=sys.stderr)
         return EXIT_FAILED
-    return EXIT_FAILED if any(s.errors for s in stats.values()) else EXIT_OK
+    # -- quality gates and CI files (composo.cli._gates): exit 3 when a gate fails --
+    from composo.cli._gates import finish
+
+    gate_status = finish(args, stats, criteria)
+    # -- end quality gates --
+    return EXIT_FAILED if any(s.errors for s in stats.values()) else gate_status
 
 
 @contextlib.contextmanager

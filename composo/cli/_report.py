@@ -1,6 +1,8 @@
 """``composo report``: turn a results file into one self-contained HTML page (inline CSS and SVG,
 no scripts, nothing fetched), readable at a glance: per criterion the score distribution,
-not-applicable and error counts, and the lowest-scoring conversations with their explanations."""
+not-applicable and error counts, and the lowest-scoring conversations with their explanations.
+With ``--baseline`` an earlier run is shown beside it: both distributions, the paired change with
+its interval, and the items that regressed most with both explanations."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from composo.cli._compare import Comparison, CriterionComparison
     from composo.cli._results import CriterionStats
 
 __all__ = ["add_arguments", "render", "run"]
@@ -38,6 +41,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=_LOWEST,
         metavar="N",
         help="lowest-scoring conversations shown per criterion (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        metavar="BASE.jsonl",
+        help="an earlier run's results, shown side by side with this one",
     )
 
 
@@ -120,9 +129,21 @@ def run(args: argparse.Namespace) -> int:
     if not criteria:
         print(f"composo report: error: {args.results} holds no result rows", file=sys.stderr)
         return 2
+    baseline: _Baseline | None = None
+    if args.baseline is not None:
+        from composo.cli._compare import CompareError, compare_rows, load
+
+        try:
+            base_rows = load(args.baseline, "--baseline")
+            comparison = compare_rows(base_rows, iter_rows(args.results))
+        except CompareError as exc:
+            print(f"composo report: error: {exc}", file=sys.stderr)
+            return 2
+        base_criteria, _, base_items, _ = _collect(iter(base_rows), 0)
+        baseline = _Baseline(args.baseline.name, base_criteria, len(base_items), comparison)
     # weakest first: the page opens on what needs attention
     ranked = dict(sorted(criteria.items(), key=lambda kv: _rank(kv[1])))
-    page = render(ranked, errors, len(items), error_total, args.title, args.results.name)
+    page = render(ranked, errors, len(items), error_total, args.title, args.results.name, baseline)
     args.output.write_text(page, encoding="utf-8")
     print(f"wrote {args.output}", file=sys.stderr)
     return 0
@@ -284,28 +305,32 @@ def _strip(entry: _Criterion) -> str:
     )
 
 
-def _overview(criteria: dict[str, _Criterion]) -> str:
+def _overview(criteria: dict[str, _Criterion], baseline: _Baseline | None = None) -> str:
     rows = []
     for entry in criteria.values():
         mean = entry.stats.figures()["mean"]
         errors = entry.stats.errors
+        extra = ""
+        if baseline is not None:
+            extra = _baseline_cells(entry.text, baseline)
         rows.append(
-            f"<tr><td>{_esc(_label(entry.text))}</td><td>{_pill(mean)}</td>"
+            f"<tr><td>{_esc(_label(entry.text))}</td><td>{_pill(mean)}</td>{extra}"
             f"<td>{_strip(entry)}</td><td>{entry.stats.not_applicable}</td>"
             f"<td>{f'<span class=err>{errors}</span>' if errors else 0}</td></tr>"
         )
+    heads = "<th>baseline</th><th>change (95% interval)</th>" if baseline is not None else ""
     legend = " ".join(
         f'<span class="key" style="background:{c}"></span>{_esc(n)}'
         for n, c in [(b[0], b[3]) for b in _BANDS] + [("n/a", "#94a3b8"), ("error", "#b91c1c")]
     )
     return (
         '<section class="card"><h2>At a glance</h2><table><tr><th>criterion</th><th>mean</th>'
-        f"<th>scores</th><th>n/a</th><th>errors</th></tr>{''.join(rows)}</table>"
+        f"{heads}<th>scores</th><th>n/a</th><th>errors</th></tr>{''.join(rows)}</table>"
         f'<div class="legend">{legend}</div></section>'
     )
 
 
-def _card(entry: _Criterion) -> str:
+def _card(entry: _Criterion, baseline: _Baseline | None = None) -> str:
     s = entry.stats
     f = s.figures()
 
@@ -338,9 +363,81 @@ def _card(entry: _Criterion) -> str:
     )
     name = _label(entry.text)
     full = f'<div class="crit">{_esc(entry.text)}</div>' if name != entry.text else ""
+    side = _baseline_side(entry.text, baseline) if baseline is not None else ""
+    here = '<div class="sub">this run</div>' if side else ""
     return (
-        f'<section class="card"><h2>{_esc(name)}</h2>{full}<div class="row">{_histogram(entry)}'
-        f'<table class="stats" style="width:auto">{stats}</table></div>{low}</section>'
+        f'<section class="card"><h2>{_esc(name)}</h2>{full}<div class="row"><div>{here}'
+        f"{_histogram(entry)}</div>{side}"
+        f'<table class="stats" style="width:auto">{stats}</table></div>{low}'
+        f"{_regressed(entry.text, baseline) if baseline is not None else ''}</section>"
+    )
+
+
+# -- side by side with a baseline ------------------------------------------------------------
+
+
+@dataclass
+class _Baseline:
+    """The earlier run: its per-criterion figures and the paired comparison with this run."""
+
+    source: str
+    criteria: dict[str, _Criterion]
+    items: int
+    comparison: Comparison
+
+    def entry(self, criterion: str) -> CriterionComparison | None:
+        return next((c for c in self.comparison.criteria if c.criterion == criterion), None)
+
+
+def _signed(value: float | None) -> str:
+    return "–" if value is None else f"{value:+.3f}"
+
+
+def _baseline_cells(criterion: str, baseline: _Baseline) -> str:
+    base = baseline.criteria.get(criterion)
+    if base is None:
+        return '<td class="sub">not in baseline</td><td></td>'
+    mean = base.stats.figures()["mean"]
+    c = baseline.entry(criterion)
+    if c is None or c.interval is None:
+        return f"<td>{_pill(mean)}</td><td>–</td>"
+    lo, hi = c.interval
+    cls = "err" if hi < 0 else ""
+    return (
+        f"<td>{_pill(mean)}</td><td><span class='{cls}'>{_signed(c.mean_diff)}</span> "
+        f'<span class="sub">[{_signed(lo)}, {_signed(hi)}] over {len(c.pairs)}; '
+        f"{c.improved} up, {c.regressed} down</span></td>"
+    )
+
+
+def _baseline_side(criterion: str, baseline: _Baseline) -> str:
+    base = baseline.criteria.get(criterion)
+    if base is None:
+        return '<div class="sub">baseline: not evaluated for this criterion</div>'
+    f = base.stats.figures()
+    mean = "–" if f["mean"] is None else f"{f['mean']:.2f}"
+    return (
+        f'<div><div class="sub">baseline ({_esc(baseline.source)}), mean {mean}</div>'
+        f"{_histogram(base)}</div>"
+    )
+
+
+def _regressed(criterion: str, baseline: _Baseline, shown: int = 8) -> str:
+    c = baseline.entry(criterion)
+    if c is None:
+        return ""
+    rows = "".join(
+        f'<tr><td class="id">{_esc(p.key)}</td><td>{_pill(float(p.base["score"]))} → '
+        f"{_pill(float(p.new['score']))}</td><td><b>baseline:</b> "
+        f"{_explanation(p.base.get('explanation'))}<br><b>this run:</b> "
+        f"{_explanation(p.new.get('explanation'))}</td></tr>"
+        for p in c.worst(shown)
+    )
+    if not rows:
+        return ""
+    return (
+        "<h3>Regressed most since the baseline</h3><table><tr><th>item</th><th>score</th>"
+        f"<th>why</th></tr>{rows}</table>"
     )
 
 
@@ -351,6 +448,7 @@ def render(
     error_total: int,
     title: str,
     source: str,
+    baseline: _Baseline | None = None,
 ) -> str:
     """The whole page as one string."""
     from datetime import datetime, timezone
@@ -367,7 +465,7 @@ def render(
             ("errors", f'<span class="err">{error_total}</span>' if error_total else 0),
         ]
     )
-    cards = "".join(_card(c) for c in criteria.values())
+    cards = "".join(_card(c, baseline) for c in criteria.values())
     error_rows = "".join(
         f'<tr><td class="id">{_esc(_item(r))}</td>'
         f"<td>{'<br>'.join(_esc(_label(c)) for c in r['criteria'])}</td>"
@@ -383,11 +481,18 @@ def render(
         else ""
     )
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    against = ""
+    if baseline is not None:
+        against = (
+            f" compared with {_esc(baseline.source)} ({baseline.items} conversations; items "
+            f"paired by {baseline.comparison.paired_by})"
+        )
     return (
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width,initial-scale=1">'
         f"<title>{_esc(title)}</title><style>{_CSS}</style></head><body><main>"
-        f'<h1>{_esc(title)}</h1><div class="sub">{_esc(source)} · generated {stamp}</div>'
-        f'<div class="totals">{totals}</div>{_overview(criteria)}{cards}{error_block}'
+        f'<h1>{_esc(title)}</h1><div class="sub">{_esc(source)}{against} · generated {stamp}'
+        f'</div><div class="totals">{totals}</div>{_overview(criteria, baseline)}{cards}'
+        f"{error_block}"
         "</main></body></html>\n"
     )

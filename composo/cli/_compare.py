@@ -1,0 +1,342 @@
+"""``composo compare BASE.jsonl NEW.jsonl``: did quality move between two runs, and is the move
+more than noise? Per criterion the mean of each run, the paired difference over the items scored in
+both with a seeded bootstrap 95% interval, how many items improved or regressed, and the items that
+regressed most. ``--fail-on-regression TOL`` turns a real drop into the gate exit status."""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "CompareError",
+    "Comparison",
+    "CriterionComparison",
+    "add_arguments",
+    "bootstrap_interval",
+    "compare_rows",
+    "run",
+]
+
+EXIT_OK, EXIT_USAGE = 0, 2
+RESAMPLES = 2000
+_SAME = 1e-9  # differences smaller than this count as unchanged
+
+
+class CompareError(ValueError):
+    """The two files cannot be compared (one line, for the usage exit status)."""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("base", type=Path, metavar="BASE.jsonl", help="the earlier run's results")
+    parser.add_argument("new", type=Path, metavar="NEW.jsonl", help="the run to judge")
+    parser.add_argument(
+        "--fail-on-regression",
+        type=float,
+        metavar="TOL",
+        help="exit 3 when a criterion's mean drops by more than TOL (e.g. 0.02) and the 95%% "
+        "interval of the paired difference excludes 0",
+    )
+    parser.add_argument(
+        "--worst",
+        type=int,
+        default=5,
+        metavar="N",
+        help="regressed items shown per criterion, with both explanations (default %(default)s)",
+    )
+    parser.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="bootstrap seed (default %(default)s; same seed, same interval)",
+    )
+    parser.add_argument(
+        "--resamples",
+        type=int,
+        default=RESAMPLES,
+        metavar="N",
+        help="bootstrap resamples (default %(default)s)",
+    )
+    parser.add_argument("--summary-md", type=Path, metavar="FILE", help="append a markdown table")
+
+
+def bootstrap_interval(
+    diffs: list[float], seed: int = 0, resamples: int = RESAMPLES, level: float = 0.95
+) -> tuple[float, float]:
+    """Percentile bootstrap interval of the mean of ``diffs`` (same seed, same interval)."""
+    import math
+    import random
+
+    n = len(diffs)
+    if n == 0:
+        raise ValueError("no differences to resample")
+    if n == 1 or max(diffs) - min(diffs) < _SAME:
+        return (statistics.fmean(diffs), statistics.fmean(diffs))
+    rng = random.Random(seed)
+    means = sorted(math.fsum(rng.choices(diffs, k=n)) / n for _ in range(resamples))
+    tail = (1.0 - level) / 2.0
+    lo = means[max(0, math.floor(tail * resamples))]
+    hi = means[min(resamples - 1, math.ceil((1.0 - tail) * resamples) - 1)]
+    return (lo, hi)
+
+
+@dataclass
+class Pair:
+    key: str
+    base: dict[str, Any]
+    new: dict[str, Any]
+
+    @property
+    def diff(self) -> float:
+        return float(self.new["score"]) - float(self.base["score"])
+
+
+@dataclass
+class CriterionComparison:
+    criterion: str
+    base_mean: float | None
+    new_mean: float | None
+    base_count: int
+    new_count: int
+    pairs: list[Pair] = field(default_factory=list)
+    interval: tuple[float, float] | None = None
+
+    @property
+    def mean_diff(self) -> float | None:
+        return statistics.fmean(p.diff for p in self.pairs) if self.pairs else None
+
+    @property
+    def improved(self) -> int:
+        return sum(1 for p in self.pairs if p.diff > _SAME)
+
+    @property
+    def regressed(self) -> int:
+        return sum(1 for p in self.pairs if p.diff < -_SAME)
+
+    @property
+    def unchanged(self) -> int:
+        return len(self.pairs) - self.improved - self.regressed
+
+    def worst(self, n: int) -> list[Pair]:
+        down = [p for p in self.pairs if p.diff < -_SAME]
+        return sorted(down, key=lambda p: (p.diff, p.key))[: max(n, 0)]
+
+    def regression(self, tolerance: float) -> bool:
+        """The mean dropped by more than ``tolerance`` and the interval lies below 0."""
+        d = self.mean_diff
+        return (
+            d is not None
+            and self.interval is not None
+            and d < -tolerance
+            and self.interval[1] < 0.0
+        )
+
+
+@dataclass
+class Comparison:
+    criteria: list[CriterionComparison]
+    only_base: list[str]
+    only_new: list[str]
+    paired_by: str  # "id" or "line"
+
+
+def _key(row: dict[str, Any], by_id: bool) -> str:
+    if by_id and row.get("id") is not None:
+        return str(row["id"])
+    return f"line {row['index'] + 1}"
+
+
+def _table(rows: Iterable[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    out: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        out.setdefault(row["criterion"], []).append(row)
+    return out
+
+
+def _unique_ids(table: dict[str, list[dict[str, Any]]]) -> bool:
+    for rows in table.values():
+        ids = [r.get("id") for r in rows]
+        if any(i is None for i in ids) or len(set(map(str, ids))) != len(ids):
+            return False
+    return True
+
+
+def _mean(rows: list[dict[str, Any]]) -> float | None:
+    scores = [float(r["score"]) for r in rows if _scored(r)]
+    return statistics.fmean(scores) if scores else None
+
+
+def _scored(row: dict[str, Any]) -> bool:
+    return row.get("error") is None and isinstance(row.get("score"), (int, float))
+
+
+def compare_rows(
+    base_rows: Iterable[dict[str, Any]],
+    new_rows: Iterable[dict[str, Any]],
+    seed: int = 0,
+    resamples: int = RESAMPLES,
+) -> Comparison:
+    """Pair the two runs' rows and compare them criterion by criterion. Items pair by their
+    ``id`` when every row of both runs has a unique one, otherwise by line. Raises
+    :class:`CompareError` when no criterion or no item is shared."""
+    base, new = _table(base_rows), _table(new_rows)
+    if not base or not new:
+        raise CompareError(f"{'BASE' if not base else 'NEW'} holds no result rows")
+    shared = [c for c in new if c in base]
+    only_base = [c for c in base if c not in new]
+    only_new = [c for c in new if c not in base]
+    if not shared:
+        raise CompareError(
+            "the two files share no criterion (were they evaluated against different "
+            "criteria?); compare runs of the same -c criteria"
+        )
+    by_id = _unique_ids(base) and _unique_ids(new)
+    out: list[CriterionComparison] = []
+    for criterion in shared:
+        old = {_key(r, by_id): r for r in base[criterion]}
+        pairs = [
+            Pair(_key(r, by_id), old[_key(r, by_id)], r)
+            for r in new[criterion]
+            if _key(r, by_id) in old and _scored(r) and _scored(old[_key(r, by_id)])
+        ]
+        pairs.sort(key=lambda p: p.key)
+        entry = CriterionComparison(
+            criterion,
+            _mean(base[criterion]),
+            _mean(new[criterion]),
+            len(base[criterion]),
+            len(new[criterion]),
+            pairs,
+        )
+        if pairs:
+            entry.interval = bootstrap_interval([p.diff for p in pairs], seed, resamples)
+        out.append(entry)
+    if not any(c.pairs for c in out):
+        how = "id" if by_id else "line number"
+        raise CompareError(
+            f"no item is scored in both files (items are paired by {how}); compare two runs "
+            "over the same dataset"
+        )
+    return Comparison(out, only_base, only_new, "id" if by_id else "line")
+
+
+def _usage(message: str) -> int:
+    print(f"composo compare: error: {message}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+def _f(value: float | None, signed: bool = False) -> str:
+    if value is None:
+        return "-"
+    return f"{value:+.3f}" if signed else f"{value:.3f}"
+
+
+def _one_line(text: Any, width: int = 160) -> str:
+    flat = " ".join(str(text or "").split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+def render_text(result: Comparison, worst: int, tolerance: float | None) -> str:
+    from composo.cli._criteria import label
+
+    lines: list[str] = []
+    for c in result.criteria:
+        lo, hi = c.interval if c.interval else (None, None)
+        lines.append(label(c.criterion, 72))
+        lines.append(
+            f"  mean  base {_f(c.base_mean)} (n={c.base_count})  new {_f(c.new_mean)} "
+            f"(n={c.new_count})"
+        )
+        lines.append(
+            f"  paired difference {_f(c.mean_diff, True)} over {len(c.pairs)} item(s), "
+            f"95% interval [{_f(lo, True)}, {_f(hi, True)}]"
+        )
+        lines.append(f"  improved {c.improved}  regressed {c.regressed}  unchanged {c.unchanged}")
+        if tolerance is not None and c.regression(tolerance):
+            lines.append(f"  REGRESSION: the mean dropped by more than {tolerance:g}")
+        shown = c.worst(worst)
+        if shown:
+            lines.append("  regressed most:")
+        for p in shown:
+            lines.append(
+                f"    {p.key}: {_f(float(p.base['score']))} -> {_f(float(p.new['score']))} "
+                f"({_f(p.diff, True)})"
+            )
+            lines.append(f"      base: {_one_line(p.base.get('explanation'))}")
+            lines.append(f"      new:  {_one_line(p.new.get('explanation'))}")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def render_markdown(result: Comparison, tolerance: float | None) -> str:
+    from composo.cli._criteria import label
+    from composo.cli._summary_md import md_cell
+
+    lines = [
+        "### Composo comparison",
+        "",
+        "| criterion | base mean | new mean | difference | 95% interval | improved | regressed "
+        "| unchanged |",
+        "|---|--:|--:|--:|:-:|--:|--:|--:|",
+    ]
+    for c in result.criteria:
+        lo, hi = c.interval if c.interval else (None, None)
+        flag = " ❌" if tolerance is not None and c.regression(tolerance) else ""
+        lines.append(
+            f"| {md_cell(label(c.criterion, 60))} | {_f(c.base_mean)} | {_f(c.new_mean)} | "
+            f"{_f(c.mean_diff, True)}{flag} | [{_f(lo, True)}, {_f(hi, True)}] | {c.improved} | "
+            f"{c.regressed} | {c.unchanged} |"
+        )
+    return "\n".join(lines) + "\n\n"
+
+
+def load(path: Path, name: str) -> list[dict[str, Any]]:
+    from composo.cli._results import iter_rows
+
+    if not path.is_file():
+        raise CompareError(f"{name}: no such file: {path}")
+    return list(iter_rows(path))
+
+
+def run(args: argparse.Namespace) -> int:
+    from composo.cli._gates import EXIT_GATE
+
+    if args.fail_on_regression is not None and not 0.0 <= args.fail_on_regression <= 1.0:
+        return _usage(f"--fail-on-regression: {args.fail_on_regression:g} is outside 0 to 1")
+    if args.resamples < 100:
+        return _usage("--resamples: use at least 100")
+    if args.summary_md is not None and not args.summary_md.parent.is_dir():
+        return _usage(f"--summary-md: no such directory: {args.summary_md.parent}")
+    try:
+        base = load(args.base, "BASE")
+        new = load(args.new, "NEW")
+        result = compare_rows(base, new, args.seed, args.resamples)
+    except CompareError as exc:
+        return _usage(str(exc))
+    from composo.cli._criteria import label
+
+    for name, missing in (("BASE", result.only_base), ("NEW", result.only_new)):
+        for criterion in missing:
+            print(f"note: only {name} has {label(criterion, 60)!r}; not compared", file=sys.stderr)
+    sys.stdout.write(render_text(result, args.worst, args.fail_on_regression))
+    sys.stdout.flush()
+    if args.summary_md is not None:
+        with args.summary_md.open("a", encoding="utf-8") as f:
+            f.write(render_markdown(result, args.fail_on_regression))
+    if args.fail_on_regression is None:
+        return EXIT_OK
+    dropped = [c for c in result.criteria if c.regression(args.fail_on_regression)]
+    for c in dropped:
+        lo, hi = c.interval or (0.0, 0.0)
+        print(
+            f"regression: {label(c.criterion, 60)}: mean {_f(c.base_mean)} -> {_f(c.new_mean)}, "
+            f"paired difference {_f(c.mean_diff, True)} (95% interval [{lo:+.3f}, {hi:+.3f}]), "
+            f"more than the tolerance {args.fail_on_regression:g}",
+            file=sys.stderr,
+        )
+    return EXIT_GATE if dropped else EXIT_OK

@@ -1,0 +1,270 @@
+"""Quality gates for ``composo evaluate``: ``--fail-under`` (a criterion's mean) and
+``--min-pass-rate`` (a binary criterion's share of passes), plus the CI files written after a run
+(``--junit-xml``, ``--summary-md``). A failed gate exits with :data:`EXIT_GATE`, so CI can tell
+"quality dropped" from "requests failed" (1) and "bad command line" (2)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from composo.cli._results import CriterionStats
+
+__all__ = [
+    "EXIT_GATE",
+    "Gate",
+    "GateOutcome",
+    "add_arguments",
+    "check_args",
+    "evaluate_gates",
+    "finish",
+    "item_threshold",
+    "parse_threshold",
+]
+
+EXIT_GATE = 3
+# Per item, a scored criterion without a --fail-under gate fails its JUnit test case below this.
+DEFAULT_ITEM_THRESHOLD = 0.5
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The gate and CI-file options, added to ``composo evaluate``."""
+    group = parser.add_argument_group(
+        "quality gates and CI files",
+        "exit status: 0 all scored and every gate met, 1 some requests failed, 2 bad command "
+        "line, 3 a quality gate failed, 130 interrupted",
+    )
+    group.add_argument(
+        "--fail-under",
+        action="append",
+        default=[],
+        metavar="CRITERION=SCORE",
+        help="fail the run (exit 3) when the criterion's mean score is below SCORE (0 to 1); "
+        "CRITERION is a name from `composo criteria`, the criterion's text, or * for every "
+        "criterion of the run (or a group: RAG, TOOL_USE...); repeatable",
+    )
+    group.add_argument(
+        "--min-pass-rate",
+        action="append",
+        default=[],
+        metavar="CRITERION=RATE",
+        help="fail the run (exit 3) when fewer than RATE (0 to 1, or a percentage like 90%%) of "
+        "a binary criterion's scored items pass; * for every binary criterion; repeatable",
+    )
+    group.add_argument(
+        "--junit-xml",
+        type=Path,
+        metavar="FILE",
+        help="write a JUnit XML report: one test case per item and criterion (needs -o)",
+    )
+    group.add_argument(
+        "--summary-md",
+        type=Path,
+        metavar="FILE",
+        help='append a markdown summary table to FILE (e.g. "$GITHUB_STEP_SUMMARY")',
+    )
+
+
+@dataclass(frozen=True)
+class Gate:
+    """One threshold on one criterion of the run."""
+
+    kind: str  # "fail-under" | "min-pass-rate"
+    criterion: str
+    threshold: float
+    spec: str  # as written on the command line, for messages
+
+    @property
+    def option(self) -> str:
+        return f"--{self.kind} {self.spec}"
+
+
+@dataclass(frozen=True)
+class GateOutcome:
+    gate: Gate
+    value: float | None  # the mean or the pass rate; None when nothing was scored
+    passed: bool
+
+    def describe(self) -> str:
+        from composo.cli._criteria import label
+
+        name = label(self.gate.criterion, 48)
+        what = "mean" if self.gate.kind == "fail-under" else "pass rate"
+        if self.value is None:
+            return f"{self.gate.option}: {name}: no scored items to measure"
+        shown = _pct(self.value) if self.gate.kind == "min-pass-rate" else f"{self.value:.3f}"
+        goal = (
+            _pct(self.gate.threshold)
+            if self.gate.kind == "min-pass-rate"
+            else f"{self.gate.threshold:.3f}"
+        )
+        if self.passed:
+            return f"{self.gate.option}: {name}: {what} {shown} meets {goal}"
+        gap = self.gate.threshold - self.value
+        by = _pct(gap) if self.gate.kind == "min-pass-rate" else f"{gap:.3f}"
+        return f"{self.gate.option}: {name}: {what} {shown} is {by} below {goal}"
+
+
+def _pct(value: float) -> str:
+    return f"{100 * value:.1f}%"
+
+
+def parse_threshold(text: str, what: str, percent: bool = False) -> float:
+    """A number in [0, 1] (or ``90%`` when ``percent``); ``ValueError`` naming ``what``."""
+    raw = text.strip()
+    scale = 1.0
+    if percent and raw.endswith("%"):
+        raw, scale = raw[:-1].strip(), 0.01
+    try:
+        value = float(raw) * scale
+    except ValueError:
+        example = "0.9 or 90%" if percent else "0.7"
+        raise ValueError(f"{what}: {text!r} is not a number; write e.g. {example}") from None
+    if not 0.0 <= value <= 1.0 or value != value:
+        raise ValueError(f"{what}: {text!r} is outside 0 to 1")
+    return value
+
+
+def _resolve_name(name: str, criteria: list[str], option: str) -> list[str]:
+    """A gate's criterion as texts of the run: ``*``, a library name, a group of them (``RAG``)
+    or the criterion's text."""
+    from composo import criteria as library_criteria
+    from composo.cli._criteria import GROUPS, label, library
+
+    key = name.strip()
+    if key == "*":
+        return list(criteria)
+    if key.upper() in GROUPS and " " not in key:
+        group = set(getattr(library_criteria, key.upper()))
+        found = [c for c in criteria if c in group]
+        if found:
+            return found
+    text = library().get(key, key)
+    for criterion in criteria:
+        if text == criterion or key == criterion.strip():
+            return [criterion]
+    known = ", ".join(label(c, 40) for c in criteria)
+    raise ValueError(
+        f"{option}: {key!r} is not a criterion of this run (its criteria: {known}); use a name "
+        "from `composo criteria`, the text given to -c, or *"
+    )
+
+
+def parse_gates(fail_under: list[str], min_pass_rate: list[str], criteria: list[str]) -> list[Gate]:
+    """Every gate as (criterion, threshold); ``ValueError`` with a one-line reason."""
+    from composo._core.wire import is_binary
+
+    gates: list[Gate] = []
+    for kind, specs in (("fail-under", fail_under), ("min-pass-rate", min_pass_rate)):
+        option = f"--{kind}"
+        for spec in specs:
+            name, sep, value = spec.rpartition("=")
+            if not sep or not name.strip():
+                example = "rag_faithfulness=0.8" if kind == "fail-under" else "'*=0.9'"
+                raise ValueError(
+                    f"{option}: expected CRITERION=VALUE, got {spec!r} (e.g. {example})"
+                )
+            threshold = parse_threshold(value, f"{option} {spec}", percent=kind == "min-pass-rate")
+            targets = _resolve_name(name, criteria, option)
+            if kind == "min-pass-rate":
+                if name.strip() == "*":
+                    targets = [c for c in targets if is_binary(c)]
+                    if not targets:
+                        raise ValueError(
+                            f"{option} {spec}: the run has no binary criterion ('Passes if ...' "
+                            "or 'Fails if ...'); use --fail-under for scored criteria"
+                        )
+                elif not is_binary(targets[0]):
+                    raise ValueError(
+                        f"{option} {spec}: not a binary criterion ('Passes if ...' or "
+                        "'Fails if ...'); use --fail-under for a mean score"
+                    )
+            gates.extend(Gate(kind, c, threshold, spec) for c in targets)
+    return gates
+
+
+def check_args(args: argparse.Namespace) -> str | None:
+    """Check the gate and CI-file options against the rest of the command line before anything
+    runs; the parsed gates are left on ``args.gates``. Returns the problem, or ``None``."""
+    from composo.cli._criteria import resolve
+
+    args.gates = []
+    try:
+        criteria = resolve(args.criteria)
+    except ValueError:
+        return None  # `composo evaluate` itself reports a bad -c
+    try:
+        args.gates = parse_gates(args.fail_under, args.min_pass_rate, criteria)
+    except ValueError as exc:
+        return str(exc)
+    if args.junit_xml is not None and args.output is None:
+        return "--junit-xml needs -o OUT.jsonl (the test cases are read from the results file)"
+    for option, path in (("--junit-xml", args.junit_xml), ("--summary-md", args.summary_md)):
+        if path is not None and not path.parent.is_dir():
+            return f"{option}: no such directory: {path.parent}"
+    return None
+
+
+def evaluate_gates(gates: list[Gate], stats: dict[str, CriterionStats]) -> list[GateOutcome]:
+    from composo.cli._results import CriterionStats
+
+    out: list[GateOutcome] = []
+    for gate in gates:
+        s = stats.get(gate.criterion) or CriterionStats()
+        value: float | None
+        if gate.kind == "fail-under":
+            value = s.figures()["mean"]
+        else:
+            value = (sum(1 for x in s.scores if x >= 0.5) / len(s.scores)) if s.scores else None
+        # a tiny tolerance so that a mean printed as the threshold is not a failure
+        passed = value is not None and value >= gate.threshold - 1e-12
+        out.append(GateOutcome(gate, value, passed))
+    return out
+
+
+def item_threshold(criterion: str, gates: list[Gate]) -> float:
+    """The score an item needs to pass for ``criterion``: binary criteria need a pass (1); scored
+    ones the criterion's ``--fail-under`` value, else :data:`DEFAULT_ITEM_THRESHOLD`."""
+    from composo._core.wire import is_binary
+
+    if is_binary(criterion):
+        return 1.0
+    under = [g.threshold for g in gates if g.kind == "fail-under" and g.criterion == criterion]
+    return max(under) if under else DEFAULT_ITEM_THRESHOLD
+
+
+def finish(args: argparse.Namespace, stats: dict[str, CriterionStats], criteria: list[str]) -> int:
+    """After a completed run: check the gates, say which failed by how much, write the JUnit and
+    markdown files. Returns 0, or :data:`EXIT_GATE` when a gate failed."""
+    gates: list[Gate] = getattr(args, "gates", None) or []
+    outcomes = evaluate_gates(gates, stats)
+    for outcome in outcomes:
+        verdict = "passed" if outcome.passed else "FAILED"
+        print(f"gate {verdict}: {outcome.describe()}", file=sys.stderr)
+    failed = [o for o in outcomes if not o.passed]
+    if failed:
+        print(
+            f"composo evaluate: {len(failed)} of {len(outcomes)} quality gate(s) failed "
+            f"(exit {EXIT_GATE})",
+            file=sys.stderr,
+        )
+    junit = getattr(args, "junit_xml", None)
+    if junit is not None and args.output is not None:
+        from composo.cli._junit import write_junit
+        from composo.cli._results import iter_rows
+
+        rows = (r for r in iter_rows(args.output) if r["criterion"] in criteria)
+        write_junit(junit, rows, criteria, gates)
+        print(f"wrote {junit}", file=sys.stderr)
+    summary = getattr(args, "summary_md", None)
+    if summary is not None:
+        from composo.cli._summary_md import summary_markdown
+
+        with summary.open("a", encoding="utf-8") as f:
+            f.write(summary_markdown(stats, criteria, outcomes))
+        print(f"wrote {summary}", file=sys.stderr)
+    return EXIT_GATE if failed else 0

@@ -1,0 +1,89 @@
+"""JUnit XML from a results file, so CI systems list each item × criterion as a test case: one
+test suite per criterion, a ``<failure>`` carrying the judge's explanation when an item scored
+below what it needed, an ``<error>`` when it could not be evaluated, ``<skipped>`` when the
+criterion did not apply."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from composo.cli._gates import Gate
+
+__all__ = ["write_junit", "xml_text"]
+
+# Characters XML 1.0 cannot hold at all (control characters, lone surrogates, U+FFFE/U+FFFF).
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+
+
+def xml_text(value: Any) -> str:
+    """``value`` as text an XML document can carry (characters XML forbids become U+FFFD)."""
+    return _NOT_XML.sub("\ufffd", "" if value is None else str(value))
+
+
+def _item(row: dict[str, Any]) -> str:
+    return str(row["id"]) if row.get("id") is not None else f"line {row['index'] + 1}"
+
+
+def write_junit(
+    path: Path, rows: Iterable[dict[str, Any]], criteria: list[str], gates: list[Gate]
+) -> None:
+    """Write ``path``: ``<testsuites>`` with one ``<testsuite>`` per criterion (in run order)."""
+    import xml.etree.ElementTree as ET
+
+    from composo.cli._criteria import label
+    from composo.cli._gates import item_threshold
+
+    by_criterion: dict[str, list[dict[str, Any]]] = {c: [] for c in criteria}
+    for row in rows:
+        by_criterion.setdefault(row["criterion"], []).append(row)
+    root = ET.Element("testsuites", name="composo evaluate")
+    totals = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
+    for criterion, found in by_criterion.items():
+        found.sort(key=lambda r: (r["index"], _item(r)))
+        name = label(criterion, 80)
+        needed = item_threshold(criterion, gates)
+        counts = {"tests": len(found), "failures": 0, "errors": 0, "skipped": 0}
+        suite = ET.SubElement(root, "testsuite", name=xml_text(name))
+        props = ET.SubElement(suite, "properties")
+        ET.SubElement(props, "property", name="criterion", value=xml_text(criterion))
+        ET.SubElement(props, "property", name="threshold", value=f"{needed:g}")
+        for row in found:
+            case = ET.SubElement(
+                suite, "testcase", name=xml_text(_item(row)), classname=xml_text(name), time="0"
+            )
+            score = row.get("score")
+            explanation = xml_text(row.get("explanation"))
+            if row.get("error") is not None:
+                counts["errors"] += 1
+                error = ET.SubElement(case, "error", message=xml_text(row["error"]), type="error")
+                error.text = xml_text(row["error"])
+            elif not isinstance(score, (int, float)):
+                counts["skipped"] += 1
+                ET.SubElement(case, "skipped", message="not applicable: " + explanation[:200])
+            elif score < needed - 1e-12:
+                counts["failures"] += 1
+                failure = ET.SubElement(
+                    case,
+                    "failure",
+                    message=f"score {score:g} below {needed:g}",
+                    type="ScoreBelowThreshold",
+                )
+                failure.text = explanation
+            if explanation and row.get("error") is None:
+                out = ET.SubElement(case, "system-out")
+                out.text = f"score: {score}\n{explanation}"
+        for key, value in counts.items():
+            suite.set(key, str(value))
+            totals[key] += value
+        suite.set("time", "0")
+    for key, value in totals.items():
+        root.set(key, str(value))
+    root.set("time", "0")
+    ET.indent(root)
+    tmp = path.with_name(path.name + ".tmp")
+    ET.ElementTree(root).write(tmp, encoding="utf-8", xml_declaration=True)
+    tmp.replace(path)

@@ -1,0 +1,63 @@
+"""The CI example runs as written: its test and evaluation steps, against the local server."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tests.support.cli import ROOT, clean_env, read_rows
+from tests.support.servers import ServerProcess
+
+WORKFLOW = ROOT / "examples" / "ci" / "evaluations.yml"
+
+
+def steps() -> dict[str, Any]:
+    doc = yaml.safe_load(WORKFLOW.read_text())
+    (job,) = doc["jobs"].values()
+    return {s.get("name", s.get("uses")): s for s in job["steps"]}
+
+
+def run_step(step: dict[str, Any], where: Path, env: dict[str, str]) -> Any:
+    return subprocess.run(
+        ["bash", "-e", "-c", step["run"]],
+        capture_output=True,
+        text=True,
+        cwd=where,
+        env=clean_env(**env),
+        timeout=300,
+    )
+
+
+def test_the_workflow_steps_pass_against_a_local_server(
+    live: ServerProcess, tmp_path: Path
+) -> None:
+    found = steps()
+    (tmp_path / "examples").symlink_to(ROOT / "examples")
+    (tmp_path / "pytest.ini").write_text(
+        "[pytest]\nasyncio_default_fixture_loop_scope = function\n"
+    )
+    summary = tmp_path / "step-summary.md"
+    env = {
+        "COMPOSO_API_KEY": live.api_key,
+        "COMPOSO_BASE_URL": live.base_url,
+        "GITHUB_STEP_SUMMARY": str(summary),
+    }
+
+    tests = run_step(found["Quality tests (pytest plugin)"], tmp_path, env)
+    assert tests.returncode == 0, tests.stdout + tests.stderr
+    assert "composo evaluations" in tests.stdout
+    assert len(read_rows(tmp_path / "test-evaluations.jsonl")) >= 5
+
+    gated = run_step(found["Dataset evaluation with gates"], tmp_path, env)
+    assert gated.returncode == 0, gated.stderr
+    assert gated.stderr.count("gate passed") == 2
+    assert "| rag_faithfulness |" in summary.read_text()
+    assert (tmp_path / "junit.xml").read_text().startswith("<?xml")
+
+    report = run_step(found["Report"], tmp_path, env)
+    assert report.returncode == 0 and (tmp_path / "report.html").is_file()
+    uploaded = found["actions/upload-artifact@v4"]["with"]["path"].split()
+    assert all((tmp_path / p).is_file() for p in uploaded)
