@@ -9,16 +9,21 @@ release. The import contract checked in CI keeps the bundled integrations to thi
   and keeps an :class:`EvaluationRecord` per outcome (never raising into the caller).
 - Option checking: the same checks the clients make, for options taken at construction time.
 - Message conversion: what the plugins turn a foreign object into, or a clear error.
-- Traces: :func:`record_interaction` hands a captured model call to the running
-  ``AgentTracer``; :class:`OpenInferenceInstrument` is the base of an OpenInference instrument.
+- Traces: :class:`TraceRecorder` turns a framework's events (agent started and finished, model
+  call recorded or reserved and filled, tool called and answered) into a ``MultiAgentTrace``;
+  every capture in the project records into it. :class:`Agent` and :class:`Step` are what its
+  events return, :data:`Interaction` what a model call may be handed over as, and
+  :class:`Capture` the base of a ``with`` / ``async with`` recording block.
+  :func:`record_interaction` hands a captured model call to the running ``AgentTracer``;
+  :class:`OpenInferenceInstrument` is the base of an OpenInference instrument.
+- Packaging: :func:`lazy_exports` gives a package names that load on first use.
 
 Background and instrument names load on first use, so importing this module stays cheap.
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from composo._core.build import check_model_core, normalize_criteria, normalize_tags
 from composo._core.convert import (
@@ -33,6 +38,8 @@ from composo._core.convert import (
 from composo._core.trace import trace_from_messages
 from composo._core.wire import LIGHTNING_MODEL_CORES, check_criterion, is_binary
 from composo.tracing._context import current_tracer, record_interaction
+from composo.tracing._lazy import lazy_exports
+from composo.tracing._recorder import Agent, Capture, Interaction, Step, TraceRecorder
 
 if TYPE_CHECKING:
     from composo._core.background import (
@@ -44,15 +51,21 @@ if TYPE_CHECKING:
 
 __all__ = [
     "LIGHTNING_MODEL_CORES",
+    "Agent",
     "BackgroundEvaluator",
     "BacklogFullError",
+    "Capture",
     "EvaluationRecord",
     "Instrument",
+    "Interaction",
     "OpenInferenceInstrument",
+    "Step",
+    "TraceRecorder",
     "check_criterion",
     "check_model_core",
     "current_tracer",
     "is_binary",
+    "lazy_exports",
     "normalize_criteria",
     "normalize_tags",
     "record_interaction",
@@ -66,19 +79,13 @@ __all__ = [
     "unsupported",
 ]
 
-_LAZY = {
-    "BackgroundEvaluator": "composo._core.background",
-    "BacklogFullError": "composo._core.background",
-    "EvaluationRecord": "composo._core.background",
-    "Instrument": "composo.tracing._instruments",
-    "OpenInferenceInstrument": "composo.tracing._instruments",
-}
-
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'composo.ext' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "BackgroundEvaluator": "composo._core.background",
+        "BacklogFullError": "composo._core.background",
+        "EvaluationRecord": "composo._core.background",
+        "Instrument": "composo.tracing._instruments",
+        "OpenInferenceInstrument": "composo.tracing._instruments",
+    },
+)

@@ -252,6 +252,11 @@ class TraceRecorder:
             )
 
     @property
+    def agent_count(self) -> int:
+        """Agents started so far."""
+        return len(self._agents)
+
+    @property
     def open_agents(self) -> int:
         """Agents started and not finished."""
         with self._lock:
