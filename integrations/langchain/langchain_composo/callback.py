@@ -19,7 +19,7 @@ from composo.ext import (
     check_model_core,
     normalize_tags,
 )
-from langchain_composo.runs import Run, build_trace, llm_evaluation
+from langchain_composo.runs import Run, llm_evaluation, trace_of
 
 __all__ = ["ComposoCallback", "EvaluationRecord"]
 
@@ -317,11 +317,10 @@ class ComposoCallback(BaseCallbackHandler):
                 # Model calls are judged alone; their parents are not tracked.
                 run = Run(run_id, kind, name, None, metadata, tree=False)
             else:
+                if parent is not None and kind == "chain" and Run.is_graph_step(tags):
+                    parent.graph_step_started()
                 run = Run(run_id, kind, name, parent, metadata, tree=True)
                 if parent is not None:
-                    parent.children.append(run)
-                    if kind == "chain" and Run.is_graph_step(tags):
-                        parent.is_graph = True
                     open_ids = run.root.open
                     if open_ids is not None:
                         open_ids.add(run_id)
@@ -337,6 +336,7 @@ class ComposoCallback(BaseCallbackHandler):
             if output is not None:
                 run.output = output
                 run.root.model_calls += 1
+            run.ended(output)
             open_ids = run.root.open
             if open_ids is not None:
                 open_ids.discard(run_id)
@@ -361,7 +361,7 @@ class ComposoCallback(BaseCallbackHandler):
         self._evaluator.submit(
             str(root.run_id),
             "evaluate_trace",
-            lambda: {"trace": build_trace(root)},
+            lambda: {"trace": trace_of(root)},
             {"name": root.name, "mode": "trace"},
         )
 
