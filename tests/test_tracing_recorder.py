@@ -188,24 +188,35 @@ def test_threads_record_into_one_recorder_while_it_is_read() -> None:
     assert rec.open_agents == 1
 
 
-async def test_capture_blocks_work_with_async_with() -> None:
+async def test_capture_blocks_record_once_with_or_async_with() -> None:
     class Block(Capture):
+        _again = "{self!r} is spent"
+
         def __init__(self) -> None:
             self.events: list[str] = []
 
-        def __enter__(self) -> Block:
-            self.events.append("enter")
-            return self
+        def __repr__(self) -> str:
+            return "Block()"
 
-        def __exit__(self, *exc: object) -> None:
-            self.events.append(f"exit {exc[0].__name__ if exc[0] else None}")
+        def _activate(self) -> None:
+            self.events.append("on")
 
-    async with Block() as block:
-        pass
+        def _deactivate(self) -> None:
+            self.events.append("off")
+
     with pytest.raises(KeyError):
-        async with block:
+        async with Block() as block:
+            assert block._state == "running"
             raise KeyError("x")
-    assert block.events == ["enter", "exit None", "enter", "exit KeyError"]
+    assert block.events == ["on", "off"] and block._state == "closed"
+    with pytest.raises(RuntimeError, match=r"Block\(\) is spent"):
+        async with block:
+            pass
+    with pytest.raises(RuntimeError, match="spent"), block:
+        pass
+    with Block() as other:
+        pass
+    assert block.events == ["on", "off"] and other.events == ["on", "off"]
 
 
 def test_lazy_exports_load_names_on_first_use(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -14,7 +14,6 @@ import inspect
 import logging
 import uuid
 from collections.abc import Awaitable, Callable
-from types import TracebackType
 from typing import Any, ParamSpec, TypeVar, overload
 
 from composo._core.trace import LLMInteraction, MultiAgentTrace
@@ -70,26 +69,16 @@ class AgentTracer(Capture):
         self._recorder: TraceRecorder | None = None
         self._agent: Agent | None = None
         self._token: Any = None
-        self._state = "new"
 
     def __repr__(self) -> str:
         return f"AgentTracer(name={self.name!r}, agent_id={self.agent_id!r}, state={self._state})"
 
     # -- activation -----------------------------------------------------------------------------
 
-    def __enter__(self) -> AgentTracer:
-        """Start recording in this context (a sub-agent of the tracer active here, if any).
+    _again = "{self!r} has already run; create a new AgentTracer for each agent run"
 
-        Returns:
-            The tracer.
-
-        Raises:
-            RuntimeError: The tracer has already run.
-        """
-        if self._state != "new":
-            raise RuntimeError(
-                f"{self!r} has already run; create a new AgentTracer for each agent run"
-            )
+    def _activate(self) -> None:
+        """A sub-agent of the tracer active here, if any, else the root of a new recording."""
         parent = context.current_tracer()
         if parent is not None and parent._recorder is not None:
             self._recorder = parent._recorder
@@ -98,19 +87,10 @@ class AgentTracer(Capture):
             self._recorder = TraceRecorder(kind="AgentTracers")
             self._agent = self._recorder.agent_started(self.agent_id, self.name)
         self._token = context.push(self)
-        self._state = "running"
-        return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        """Stop recording; calls still running may finish into the trace afterwards."""
+    def _deactivate(self) -> None:
         context.pop(self, self._token)
         self._token = None
-        self._state = "closed"
         if self._recorder is not None and self._agent is not None:
             self._recorder.agent_finished(self._agent)
 

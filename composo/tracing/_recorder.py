@@ -49,20 +49,48 @@ C = TypeVar("C", bound="Capture")
 
 
 class Capture:
-    """Base of a ``with`` / ``async with`` block that records while it is active: subclasses
-    define ``__enter__`` and ``__exit__``; the async forms run them unchanged (activation is a
-    context-variable change, never I/O)."""
+    """Base of a ``with`` / ``async with`` block that records once while it is active.
 
-    def __enter__(self: C) -> C:  # pragma: no cover - every subclass defines it
+    Subclasses define ``_activate`` and ``_deactivate`` (a context-variable change, never I/O,
+    so the async forms run them unchanged) and set ``_again``, the error for a second use.
+    ``_state`` is ``"new"``, then ``running``, then ``finished`` (names a subclass may change).
+    """
+
+    _again = "{self!r} has already run; create a new one for each run"
+    _running = "running"
+    _finished = "closed"
+    _state = "new"
+
+    def _activate(self) -> None:  # pragma: no cover - every subclass defines it
         raise NotImplementedError
+
+    def _deactivate(self) -> None:  # pragma: no cover - every subclass defines it
+        raise NotImplementedError
+
+    def __enter__(self: C) -> C:
+        """Start recording in this thread or task.
+
+        Returns:
+            The block itself.
+
+        Raises:
+            RuntimeError: It has already recorded once.
+        """
+        if self._state != "new":
+            raise RuntimeError(self._again.format(self=self))
+        self._activate()
+        self._state = self._running
+        return self
 
     def __exit__(
         self,
         exc_type: type[BaseException] | None,
         exc: BaseException | None,
         tb: TracebackType | None,
-    ) -> None:  # pragma: no cover - every subclass defines it
-        raise NotImplementedError
+    ) -> None:
+        """Stop recording; calls still running may finish into the recording afterwards."""
+        self._deactivate()
+        self._state = self._finished
 
     async def __aenter__(self: C) -> C:
         return self.__enter__()

@@ -195,16 +195,6 @@ class ComposoCallback(BaseCallbackHandler):
         elif run.parent is None:
             self._submit_trace(run)
 
-    def on_llm_error(
-        self,
-        error: BaseException,
-        *,
-        run_id: UUID,
-        parent_run_id: UUID | None = None,
-        **kwargs: Any,
-    ) -> None:
-        self._end(run_id)
-
     def on_chain_start(
         self,
         serialized: dict[str, Any] | None,
@@ -220,24 +210,6 @@ class ComposoCallback(BaseCallbackHandler):
             self._raise_recorded()
         self._start(run_id, parent_run_id, "chain", kwargs.get("name"), serialized, metadata, tags)
 
-    def on_chain_end(
-        self, outputs: Any, *, run_id: UUID, parent_run_id: UUID | None = None, **kwargs: Any
-    ) -> None:
-        run = self._end(run_id)
-        if run is not None and run.parent is None:
-            self._submit_trace(run)
-
-    def on_chain_error(
-        self,
-        error: BaseException,
-        *,
-        run_id: UUID,
-        parent_run_id: UUID | None = None,
-        **kwargs: Any,
-    ) -> None:
-        # A failed or cancelled run is not evaluated; its records are dropped with it.
-        self._end(run_id)
-
     def on_tool_start(
         self,
         serialized: dict[str, Any] | None,
@@ -252,23 +224,6 @@ class ComposoCallback(BaseCallbackHandler):
     ) -> None:
         self._start(run_id, parent_run_id, "tool", kwargs.get("name"), serialized, metadata)
 
-    def on_tool_end(
-        self, output: Any, *, run_id: UUID, parent_run_id: UUID | None = None, **kwargs: Any
-    ) -> None:
-        run = self._end(run_id)
-        if run is not None and run.parent is None:
-            self._submit_trace(run)
-
-    def on_tool_error(
-        self,
-        error: BaseException,
-        *,
-        run_id: UUID,
-        parent_run_id: UUID | None = None,
-        **kwargs: Any,
-    ) -> None:
-        self._end(run_id)
-
     def on_retriever_start(
         self,
         serialized: dict[str, Any] | None,
@@ -282,20 +237,34 @@ class ComposoCallback(BaseCallbackHandler):
     ) -> None:
         self._start(run_id, parent_run_id, "chain", kwargs.get("name"), serialized, metadata)
 
-    def on_retriever_end(
-        self, documents: Any, *, run_id: UUID, parent_run_id: UUID | None = None, **kwargs: Any
-    ) -> None:
+    # Ends: a finished root is evaluated; a failed or cancelled run is not, and its records are
+    # dropped with it. (``parent_run_id`` and the rest arrive in ``kwargs``.)
+
+    def on_chain_end(self, outputs: Any, *, run_id: UUID, **kwargs: Any) -> None:
+        self._ended(run_id)
+
+    def on_tool_end(self, output: Any, *, run_id: UUID, **kwargs: Any) -> None:
+        self._ended(run_id)
+
+    def on_retriever_end(self, documents: Any, *, run_id: UUID, **kwargs: Any) -> None:
         self._end(run_id)
 
-    def on_retriever_error(
-        self,
-        error: BaseException,
-        *,
-        run_id: UUID,
-        parent_run_id: UUID | None = None,
-        **kwargs: Any,
-    ) -> None:
+    def on_llm_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
         self._end(run_id)
+
+    def on_chain_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
+        self._end(run_id)
+
+    def on_tool_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
+        self._end(run_id)
+
+    def on_retriever_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
+        self._end(run_id)
+
+    def _ended(self, run_id: UUID) -> None:
+        run = self._end(run_id)
+        if run is not None and run.parent is None:
+            self._submit_trace(run)
 
     # -- bookkeeping ------------------------------------------------------------------------------
 

@@ -24,7 +24,6 @@ import json
 import logging
 import threading
 from contextvars import ContextVar, Token
-from types import TracebackType
 from typing import Any
 
 from llama_index.core.base.llms.base import BaseLLM
@@ -264,7 +263,6 @@ class LlamaIndexTraceCapture(Capture):
         self._calls = _Calls()
         self._loose = _Scope(name or "llama_index", None, fixed=True, tool=False)
         self._token: Token[LlamaIndexTraceCapture | None] | None = None
-        self._state = "new"
 
     def __repr__(self) -> str:
         return (
@@ -274,35 +272,21 @@ class LlamaIndexTraceCapture(Capture):
 
     # -- context manager -----------------------------------------------------------------
 
-    def __enter__(self) -> LlamaIndexTraceCapture:
-        """Start recording in this thread or task.
+    _again = "a LlamaIndexTraceCapture records once; create a new one"
+    _running = "active"
+    _finished = "finished"
 
-        Returns:
-            The capture.
-
-        Raises:
-            RuntimeError: The capture has already recorded.
-        """
-        if self._state != "new":
-            raise RuntimeError("a LlamaIndexTraceCapture records once; create a new one")
+    def _activate(self) -> None:
         _hub.acquire()
         self._token = _current.set(self)
-        self._state = "active"
-        return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def _deactivate(self) -> None:
         if self._token is not None:
             try:
                 _current.reset(self._token)
             except ValueError:  # exited in another context than entered: just stop recording
                 _current.set(None)
             self._token = None
-        self._state = "finished"
         with self._lock:
             self._spans.clear()
             self._runs.clear()
