@@ -210,32 +210,30 @@ class ComposoCallback(BaseCallbackHandler):
             self._raise_recorded()
         self._start(run_id, parent_run_id, "chain", kwargs.get("name"), serialized, metadata, tags)
 
+    # Tools and retrievers only place the runs under them (``parent_run_id``, ``tags`` and
+    # ``metadata`` arrive in ``kwargs``).
+
     def on_tool_start(
-        self,
-        serialized: dict[str, Any] | None,
-        input_str: str,
-        *,
-        run_id: UUID,
-        parent_run_id: UUID | None = None,
-        tags: list[str] | None = None,
-        metadata: dict[str, Any] | None = None,
-        inputs: dict[str, Any] | None = None,
-        **kwargs: Any,
+        self, serialized: Any, input_str: str, *, run_id: UUID, **kwargs: Any
     ) -> None:
-        self._start(run_id, parent_run_id, "tool", kwargs.get("name"), serialized, metadata)
+        self._start_child(run_id, "tool", serialized, kwargs)
 
     def on_retriever_start(
-        self,
-        serialized: dict[str, Any] | None,
-        query: str,
-        *,
-        run_id: UUID,
-        parent_run_id: UUID | None = None,
-        tags: list[str] | None = None,
-        metadata: dict[str, Any] | None = None,
-        **kwargs: Any,
+        self, serialized: Any, query: str, *, run_id: UUID, **kwargs: Any
     ) -> None:
-        self._start(run_id, parent_run_id, "chain", kwargs.get("name"), serialized, metadata)
+        self._start_child(run_id, "chain", serialized, kwargs)
+
+    def _start_child(
+        self, run_id: UUID, kind: str, serialized: Any, kwargs: dict[str, Any]
+    ) -> None:
+        self._start(
+            run_id,
+            kwargs.get("parent_run_id"),
+            kind,
+            kwargs.get("name"),
+            serialized,
+            kwargs.get("metadata"),
+        )
 
     # Ends: a finished root is evaluated; a failed or cancelled run is not, and its records are
     # dropped with it. (``parent_run_id`` and the rest arrive in ``kwargs``.)
