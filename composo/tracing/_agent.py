@@ -150,8 +150,19 @@ def agent_tracer(
 ) -> Callable[P, R] | Callable[[Callable[P, R]], Callable[P, R]]:
     """Run each call of the decorated function (sync or async) inside its own ``AgentTracer``.
 
-    ``name`` defaults to the function's name. Called from inside another tracer, each run is a
-    sub-agent of it; ``on_trace`` receives the run's own trace when the function returns.
+    Called from inside another tracer, each run is a sub-agent of it. Use bare
+    (``@agent_tracer``) or with arguments (``@agent_tracer("researcher", on_trace=...)``).
+
+    Args:
+        name: The agent's name (default: the function's name).
+        on_trace: Receives the run's own trace when the function returns (a run that made no
+            model call is logged and skipped).
+
+    Returns:
+        The wrapped function, or a decorator making one.
+
+    Raises:
+        ComposoValidationError: ``name`` is not a non-empty string.
     """
     if callable(name):
         return agent_tracer()(name)

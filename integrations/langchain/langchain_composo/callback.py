@@ -40,6 +40,22 @@ class ComposoCallback(BaseCallbackHandler):
     and :meth:`flush` waits for pending ones. Failures are logged and recorded; with
     ``raise_error=True`` they are raised by :meth:`flush` and by the next run instead.
     ``tags`` are Composo tags (string to string) sent with every evaluation.
+
+    Args:
+        criteria: One criterion or several (``"Reward ..."``, ``"Penalize ..."``, ...).
+        client: A ``Composo`` or ``AsyncComposo`` (default: one made from the environment).
+        mode: ``"llm"`` (each chat model call) or ``"trace"`` (each whole run).
+        tags: Composo tags sent with every evaluation.
+        on_result: Called with each :class:`EvaluationRecord` as it arrives.
+        raise_error: Raise recorded failures from :meth:`flush` and the next run.
+        evaluator_name: Saved evaluators to run, instead of or beside ``criteria``.
+        model_core: The Composo model core (lightning cores only with ``mode="llm"``).
+        max_results: How many records ``results`` keeps (``None``: all).
+        max_pending: How many evaluations may wait; beyond it new ones are skipped and
+            recorded with a ``BacklogFullError``.
+
+    Raises:
+        ComposoValidationError: An argument is invalid (named in the message).
     """
 
     # Bookkeeping is cheap and thread-safe, so async runs call it directly, in event order.
@@ -102,6 +118,7 @@ class ComposoCallback(BaseCallbackHandler):
 
     @property
     def pending(self) -> int:
+        """Evaluations submitted and not finished."""
         return self._evaluator.pending
 
     @property
@@ -116,19 +133,43 @@ class ComposoCallback(BaseCallbackHandler):
             return len(self._runs)
 
     def flush(self, timeout: float | None = None) -> bool:
-        """Wait for pending evaluations; ``False`` if ``timeout`` seconds passed first."""
+        """Wait for pending evaluations.
+
+        Args:
+            timeout: Seconds to wait at most (``None``: as long as it takes).
+
+        Returns:
+            ``False`` if ``timeout`` passed first.
+
+        Raises:
+            ComposoError: With ``raise_error=True``, the first failure recorded since last time.
+        """
         done = self._evaluator.flush(timeout)
         self._raise_recorded()
         return done
 
     async def aflush(self, timeout: float | None = None) -> bool:
-        """:meth:`flush` for async code."""
+        """:meth:`flush` for async code.
+
+        Args:
+            timeout: Seconds to wait at most (``None``: as long as it takes).
+
+        Returns:
+            ``False`` if ``timeout`` passed first.
+
+        Raises:
+            ComposoError: With ``raise_error=True``, the first failure recorded since last time.
+        """
         done = await self._evaluator.aflush(timeout)
         self._raise_recorded()
         return done
 
     def close(self, timeout: float | None = 5.0) -> None:
-        """Wait up to ``timeout`` for pending evaluations, then stop the background thread."""
+        """Wait for pending evaluations, then stop the background thread.
+
+        Args:
+            timeout: Seconds to wait at most (``None``: as long as it takes).
+        """
         self._evaluator.close(timeout)
 
     # -- LangChain events ---------------------------------------------------------------------
