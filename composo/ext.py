@@ -14,6 +14,8 @@ release. The import contract checked in CI keeps the bundled integrations to thi
   every capture in the project records into it. :class:`Agent` and :class:`Step` are what its
   events return, :data:`Interaction` what a model call may be handed over as, and
   :class:`Capture` the base of a ``with`` / ``async with`` recording block.
+  :func:`to_trace_inputs`, :func:`to_trace_outputs` and :func:`to_trace_tool` turn a model call's
+  chat messages and tool definitions (OpenAI-style dicts) into trace messages and tools.
   :func:`record_interaction` hands a captured model call to the running ``AgentTracer``;
   :class:`OpenInferenceInstrument` is the base of an OpenInference instrument.
 - Packaging: :func:`lazy_exports` gives a package names that load on first use.
@@ -40,6 +42,9 @@ from composo._core.wire import LIGHTNING_MODEL_CORES, check_criterion, is_binary
 from composo.tracing._context import current_tracer, record_interaction
 from composo.tracing._lazy import lazy_exports
 from composo.tracing._recorder import Agent, Capture, Interaction, Step, TraceRecorder
+from composo.tracing._spans import input_messages as to_trace_inputs
+from composo.tracing._spans import output_messages as to_trace_outputs
+from composo.tracing._spans import tool_spec as to_trace_tool
 
 if TYPE_CHECKING:
     from composo._core.background import (
@@ -75,6 +80,9 @@ __all__ = [
     "to_result_messages",
     "to_tools",
     "to_trace",
+    "to_trace_inputs",
+    "to_trace_outputs",
+    "to_trace_tool",
     "trace_from_messages",
     "unsupported",
 ]

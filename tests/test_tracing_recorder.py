@@ -12,7 +12,15 @@ from typing import Any
 import pytest
 
 from composo import Composo, ComposoValidationError, LLMInteraction, MultiAgentTrace
-from composo.ext import Agent, Capture, TraceRecorder, lazy_exports
+from composo.ext import (
+    Agent,
+    Capture,
+    TraceRecorder,
+    lazy_exports,
+    to_trace_inputs,
+    to_trace_outputs,
+    to_trace_tool,
+)
 from composo.types import InputMessage, OutputMessage, ToolCall, ToolResponse
 from tests.support.servers import ServerProcess
 
@@ -232,3 +240,34 @@ def test_lazy_exports_load_names_on_first_use(monkeypatch: pytest.MonkeyPatch) -
         _ = module.nothing
     with pytest.raises(AttributeError):
         _ = module.missing  # listed, but its module has no such name
+
+
+def test_chat_messages_convert_to_trace_messages_and_tools() -> None:
+    chat = [
+        {"role": "user", "content": "Weather in Oslo?"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "c1", "function": {"name": "get_weather", "arguments": {"city": "Oslo"}}}
+            ],
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": "sunny"},
+    ]
+    plain = to_trace_inputs(chat)
+    assert [m.type for m in plain] == ["text", "tool_call", "tool_response"]
+    assert plain[1].content == ToolCall(id="c1", name="get_weather", parameters='{"city": "Oslo"}')
+    assert plain[2].content == ToolResponse(id="c1", response="sunny")
+    named = to_trace_inputs(chat, name_responses=True)[2].content
+    assert isinstance(named, ToolResponse) and named.name == "get_weather"
+    assert chat[1]["content"] is None  # the caller's messages are left as they were
+
+    empty = [{"role": "assistant", "content": ""}]
+    assert to_trace_outputs(empty) == []
+    assert to_trace_outputs(empty, keep_empty=True) == [OutputMessage(type="text", content="")]
+
+    tool = to_trace_tool(
+        {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}
+    )
+    assert (tool.name, tool.parameters) == ("f", '{"type": "object"}')
+    assert to_trace_tool({"type": "web_search"}).name == "web_search"

@@ -20,7 +20,6 @@ and a message conversion, under a per-capture lock; errors are logged, never rai
 from __future__ import annotations
 
 import inspect
-import json
 import logging
 import threading
 from contextvars import ContextVar, Token
@@ -41,16 +40,15 @@ from llama_index.core.tools.types import BaseTool
 from llama_index.core.workflow import Workflow
 from llama_index.evaluation.composo.messages import chat_message_dict, tool_definitions
 
-from composo.ext import Agent, Capture, TraceRecorder
-from composo.types import (
-    InputMessage,
-    LLMInteraction,
-    MultiAgentTrace,
-    OutputMessage,
-    ToolCall,
-    ToolResponse,
-    ToolSpec,
+from composo.ext import (
+    Agent,
+    Capture,
+    TraceRecorder,
+    to_trace_inputs,
+    to_trace_outputs,
+    to_trace_tool,
 )
+from composo.types import InputMessage, LLMInteraction, MultiAgentTrace, OutputMessage, ToolSpec
 
 __all__ = ["LlamaIndexTraceCapture"]
 
@@ -85,69 +83,8 @@ def _method(span_id: str) -> str:
 # -- conversion ------------------------------------------------------------------------------
 
 
-def _text(content: Any) -> str:
-    return "" if content is None else str(content)
-
-
-def _input_messages(messages: list[dict[str, Any]]) -> list[InputMessage]:
-    out: list[InputMessage] = []
-    names: dict[str, str] = {}  # tool call id -> tool name, to name the responses
-    for m in messages:
-        role = str(m.get("role"))
-        if role == "tool":
-            call_id = str(m.get("tool_call_id") or "")
-            out.append(
-                InputMessage(
-                    role="tool",
-                    type="tool_response",
-                    content=ToolResponse(
-                        id=call_id,
-                        response=_text(m.get("content")),
-                        name=m.get("name") or names.get(call_id),
-                    ),
-                )
-            )
-            continue
-        for call in m.get("tool_calls") or ():
-            names[str(call["id"])] = str(call["function"]["name"])
-        if m.get("content") or not m.get("tool_calls"):
-            out.append(InputMessage(role=role, type="text", content=_text(m.get("content"))))
-        for call in m.get("tool_calls") or ():
-            out.append(InputMessage(role=role, type="tool_call", content=_tool_call(call)))
-    return out
-
-
-def _tool_call(call: dict[str, Any]) -> ToolCall:
-    fn = call["function"]
-    return ToolCall(id=str(call["id"]), name=str(fn["name"]), parameters=str(fn["arguments"]))
-
-
-def _output_messages(message: dict[str, Any]) -> list[OutputMessage]:
-    out: list[OutputMessage] = []
-    if message.get("content") or not message.get("tool_calls"):
-        out.append(OutputMessage(type="text", content=_text(message.get("content"))))
-    out.extend(
-        OutputMessage(type="tool_call", content=_tool_call(c))
-        for c in message.get("tool_calls") or ()
-    )
-    return out
-
-
 def _tool_specs(tools: Any) -> list[ToolSpec] | None:
-    if not tools:
-        return None
-    specs = []
-    for d in tool_definitions(tools):
-        fn = d.get("function", d)
-        params = fn.get("parameters", fn.get("input_schema", {}))
-        specs.append(
-            ToolSpec(
-                name=str(fn.get("name", "")),
-                description=str(fn.get("description") or ""),
-                parameters=params if isinstance(params, str) else json.dumps(params),
-            )
-        )
-    return specs
+    return [to_trace_tool(d) for d in tool_definitions(tools)] if tools else None
 
 
 def chat_interaction(
@@ -156,8 +93,8 @@ def chat_interaction(
     """One chat call (LlamaIndex ``ChatMessage`` objects) as an ``LLMInteraction``."""
     inputs = [chat_message_dict(m, i) for i, m in enumerate(messages)]
     return LLMInteraction(
-        input_messages=_input_messages(inputs),
-        output_messages=_output_messages(chat_message_dict(response_message)),
+        input_messages=to_trace_inputs(inputs, name_responses=True),
+        output_messages=to_trace_outputs([chat_message_dict(response_message)], keep_empty=True),
         tools_available=tools,
     )
 
