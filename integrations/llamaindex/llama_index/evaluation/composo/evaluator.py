@@ -257,8 +257,7 @@ class ComposoEvaluator(BaseEvaluator):
             An ``EvaluationResult``, as :meth:`evaluate`.
 
         Raises:
-            ComposoValidationError: The input cannot be evaluated (before any request).
-            ComposoError: An API failure, with ``raise_on_error=True``.
+            ComposoError: As :meth:`evaluate` (bad input, or API failures when raised).
         """
         call = self._prepare(query, response, contexts, kwargs)
         if sleep_time_in_seconds:
@@ -287,8 +286,7 @@ class ComposoEvaluator(BaseEvaluator):
             An ``EvaluationResult``, as :meth:`evaluate`.
 
         Raises:
-            ComposoValidationError: The input cannot be evaluated (before any request).
-            ComposoError: An API failure, with ``raise_on_error=True``.
+            ComposoError: As :meth:`evaluate` (bad input, or API failures when raised).
         """
         return self.evaluate(query=query, **self._response_kwargs(response), **kwargs)
 
@@ -299,15 +297,14 @@ class ComposoEvaluator(BaseEvaluator):
 
         Args:
             query: The user's question.
-            response: The LlamaIndex response object.
-            **kwargs: As :meth:`aevaluate`.
+            response: A ``Response``, ``AgentChatResponse`` or ``AgentOutput``.
+            **kwargs: As :meth:`aevaluate` (``sleep_time_in_seconds`` included).
 
         Returns:
-            An ``EvaluationResult``, as :meth:`evaluate`.
+            An ``EvaluationResult`` (failures marked ``invalid_result``).
 
         Raises:
-            ComposoValidationError: The input cannot be evaluated (before any request).
-            ComposoError: An API failure, with ``raise_on_error=True``.
+            ComposoError: As :meth:`aevaluate`.
         """
         return await self.aevaluate(query=query, **self._response_kwargs(response), **kwargs)
 
