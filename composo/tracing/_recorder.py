@@ -240,7 +240,7 @@ class TraceRecorder:
         """
         step = Step() if step is None else step
         with self._lock:
-            owner = self._find(agent)
+            owner = agent if isinstance(agent, Agent) else self._find(agent)
             step._agent = weakref.ref(owner)
             owner._history[step] = None
         return step
