@@ -4,6 +4,7 @@ it: events in, a ``MultiAgentTrace`` out, evaluated by the local server."""
 from __future__ import annotations
 
 import contextlib
+import subprocess
 import sys
 import threading
 import types
@@ -231,11 +232,17 @@ def test_lazy_exports_load_names_on_first_use(monkeypatch: pytest.MonkeyPatch) -
     module = types.ModuleType("lazy_demo")
     monkeypatch.setitem(sys.modules, "lazy_demo", module)
     module.__getattr__, module.__dir__ = lazy_exports(  # type: ignore[method-assign]
-        "lazy_demo", {"Agent": "composo.tracing._recorder", "missing": "composo.ext"}
+        "lazy_demo",
+        {
+            "Agent": "composo.tracing._recorder",
+            "inputs": "composo.tracing._spans:input_messages",
+            "missing": "composo.ext",
+        },
     )
     assert "Agent" in dir(module) and "Agent" not in vars(module)
     assert module.Agent is Agent
     assert vars(module)["Agent"] is Agent  # cached: later reads are plain
+    assert module.inputs is to_trace_inputs  # defined under another name
     with pytest.raises(AttributeError, match="'lazy_demo' has no attribute 'nothing'"):
         _ = module.nothing
     with pytest.raises(AttributeError):
@@ -271,3 +278,15 @@ def test_chat_messages_convert_to_trace_messages_and_tools() -> None:
     )
     assert (tool.name, tool.parameters) == ("f", '{"type": "object"}')
     assert to_trace_tool({"type": "web_search"}).name == "web_search"
+
+
+def test_importing_composo_ext_loads_nothing_until_a_name_is_used() -> None:
+    code = (
+        "import sys, composo.ext\n"
+        "heavy = ['composo._core.background', 'composo.tracing._spans']\n"
+        "assert not [m for m in heavy if m in sys.modules], sorted(sys.modules)\n"
+        "from composo.ext import TraceRecorder\n"
+        "assert 'composo.tracing._recorder' in sys.modules\n"
+        "assert 'composo._core.background' not in sys.modules\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)

@@ -25,7 +25,8 @@ def lazy_exports(
     Args:
         module: The module's ``__name__``.
         where: Each lazily loaded name -> the module defining it (absolute, or relative to
-            ``module`` with a leading dot).
+            ``module`` with a leading dot), or ``"module:attribute"`` when it is defined there
+            under another name.
 
     Returns:
         The two functions; a loaded name is cached in the module, so later reads are plain.
@@ -37,7 +38,8 @@ def lazy_exports(
         source = where.get(name)
         if source is None:
             raise AttributeError(f"module {module!r} has no attribute {name!r}")
-        value = getattr(importlib.import_module(source, package), name)
+        source, _, attribute = source.partition(":")
+        value = getattr(importlib.import_module(source, package), attribute or name)
         namespace[name] = value
         return value
 
