@@ -9,30 +9,26 @@ release. The import contract checked in CI keeps the bundled integrations to thi
   and keeps an :class:`EvaluationRecord` per outcome (never raising into the caller).
 - Option checking: the same checks the clients make, for options taken at construction time.
 - Message conversion: what the plugins turn a foreign object into, or a clear error.
-- Traces: :func:`record_interaction` hands a captured model call to the running
-  ``AgentTracer``; :class:`OpenInferenceInstrument` is the base of an OpenInference instrument.
+- Traces: :class:`TraceRecorder` turns a framework's events (agent started and finished, model
+  call recorded or reserved and filled, tool called and answered) into a ``MultiAgentTrace``;
+  every capture in the project records into it. :class:`Agent` and :class:`Step` are what its
+  events return, :data:`Interaction` what a model call may be handed over as, and
+  :class:`Capture` the base of a ``with`` / ``async with`` recording block.
+  :func:`to_trace_inputs`, :func:`to_trace_outputs` and :func:`to_trace_tool` turn a model call's
+  chat messages and tool definitions (OpenAI-style dicts) into trace messages and tools.
+  :func:`record_interaction` hands a captured model call to the running ``AgentTracer``;
+  :class:`OpenInferenceInstrument` is the base of an OpenInference instrument.
+- Packaging: :func:`lazy_exports` gives a package names that load on first use.
 
-Background and instrument names load on first use, so importing this module stays cheap.
+Every name loads on first use, so importing this module (as each integration package's
+``__init__`` does for :func:`lazy_exports`) costs next to nothing.
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from composo._core.build import check_model_core, normalize_criteria, normalize_tags
-from composo._core.convert import (
-    to_input_messages,
-    to_item,
-    to_messages,
-    to_result_messages,
-    to_tools,
-    to_trace,
-    unsupported,
-)
-from composo._core.trace import trace_from_messages
-from composo._core.wire import LIGHTNING_MODEL_CORES, check_criterion, is_binary
-from composo.tracing._context import current_tracer, record_interaction
+from composo.tracing._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from composo._core.background import (
@@ -40,19 +36,42 @@ if TYPE_CHECKING:
         BacklogFullError,
         EvaluationRecord,
     )
+    from composo._core.build import check_model_core, normalize_criteria, normalize_tags
+    from composo._core.convert import (
+        to_input_messages,
+        to_item,
+        to_messages,
+        to_result_messages,
+        to_tools,
+        to_trace,
+        unsupported,
+    )
+    from composo._core.trace import trace_from_messages
+    from composo._core.wire import LIGHTNING_MODEL_CORES, check_criterion, is_binary
+    from composo.tracing._context import current_tracer, record_interaction
     from composo.tracing._instruments import Instrument, OpenInferenceInstrument
+    from composo.tracing._recorder import Agent, Capture, Interaction, Step, TraceRecorder
+    from composo.tracing._spans import input_messages as to_trace_inputs
+    from composo.tracing._spans import output_messages as to_trace_outputs
+    from composo.tracing._spans import tool_spec as to_trace_tool
 
 __all__ = [
     "LIGHTNING_MODEL_CORES",
+    "Agent",
     "BackgroundEvaluator",
     "BacklogFullError",
+    "Capture",
     "EvaluationRecord",
     "Instrument",
+    "Interaction",
     "OpenInferenceInstrument",
+    "Step",
+    "TraceRecorder",
     "check_criterion",
     "check_model_core",
     "current_tracer",
     "is_binary",
+    "lazy_exports",
     "normalize_criteria",
     "normalize_tags",
     "record_interaction",
@@ -62,23 +81,48 @@ __all__ = [
     "to_result_messages",
     "to_tools",
     "to_trace",
+    "to_trace_inputs",
+    "to_trace_outputs",
+    "to_trace_tool",
     "trace_from_messages",
     "unsupported",
 ]
 
-_LAZY = {
-    "BackgroundEvaluator": "composo._core.background",
-    "BacklogFullError": "composo._core.background",
-    "EvaluationRecord": "composo._core.background",
-    "Instrument": "composo.tracing._instruments",
-    "OpenInferenceInstrument": "composo.tracing._instruments",
-}
+_BACKGROUND = "composo._core.background"
+_CONVERT = "composo._core.convert"
+_RECORDER = "composo.tracing._recorder"
 
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'composo.ext' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "BackgroundEvaluator": _BACKGROUND,
+        "BacklogFullError": _BACKGROUND,
+        "EvaluationRecord": _BACKGROUND,
+        "check_model_core": "composo._core.build",
+        "normalize_criteria": "composo._core.build",
+        "normalize_tags": "composo._core.build",
+        "to_input_messages": _CONVERT,
+        "to_item": _CONVERT,
+        "to_messages": _CONVERT,
+        "to_result_messages": _CONVERT,
+        "to_tools": _CONVERT,
+        "to_trace": _CONVERT,
+        "unsupported": _CONVERT,
+        "trace_from_messages": "composo._core.trace",
+        "LIGHTNING_MODEL_CORES": "composo._core.wire",
+        "check_criterion": "composo._core.wire",
+        "is_binary": "composo._core.wire",
+        "current_tracer": "composo.tracing._context",
+        "record_interaction": "composo.tracing._context",
+        "Instrument": "composo.tracing._instruments",
+        "OpenInferenceInstrument": "composo.tracing._instruments",
+        "Agent": _RECORDER,
+        "Capture": _RECORDER,
+        "Interaction": _RECORDER,
+        "Step": _RECORDER,
+        "TraceRecorder": _RECORDER,
+        "to_trace_inputs": "composo.tracing._spans:input_messages",
+        "to_trace_outputs": "composo.tracing._spans:output_messages",
+        "to_trace_tool": "composo.tracing._spans:tool_spec",
+    },
+)

@@ -46,7 +46,11 @@ def pop(tracer: AgentTracer, token: Token[tuple[AgentTracer, ...]] | None) -> No
 def record_interaction(interaction: LLMInteraction) -> bool:
     """Append one model call to the innermost active ``AgentTracer``.
 
-    Returns ``False`` (and keeps nothing) when no tracer is active in this context.
+    Args:
+        interaction: The finished model call.
+
+    Returns:
+        ``False`` (and nothing is kept) when no tracer is active in this context.
     """
     tracer = current_tracer()
     if tracer is None:

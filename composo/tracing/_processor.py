@@ -1,4 +1,5 @@
-"""The OpenTelemetry span processor that hands LLM spans to the active ``AgentTracer``.
+"""The OpenTelemetry span processor that hands LLM spans to the active ``AgentTracer``'s
+recording.
 
 A span is claimed when it starts, in the caller's context, by the innermost active tracer; its
 place is filled or given back when it ends. Spans outside any tracer cost one context-variable
@@ -11,17 +12,90 @@ span never takes a place; known only at the end, the inner call is left out of t
 
 from __future__ import annotations
 
+import functools
 import threading
 import weakref
+from typing import Any
 
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
+from composo._core.trace import LLMInteraction
 from composo.tracing import _context as context
-from composo.tracing._agent import _Slot
-from composo.tracing._spans import has_span_kind, is_llm_span
+from composo.tracing._recorder import Agent, Step, _ToolEvent
+from composo.tracing._spans import has_span_kind, interaction_from_span, is_llm_span
 
 __all__ = ["AgentSpanProcessor"]
+
+
+class _Slot(Step):
+    """A span's place in an agent's history: running, finished as a model call, or given back
+    when it ends as anything else."""
+
+    __slots__ = ("llm", "owner", "parent", "window")
+
+    def __init__(self, owner: int, *, llm: bool, parent: _Slot | None) -> None:
+        super().__init__()
+        self.owner = owner  # the id of the span that fills this slot
+        # whether that span is known to be a model call (from its start, or once it ended)
+        self.llm = llm
+        # the place of the nearest enclosing span not yet known to be a model call when this one
+        # started: if it turns out to be one, this call is part of it
+        self.parent = parent
+        # (instrumentation scope, start ns, end ns) of that span, to recognise nested calls
+        self.window: tuple[str, int, int] | None = None
+
+    def fill_span(self, span: Any, window: tuple[str, int, int]) -> None:
+        """The owner span ended as a model call; it is converted when the trace is read."""
+        self.window = window
+        self.llm = True
+        self.fill(functools.partial(interaction_from_span, span))
+
+    def inside_call(self) -> bool:
+        """Whether an enclosing span turned out to be a model call that this one is part of."""
+        outer = self.parent
+        while outer is not None:
+            if outer.llm:
+                return True
+            outer = outer.parent
+        return False
+
+    def omitted(
+        self, history: list[Step | Agent | _ToolEvent], found: dict[int, LLMInteraction | None]
+    ) -> bool:
+        call = found.get(id(self))
+        return call is None or self.inside_call() or _wrapped(self, call, history, found)
+
+
+def _wrapped(
+    slot: _Slot,
+    call: LLMInteraction,
+    steps: list[Step | Agent | _ToolEvent],
+    found: dict[int, LLMInteraction | None],
+) -> bool:
+    """Whether another instrumentation's LLM span around this one reports the same call (a
+    framework's chat model calling the OpenAI client, when the framework does not make its span
+    the OpenTelemetry parent)."""
+    if slot.window is None:
+        return False
+    scope, start, end = slot.window
+    for other in steps:
+        if other is slot or not isinstance(other, _Slot) or other.window is None:
+            continue
+        o_scope, o_start, o_end = other.window
+        if o_scope != scope and o_start <= start and end <= o_end:
+            outer = found[id(other)]
+            if outer is not None and _answer(outer) == _answer(call):
+                return True
+    return False
+
+
+def _answer(call: LLMInteraction) -> list[tuple[str, str]]:
+    """What the model answered, independent of how an instrumentation formats arguments."""
+    return [
+        ("text", m.content) if isinstance(m.content, str) else ("call", m.content.name)
+        for m in call.output_messages
+    ]
 
 
 class AgentSpanProcessor(SpanProcessor):
@@ -60,7 +134,8 @@ class AgentSpanProcessor(SpanProcessor):
                 with self._lock:
                     self._claimed[span_id] = outer
             return
-        slot = tracer._reserve(span_id, llm=llm, parent=outer)
+        slot = _Slot(span_id, llm=llm, parent=outer)
+        tracer._reserve(slot)
         with self._lock:
             self._claimed[span_id] = slot
 
@@ -77,7 +152,9 @@ class AgentSpanProcessor(SpanProcessor):
             return
         if is_llm_span(span.attributes):
             scope = span.instrumentation_scope
-            slot.fill(span, (scope.name if scope else "", span.start_time or 0, span.end_time or 0))
+            slot.fill_span(
+                span, (scope.name if scope else "", span.start_time or 0, span.end_time or 0)
+            )
         else:
             slot.release()
 

@@ -29,9 +29,12 @@ from composo.errors import ComposoValidationError
 
 __all__ = [
     "has_span_kind",
+    "input_messages",
     "interaction_from_attributes",
     "interaction_from_span",
     "is_llm_span",
+    "output_messages",
+    "tool_spec",
 ]
 
 _log = logging.getLogger("composo.tracing")
@@ -172,8 +175,19 @@ def _tool_spec(fields: Mapping[str, Any]) -> ToolSpec | None:
             parameters=params if isinstance(params, str) else json.dumps(params),
         )
     tool = json.loads(schema) if isinstance(schema, str) else schema
-    if not isinstance(tool, Mapping):
-        return None
+    return tool_spec(tool) if isinstance(tool, Mapping) else None
+
+
+def tool_spec(tool: Mapping[str, Any]) -> ToolSpec:
+    """One tool definition (OpenAI Chat Completions or Responses, or Anthropic) as a trace tool.
+
+    Args:
+        tool: The definition, as sent to the model.
+
+    Returns:
+        The tool; built-in tools and remote MCP servers, which have no name, are named after
+        their kind or server label.
+    """
     inner = tool.get("function")
     fn: Mapping[str, Any] = inner if isinstance(inner, Mapping) else tool
     name = fn.get("name")
@@ -261,22 +275,31 @@ def _calls(msg: Mapping[str, Any]) -> list[ToolCall]:
     return out
 
 
-def input_messages(messages: Iterable[Mapping[str, Any]]) -> list[InputMessage]:
-    """Chat messages as trace inputs: tool results become tool responses, assistant tool calls
-    become one tool-call message each."""
+def input_messages(
+    messages: Iterable[Mapping[str, Any]], *, name_responses: bool = False
+) -> list[InputMessage]:
+    """Chat messages (OpenAI-style dicts) as trace inputs: tool results become tool responses,
+    assistant tool calls become one tool-call message each.
+
+    Args:
+        messages: The model call's input messages.
+        name_responses: Name an unnamed tool response after the earlier call it answers.
+
+    Returns:
+        The trace's input messages.
+    """
     out: list[InputMessage] = []
+    names: dict[str, str] = {}  # tool call id -> tool name
     for msg in messages:
         role = str(msg.get("role") or "user")
         if role in ("tool", "function"):
+            call_id = str(msg.get("tool_call_id") or "")
+            name = msg.get("name") or (names.get(call_id) if name_responses else None)
             out.append(
                 InputMessage(
                     role="tool",
                     type="tool_response",
-                    content=ToolResponse(
-                        id=str(msg.get("tool_call_id") or ""),
-                        response=_text(msg.get("content")),
-                        name=msg.get("name"),
-                    ),
+                    content=ToolResponse(id=call_id, response=_text(msg.get("content")), name=name),
                 )
             )
             continue
@@ -284,13 +307,25 @@ def input_messages(messages: Iterable[Mapping[str, Any]]) -> list[InputMessage]:
         calls = _calls(msg)
         if text or not calls:
             out.append(InputMessage(role=role, type="text", content=text))
-        out.extend(InputMessage(role=role, type="tool_call", content=c) for c in calls)
+        for call in calls:
+            names[call.id] = call.name
+            out.append(InputMessage(role=role, type="tool_call", content=call))
     return out
 
 
-def output_messages(messages: Iterable[Mapping[str, Any]]) -> list[OutputMessage]:
+def output_messages(
+    messages: Iterable[Mapping[str, Any]], *, keep_empty: bool = False
+) -> list[OutputMessage]:
     """The model's answer: its text and tool calls, in order. What a built-in tool returned
-    inside the same call (a ``tool`` message) is kept as text naming the tool."""
+    inside the same call (a ``tool`` message) is kept as text naming the tool.
+
+    Args:
+        messages: The model call's output messages (OpenAI-style dicts).
+        keep_empty: Keep an empty text answer (a message with neither text nor tool calls).
+
+    Returns:
+        The trace's output messages.
+    """
     out: list[OutputMessage] = []
     names: dict[str, str] = {}
     for msg in messages:
@@ -302,9 +337,10 @@ def output_messages(messages: Iterable[Mapping[str, Any]]) -> list[OutputMessage
             )
             continue
         text = _text(msg.get("content"))
-        if text:
+        calls = _calls(msg)
+        if text or (keep_empty and not calls):
             out.append(OutputMessage(type="text", content=text))
-        for call in _calls(msg):
+        for call in calls:
             names[call.id] = call.name
             out.append(OutputMessage(type="tool_call", content=call))
     return out

@@ -97,7 +97,11 @@ def _warn_if_sampled(provider: Any) -> None:
 
 
 class ComposoTracer:
-    """Process-wide switch for tracing: ``ComposoTracer.init(instruments=Instruments.OPENAI)``."""
+    """Process-wide switch for tracing: ``ComposoTracer.init(instruments=Instruments.OPENAI)``.
+
+    Every instrumented call then becomes a span; the ones made inside an ``AgentTracer`` are
+    recorded into its trace. All methods are class methods and safe from any thread.
+    """
 
     _lock: ClassVar[threading.Lock] = threading.Lock()
     _provider: ClassVar[Any] = None
@@ -112,11 +116,19 @@ class ComposoTracer:
         *,
         tracer_provider: Any = None,
     ) -> None:
-        """Switch on ``instruments`` (one or a list; default ``Instruments.OPENAI``).
+        """Switch on ``instruments``; safe to call again (instruments already on are left
+        alone, new ones are added).
 
-        Safe to call again: instruments already on are left alone, new ones are added.
-        ``tracer_provider`` overrides the choice of provider (by default the global SDK
-        provider if there is one, else a private one).
+        Args:
+            instruments: One ``Instruments.<NAME>`` or a list (default ``Instruments.OPENAI``).
+            tracer_provider: The OpenTelemetry SDK provider to add Composo's span processor to
+                (default: the global SDK provider if there is one, else a private one).
+
+        Raises:
+            ComposoValidationError: ``instruments`` holds something that is not an instrument,
+                ``tracer_provider`` cannot take span processors, or tracing is already on with
+                another provider.
+            ImportError: An instrument's library is missing (the message names what to install).
         """
         chosen = _instrument_list(instruments)
         with cls._lock:
@@ -160,11 +172,19 @@ class ComposoTracer:
 
     @classmethod
     def instrumented(cls) -> list[str]:
-        """Names of the instruments currently on."""
+        """Names of the instruments currently on.
+
+        Returns:
+            The names, in the order they were switched on.
+        """
         with cls._lock:
             return list(cls._instrumented)
 
     @classmethod
     def tracer_provider(cls) -> Any:
-        """The provider in use (``None`` before ``init``)."""
+        """The OpenTelemetry provider in use.
+
+        Returns:
+            The provider, or ``None`` before ``init``.
+        """
         return cls._provider

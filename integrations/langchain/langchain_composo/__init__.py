@@ -10,8 +10,9 @@ in every process, and that must not import LangChain.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from composo.ext import lazy_exports
 
 if TYPE_CHECKING:
     from composo.ext import EvaluationRecord
@@ -19,16 +20,7 @@ if TYPE_CHECKING:
 
 __all__ = ["ComposoCallback", "EvaluationRecord"]
 
-_LAZY = {
-    "ComposoCallback": "langchain_composo.callback",
-    "EvaluationRecord": "composo.ext",
-}
-
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'langchain_composo' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {"ComposoCallback": "langchain_composo.callback", "EvaluationRecord": "composo.ext"},
+)

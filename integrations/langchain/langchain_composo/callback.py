@@ -19,7 +19,7 @@ from composo.ext import (
     check_model_core,
     normalize_tags,
 )
-from langchain_composo.runs import Run, build_trace, llm_evaluation
+from langchain_composo.runs import Run, llm_evaluation, trace_of
 
 __all__ = ["ComposoCallback", "EvaluationRecord"]
 
@@ -40,6 +40,22 @@ class ComposoCallback(BaseCallbackHandler):
     and :meth:`flush` waits for pending ones. Failures are logged and recorded; with
     ``raise_error=True`` they are raised by :meth:`flush` and by the next run instead.
     ``tags`` are Composo tags (string to string) sent with every evaluation.
+
+    Args:
+        criteria: One criterion or several (``"Reward ..."``, ``"Penalize ..."``, ...).
+        client: A ``Composo`` or ``AsyncComposo`` (default: one made from the environment).
+        mode: ``"llm"`` (each chat model call) or ``"trace"`` (each whole run).
+        tags: Composo tags sent with every evaluation.
+        on_result: Called with each :class:`EvaluationRecord` as it arrives.
+        raise_error: Raise recorded failures from :meth:`flush` and the next run.
+        evaluator_name: Saved evaluators to run, instead of or beside ``criteria``.
+        model_core: The Composo model core (lightning cores only with ``mode="llm"``).
+        max_results: How many records ``results`` keeps (``None``: all).
+        max_pending: How many evaluations may wait; beyond it new ones are skipped and
+            recorded with a ``BacklogFullError``.
+
+    Raises:
+        ComposoValidationError: An argument is invalid (named in the message).
     """
 
     # Bookkeeping is cheap and thread-safe, so async runs call it directly, in event order.
@@ -102,6 +118,7 @@ class ComposoCallback(BaseCallbackHandler):
 
     @property
     def pending(self) -> int:
+        """Evaluations submitted and not finished."""
         return self._evaluator.pending
 
     @property
@@ -116,19 +133,43 @@ class ComposoCallback(BaseCallbackHandler):
             return len(self._runs)
 
     def flush(self, timeout: float | None = None) -> bool:
-        """Wait for pending evaluations; ``False`` if ``timeout`` seconds passed first."""
+        """Wait for pending evaluations.
+
+        Args:
+            timeout: Seconds to wait at most (``None``: as long as it takes).
+
+        Returns:
+            ``False`` if ``timeout`` passed first.
+
+        Raises:
+            ComposoError: With ``raise_error=True``, the first failure recorded since last time.
+        """
         done = self._evaluator.flush(timeout)
         self._raise_recorded()
         return done
 
     async def aflush(self, timeout: float | None = None) -> bool:
-        """:meth:`flush` for async code."""
+        """:meth:`flush` for async code.
+
+        Args:
+            timeout: Seconds to wait at most (``None``: as long as it takes).
+
+        Returns:
+            ``False`` if ``timeout`` passed first.
+
+        Raises:
+            ComposoError: With ``raise_error=True``, the first failure recorded since last time.
+        """
         done = await self._evaluator.aflush(timeout)
         self._raise_recorded()
         return done
 
     def close(self, timeout: float | None = 5.0) -> None:
-        """Wait up to ``timeout`` for pending evaluations, then stop the background thread."""
+        """Wait for pending evaluations, then stop the background thread.
+
+        Args:
+            timeout: Seconds to wait at most (``None``: as long as it takes).
+        """
         self._evaluator.close(timeout)
 
     # -- LangChain events ---------------------------------------------------------------------
@@ -195,16 +236,6 @@ class ComposoCallback(BaseCallbackHandler):
         elif run.parent is None:
             self._submit_trace(run)
 
-    def on_llm_error(
-        self,
-        error: BaseException,
-        *,
-        run_id: UUID,
-        parent_run_id: UUID | None = None,
-        **kwargs: Any,
-    ) -> None:
-        self._end(run_id)
-
     def on_chain_start(
         self,
         serialized: dict[str, Any] | None,
@@ -220,82 +251,59 @@ class ComposoCallback(BaseCallbackHandler):
             self._raise_recorded()
         self._start(run_id, parent_run_id, "chain", kwargs.get("name"), serialized, metadata, tags)
 
-    def on_chain_end(
-        self, outputs: Any, *, run_id: UUID, parent_run_id: UUID | None = None, **kwargs: Any
-    ) -> None:
-        run = self._end(run_id)
-        if run is not None and run.parent is None:
-            self._submit_trace(run)
-
-    def on_chain_error(
-        self,
-        error: BaseException,
-        *,
-        run_id: UUID,
-        parent_run_id: UUID | None = None,
-        **kwargs: Any,
-    ) -> None:
-        # A failed or cancelled run is not evaluated; its records are dropped with it.
-        self._end(run_id)
+    # Tools and retrievers only place the runs under them (``parent_run_id``, ``tags`` and
+    # ``metadata`` arrive in ``kwargs``).
 
     def on_tool_start(
-        self,
-        serialized: dict[str, Any] | None,
-        input_str: str,
-        *,
-        run_id: UUID,
-        parent_run_id: UUID | None = None,
-        tags: list[str] | None = None,
-        metadata: dict[str, Any] | None = None,
-        inputs: dict[str, Any] | None = None,
-        **kwargs: Any,
+        self, serialized: Any, input_str: str, *, run_id: UUID, **kwargs: Any
     ) -> None:
-        self._start(run_id, parent_run_id, "tool", kwargs.get("name"), serialized, metadata)
+        self._start_child(run_id, "tool", serialized, kwargs)
 
-    def on_tool_end(
-        self, output: Any, *, run_id: UUID, parent_run_id: UUID | None = None, **kwargs: Any
+    def on_retriever_start(
+        self, serialized: Any, query: str, *, run_id: UUID, **kwargs: Any
     ) -> None:
+        self._start_child(run_id, "chain", serialized, kwargs)
+
+    def _start_child(
+        self, run_id: UUID, kind: str, serialized: Any, kwargs: dict[str, Any]
+    ) -> None:
+        self._start(
+            run_id,
+            kwargs.get("parent_run_id"),
+            kind,
+            kwargs.get("name"),
+            serialized,
+            kwargs.get("metadata"),
+        )
+
+    # Ends: a finished root is evaluated; a failed or cancelled run is not, and its records are
+    # dropped with it. (``parent_run_id`` and the rest arrive in ``kwargs``.)
+
+    def on_chain_end(self, outputs: Any, *, run_id: UUID, **kwargs: Any) -> None:
+        self._ended(run_id)
+
+    def on_tool_end(self, output: Any, *, run_id: UUID, **kwargs: Any) -> None:
+        self._ended(run_id)
+
+    def on_retriever_end(self, documents: Any, *, run_id: UUID, **kwargs: Any) -> None:
+        self._end(run_id)
+
+    def on_llm_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
+        self._end(run_id)
+
+    def on_chain_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
+        self._end(run_id)
+
+    def on_tool_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
+        self._end(run_id)
+
+    def on_retriever_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
+        self._end(run_id)
+
+    def _ended(self, run_id: UUID) -> None:
         run = self._end(run_id)
         if run is not None and run.parent is None:
             self._submit_trace(run)
-
-    def on_tool_error(
-        self,
-        error: BaseException,
-        *,
-        run_id: UUID,
-        parent_run_id: UUID | None = None,
-        **kwargs: Any,
-    ) -> None:
-        self._end(run_id)
-
-    def on_retriever_start(
-        self,
-        serialized: dict[str, Any] | None,
-        query: str,
-        *,
-        run_id: UUID,
-        parent_run_id: UUID | None = None,
-        tags: list[str] | None = None,
-        metadata: dict[str, Any] | None = None,
-        **kwargs: Any,
-    ) -> None:
-        self._start(run_id, parent_run_id, "chain", kwargs.get("name"), serialized, metadata)
-
-    def on_retriever_end(
-        self, documents: Any, *, run_id: UUID, parent_run_id: UUID | None = None, **kwargs: Any
-    ) -> None:
-        self._end(run_id)
-
-    def on_retriever_error(
-        self,
-        error: BaseException,
-        *,
-        run_id: UUID,
-        parent_run_id: UUID | None = None,
-        **kwargs: Any,
-    ) -> None:
-        self._end(run_id)
 
     # -- bookkeeping ------------------------------------------------------------------------------
 
@@ -317,11 +325,10 @@ class ComposoCallback(BaseCallbackHandler):
                 # Model calls are judged alone; their parents are not tracked.
                 run = Run(run_id, kind, name, None, metadata, tree=False)
             else:
+                if parent is not None and kind == "chain" and Run.is_graph_step(tags):
+                    parent.graph_step_started()
                 run = Run(run_id, kind, name, parent, metadata, tree=True)
                 if parent is not None:
-                    parent.children.append(run)
-                    if kind == "chain" and Run.is_graph_step(tags):
-                        parent.is_graph = True
                     open_ids = run.root.open
                     if open_ids is not None:
                         open_ids.add(run_id)
@@ -337,6 +344,7 @@ class ComposoCallback(BaseCallbackHandler):
             if output is not None:
                 run.output = output
                 run.root.model_calls += 1
+            run.ended(output)
             open_ids = run.root.open
             if open_ids is not None:
                 open_ids.discard(run_id)
@@ -361,7 +369,7 @@ class ComposoCallback(BaseCallbackHandler):
         self._evaluator.submit(
             str(root.run_id),
             "evaluate_trace",
-            lambda: {"trace": build_trace(root)},
+            lambda: {"trace": trace_of(root)},
             {"name": root.name, "mode": "trace"},
         )
 

@@ -1,11 +1,15 @@
-"""What the callback remembers about a run, and how a finished run tree becomes a trace.
+"""What the callback remembers about a run, and how a run tree records itself as a trace.
 
-Recording only keeps references (microseconds, in the user's thread); converting messages and
-building the :class:`MultiAgentTrace` happens later, on the background thread.
+In ``mode="trace"`` each tree has a :class:`~composo.ext.TraceRecorder`: the root run, each agent
+(``lc_agent_name``) and each LangGraph graph or subgraph starts an agent instance in it, and each
+model call keeps a place in its agent's history from its start, filled when it ends. Recording
+only keeps references (microseconds, in the user's thread); converting messages and building the
+:class:`MultiAgentTrace` happens later, on the background thread.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from typing import Any
 from uuid import UUID
@@ -13,11 +17,11 @@ from uuid import UUID
 from langchain_core.messages import BaseMessage
 from langchain_core.outputs import LLMResult
 
-from composo.ext import trace_from_messages
-from composo.types import AgentInstance, LLMInteraction, MultiAgentTrace
+from composo.ext import Agent, Step, TraceRecorder, trace_from_messages
+from composo.types import LLMInteraction, MultiAgentTrace
 from langchain_composo.messages import openai_messages, openai_tools, result_messages
 
-__all__ = ["Run", "build_trace", "llm_evaluation"]
+__all__ = ["Run", "llm_evaluation", "trace_of"]
 
 AGENT_NAME_KEY = "lc_agent_name"
 _GRAPH_STEP = "graph:step:"
@@ -27,9 +31,8 @@ class Run:
     """One LangChain run: a chain or graph node, a chat model call or a tool call."""
 
     __slots__ = (
+        "agent",
         "agent_name",
-        "children",
-        "is_graph",
         "kind",
         "messages",
         "metadata",
@@ -37,7 +40,10 @@ class Run:
         "name",
         "open",
         "output",
+        "own_agent",
         "parent",
+        "place",
+        "recorder",
         "root",
         "run_id",
         "tools",
@@ -61,8 +67,6 @@ class Run:
         self.metadata = metadata
         agent = metadata.get(AGENT_NAME_KEY) if metadata else None
         self.agent_name: str | None = agent if isinstance(agent, str) else None
-        self.children: list[Run] = []
-        self.is_graph = False
         self.messages: Sequence[BaseMessage | str] | None = None
         self.tools: Any = None
         self.output: Any = None
@@ -70,6 +74,48 @@ class Run:
         # root), and how many model calls finished under it.
         self.open: set[UUID] | None = {run_id} if tree and parent is None else None
         self.model_calls = 0
+        # In a tree: its recording, the agent its model calls belong to, whether it started that
+        # agent, and for a model call its place in the agent's history.
+        self.recorder: TraceRecorder | None = None
+        self.agent: Agent | None = None
+        self.own_agent = False
+        self.place: Step | None = None
+        if tree:
+            self._join()
+
+    def _join(self) -> None:
+        parent = self.parent
+        if parent is None or parent.recorder is None or parent.agent is None:
+            self.recorder = TraceRecorder()
+            self._start_agent(None)
+        else:
+            self.recorder, self.agent = parent.recorder, parent.agent
+            if self.kind == "chain" and self.agent_name not in (None, parent.agent.name):
+                self._start_agent(parent.agent)
+        if self.kind == "llm":
+            assert self.recorder is not None and self.agent is not None
+            self.place = self.recorder.reserve(self.agent)
+
+    def _start_agent(self, above: Agent | None) -> None:
+        assert self.recorder is not None
+        self.agent = self.recorder.agent_started(str(self.run_id), _agent_name(self), above)
+        self.own_agent = True
+
+    def graph_step_started(self) -> None:
+        """A LangGraph node started under this run, so this run is a graph: an agent of its own
+        (LangGraph runs nothing in a graph outside its nodes, so no call of it was recorded)."""
+        if self.own_agent or self.kind != "chain" or self.parent is None:
+            return
+        self._start_agent(self.parent.agent)
+
+    def ended(self, output: LLMResult | None) -> None:
+        """The run ended (``output``: a model call's result)."""
+        if self.recorder is None:
+            return
+        if output is not None and self.place is not None:
+            self.place.fill(functools.partial(_interaction, self))
+        if self.own_agent and self.agent is not None:
+            self.recorder.agent_finished(self.agent)
 
     def __repr__(self) -> str:
         return f"Run({self.kind} {self.name!r} {self.run_id})"
@@ -124,48 +170,13 @@ def _interaction(run: Run) -> LLMInteraction | None:
     return last if isinstance(last, LLMInteraction) else None
 
 
-def _starts_agent(run: Run, current: AgentInstance) -> bool:
-    if run.kind != "chain":
-        return False
-    if run.agent_name is not None and run.agent_name != current.name:
-        return True
-    return run.is_graph
-
-
 def _agent_name(run: Run) -> str:
     return run.agent_name or run.name or "agent"
 
 
-def build_trace(root: Run) -> MultiAgentTrace:
-    """The run tree as agents: the root run, each agent (``lc_agent_name``) and each LangGraph
-    graph or subgraph is an agent instance; its model calls, in order, are its interactions."""
-    agents: dict[str, AgentInstance] = {}
-
-    def new_agent(run: Run) -> AgentInstance:
-        agent = AgentInstance(id=str(run.run_id), name=_agent_name(run))
-        agents[agent.id] = agent
-        return agent
-
-    def walk(run: Run, agent: AgentInstance) -> None:
-        for child in run.children:
-            if child.kind == "llm":
-                step = _interaction(child)
-                if step is not None:
-                    agent.interactions.append(step)
-            elif _starts_agent(child, agent):
-                sub = new_agent(child)
-                walk(child, sub)
-                if sub.interactions:
-                    agent.interactions.append(sub.id)
-                else:
-                    del agents[sub.id]  # a graph that called no model has nothing to judge
-            else:
-                walk(child, agent)
-
-    top = new_agent(root)
-    if root.kind == "llm":
-        step = _interaction(root)
-        if step is not None:
-            top.interactions.append(step)
-    walk(root, top)
-    return MultiAgentTrace(root_agent_instance_id=top.id, agent_instance_by_id=agents)
+def trace_of(root: Run) -> MultiAgentTrace:
+    """The finished tree's trace: its agents, each with its model calls in the order they
+    started (agents that called no model are left out)."""
+    if root.recorder is None or root.agent is None:
+        raise ValueError(f"{root!r} was not recorded as a tree")
+    return root.recorder.trace(root.agent, drop_empty=True)

@@ -11,8 +11,9 @@ module lives in this package and must stay cheap to import.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from composo.ext import lazy_exports
 
 if TYPE_CHECKING:
     from llama_index.evaluation.composo.evaluator import ComposoEvaluator
@@ -32,35 +33,6 @@ if TYPE_CHECKING:
     )
     from llama_index.evaluation.composo.tracing import LlamaIndexTraceCapture
 
-_WHERE = {
-    "ComposoEvaluator": "evaluator",
-    "ComposoCompletenessEvaluator": "evaluators",
-    "ComposoFaithfulnessEvaluator": "evaluators",
-    "ComposoGoalPursuitEvaluator": "evaluators",
-    "ComposoPrecisionEvaluator": "evaluators",
-    "ComposoRelevancyEvaluator": "evaluators",
-    "ComposoToolUseEvaluator": "evaluators",
-    "LlamaIndexInstrument": "instrument",
-    "LlamaIndexTraceCapture": "tracing",
-    "SOURCE_MATERIAL_HEADER": "messages",
-    "chat_messages": "messages",
-    "source_material_message": "messages",
-}
-
-
-def __getattr__(name: str) -> Any:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *_WHERE])
-
-
 __all__ = [
     "SOURCE_MATERIAL_HEADER",
     "ComposoCompletenessEvaluator",
@@ -75,3 +47,21 @@ __all__ = [
     "chat_messages",
     "source_material_message",
 ]
+
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "ComposoEvaluator": ".evaluator",
+        "ComposoCompletenessEvaluator": ".evaluators",
+        "ComposoFaithfulnessEvaluator": ".evaluators",
+        "ComposoGoalPursuitEvaluator": ".evaluators",
+        "ComposoPrecisionEvaluator": ".evaluators",
+        "ComposoRelevancyEvaluator": ".evaluators",
+        "ComposoToolUseEvaluator": ".evaluators",
+        "LlamaIndexInstrument": ".instrument",
+        "LlamaIndexTraceCapture": ".tracing",
+        "SOURCE_MATERIAL_HEADER": ".messages",
+        "chat_messages": ".messages",
+        "source_material_message": ".messages",
+    },
+)

@@ -45,9 +45,20 @@ class ComposoEvaluator(BaseEvaluator):
             An ``AsyncComposo`` is tied to one event loop; with a ``Composo`` (or none) the
             evaluator keeps one async client per loop, as ``BatchEvalRunner`` may start several.
         threshold: ``passing`` is ``score >= threshold``.
+        api_key: The Composo API key for clients made here.
+        base_url: The Composo server for clients made here.
         raise_on_error: raise API failures instead of returning ``invalid_result=True``.
+        model_core: The Composo model core to evaluate with.
+        tags: Composo tags (string to string) sent with every evaluation.
+        explanation_cleaning: ``"end_user"`` for explanations written for end users.
+        data_retention: ``"standard"`` or ``"none"``.
+        timeout: Seconds each evaluation may take, retries included.
+        num_retries: Retries after the first attempt.
         max_concurrent_requests: cap on requests in flight for clients made here (the
             ``BatchEvalRunner`` ``workers`` setting is the usual knob; keep this at least as high).
+
+    Raises:
+        ComposoValidationError: An argument is invalid (named in the message).
 
     ``contexts`` (the retrieved chunks) are sent as one ``system`` message placed just before the
     answer, headed "Source material retrieved for the answer that follows:" and numbered ``[1]``,
@@ -200,7 +211,22 @@ class ComposoEvaluator(BaseEvaluator):
         contexts: Sequence[str] | None = None,
         **kwargs: Any,
     ) -> EvaluationResult:
-        """Score synchronously (a thread-pooled client: works inside a running event loop too)."""
+        """Score synchronously (a thread-pooled client: works inside a running event loop too).
+
+        Args:
+            query: The user's question (or pass ``messages=`` for a whole chat history).
+            response: The answer to score.
+            contexts: Retrieved chunks, sent as source material before the answer.
+            **kwargs: ``messages``, ``trace``, ``tools``, ``system`` (see the class).
+
+        Returns:
+            An ``EvaluationResult``; an API failure gives ``invalid_result=True`` (unless
+            ``raise_on_error``) with the reason in ``invalid_reason``.
+
+        Raises:
+            ComposoValidationError: The input cannot be evaluated (before any request).
+            ComposoError: An API failure, with ``raise_on_error=True``.
+        """
         call = self._prepare(query, response, contexts, kwargs)
         try:
             out = call.run_sync(self._sync_client())
@@ -218,7 +244,21 @@ class ComposoEvaluator(BaseEvaluator):
         sleep_time_in_seconds: float = 0,
         **kwargs: Any,
     ) -> EvaluationResult:
-        """Score on the running event loop with ``AsyncComposo``."""
+        """Score on the running event loop with ``AsyncComposo``.
+
+        Args:
+            query: The user's question (or pass ``messages=`` for a whole chat history).
+            response: The answer to score.
+            contexts: Retrieved chunks, sent as source material before the answer.
+            sleep_time_in_seconds: Wait this long first (LlamaIndex's rate-limiting knob).
+            **kwargs: ``messages``, ``trace``, ``tools``, ``system`` (see the class).
+
+        Returns:
+            An ``EvaluationResult``, as :meth:`evaluate`.
+
+        Raises:
+            ComposoError: As :meth:`evaluate` (bad input, or API failures when raised).
+        """
         call = self._prepare(query, response, contexts, kwargs)
         if sleep_time_in_seconds:
             await asyncio.sleep(sleep_time_in_seconds)
@@ -235,12 +275,37 @@ class ComposoEvaluator(BaseEvaluator):
     ) -> EvaluationResult:
         """Score a query engine ``Response``, an ``AgentChatResponse`` or a workflow agent's
         ``AgentOutput``: source nodes become source material and recorded tool calls are part of
-        the conversation."""
+        the conversation.
+
+        Args:
+            query: The user's question.
+            response: The LlamaIndex response object.
+            **kwargs: As :meth:`evaluate`.
+
+        Returns:
+            An ``EvaluationResult``, as :meth:`evaluate`.
+
+        Raises:
+            ComposoError: As :meth:`evaluate` (bad input, or API failures when raised).
+        """
         return self.evaluate(query=query, **self._response_kwargs(response), **kwargs)
 
     async def aevaluate_response(
         self, query: str | None = None, response: Any = None, **kwargs: Any
     ) -> EvaluationResult:
+        """:meth:`evaluate_response` on the running event loop.
+
+        Args:
+            query: The user's question.
+            response: A ``Response``, ``AgentChatResponse`` or ``AgentOutput``.
+            **kwargs: As :meth:`aevaluate` (``sleep_time_in_seconds`` included).
+
+        Returns:
+            An ``EvaluationResult`` (failures marked ``invalid_result``).
+
+        Raises:
+            ComposoError: As :meth:`aevaluate`.
+        """
         return await self.aevaluate(query=query, **self._response_kwargs(response), **kwargs)
 
     # -- helpers ---------------------------------------------------------------------------------

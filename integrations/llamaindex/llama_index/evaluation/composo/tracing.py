@@ -20,12 +20,9 @@ and a message conversion, under a per-capture lock; errors are logged, never rai
 from __future__ import annotations
 
 import inspect
-import json
 import logging
 import threading
-import uuid
 from contextvars import ContextVar, Token
-from types import TracebackType
 from typing import Any
 
 from llama_index.core.base.llms.base import BaseLLM
@@ -43,17 +40,15 @@ from llama_index.core.tools.types import BaseTool
 from llama_index.core.workflow import Workflow
 from llama_index.evaluation.composo.messages import chat_message_dict, tool_definitions
 
-from composo.errors import ComposoValidationError
-from composo.types import (
-    AgentInstance,
-    InputMessage,
-    LLMInteraction,
-    MultiAgentTrace,
-    OutputMessage,
-    ToolCall,
-    ToolResponse,
-    ToolSpec,
+from composo.ext import (
+    Agent,
+    Capture,
+    TraceRecorder,
+    to_trace_inputs,
+    to_trace_outputs,
+    to_trace_tool,
 )
+from composo.types import InputMessage, LLMInteraction, MultiAgentTrace, OutputMessage, ToolSpec
 
 __all__ = ["LlamaIndexTraceCapture"]
 
@@ -62,6 +57,10 @@ _current: ContextVar[LlamaIndexTraceCapture | None] = ContextVar(
     "composo_llamaindex_capture", default=None
 )
 _PENDING_LIMIT = 256
+_NO_CALLS = (
+    "trace: the capture saw no LLM call; run the LlamaIndex code inside "
+    "`with LlamaIndexTraceCapture() as capture:` (a trace needs a model call)"
+)
 _LLM_CALLS = frozenset(
     {
         "chat",
@@ -84,69 +83,8 @@ def _method(span_id: str) -> str:
 # -- conversion ------------------------------------------------------------------------------
 
 
-def _text(content: Any) -> str:
-    return "" if content is None else str(content)
-
-
-def _input_messages(messages: list[dict[str, Any]]) -> list[InputMessage]:
-    out: list[InputMessage] = []
-    names: dict[str, str] = {}  # tool call id -> tool name, to name the responses
-    for m in messages:
-        role = str(m.get("role"))
-        if role == "tool":
-            call_id = str(m.get("tool_call_id") or "")
-            out.append(
-                InputMessage(
-                    role="tool",
-                    type="tool_response",
-                    content=ToolResponse(
-                        id=call_id,
-                        response=_text(m.get("content")),
-                        name=m.get("name") or names.get(call_id),
-                    ),
-                )
-            )
-            continue
-        for call in m.get("tool_calls") or ():
-            names[str(call["id"])] = str(call["function"]["name"])
-        if m.get("content") or not m.get("tool_calls"):
-            out.append(InputMessage(role=role, type="text", content=_text(m.get("content"))))
-        for call in m.get("tool_calls") or ():
-            out.append(InputMessage(role=role, type="tool_call", content=_tool_call(call)))
-    return out
-
-
-def _tool_call(call: dict[str, Any]) -> ToolCall:
-    fn = call["function"]
-    return ToolCall(id=str(call["id"]), name=str(fn["name"]), parameters=str(fn["arguments"]))
-
-
-def _output_messages(message: dict[str, Any]) -> list[OutputMessage]:
-    out: list[OutputMessage] = []
-    if message.get("content") or not message.get("tool_calls"):
-        out.append(OutputMessage(type="text", content=_text(message.get("content"))))
-    out.extend(
-        OutputMessage(type="tool_call", content=_tool_call(c))
-        for c in message.get("tool_calls") or ()
-    )
-    return out
-
-
 def _tool_specs(tools: Any) -> list[ToolSpec] | None:
-    if not tools:
-        return None
-    specs = []
-    for d in tool_definitions(tools):
-        fn = d.get("function", d)
-        params = fn.get("parameters", fn.get("input_schema", {}))
-        specs.append(
-            ToolSpec(
-                name=str(fn.get("name", "")),
-                description=str(fn.get("description") or ""),
-                parameters=params if isinstance(params, str) else json.dumps(params),
-            )
-        )
-    return specs
+    return [to_trace_tool(d) for d in tool_definitions(tools)] if tools else None
 
 
 def chat_interaction(
@@ -155,8 +93,8 @@ def chat_interaction(
     """One chat call (LlamaIndex ``ChatMessage`` objects) as an ``LLMInteraction``."""
     inputs = [chat_message_dict(m, i) for i, m in enumerate(messages)]
     return LLMInteraction(
-        input_messages=_input_messages(inputs),
-        output_messages=_output_messages(chat_message_dict(response_message)),
+        input_messages=to_trace_inputs(inputs, name_responses=True),
+        output_messages=to_trace_outputs([chat_message_dict(response_message)], keep_empty=True),
         tools_available=tools,
     )
 
@@ -228,15 +166,6 @@ def _llm_call(span_id: str, instance: Any) -> bool:
 # -- what one capture records ----------------------------------------------------------------
 
 
-class _Agent:
-    __slots__ = ("id", "interactions", "name")
-
-    def __init__(self, name: str) -> None:
-        self.id = str(uuid.uuid4())
-        self.name = name
-        self.interactions: list[str | LLMInteraction] = []
-
-
 class _Scope:
     """A workflow run or a tool call: the LLM calls under it belong to one agent at a time."""
 
@@ -247,108 +176,75 @@ class _Scope:
         self.fixed = fixed  # a single agent: its steps cannot rename it
         self.tool = tool
         self.parent = parent
-        self.agent: _Agent | None = None
+        self.agent: Agent | None = None
         self.spans: list[str] = []
 
 
-class LlamaIndexTraceCapture:
+class LlamaIndexTraceCapture(Capture):
     """Record what LlamaIndex does inside ``with`` / ``async with`` as a ``MultiAgentTrace``.
 
-    ``name`` names the instance for LLM calls made outside any workflow, and the root when
-    several agents ran side by side. Read ``trace`` after the block (or pass the capture itself
-    as ``trace=`` to ``evaluate_trace``). A capture is used once; nothing global keeps its data.
+    Read ``trace`` after the block (or pass the capture itself as ``trace=`` to
+    ``evaluate_trace``). A capture is used once; nothing global keeps its data.
+
+    Args:
+        name: Names the instance for LLM calls made outside any workflow, and the root when
+            several agents ran side by side.
     """
 
     def __init__(self, name: str | None = None) -> None:
         self.name = name
         self._lock = threading.Lock()
-        self._agents: dict[str, _Agent] = {}
-        self._top: list[str] = []
+        self._recorder = TraceRecorder()
         self._spans: dict[str, _Scope] = {}
         self._runs: dict[str, _Scope] = {}
         self._calls = _Calls()
         self._loose = _Scope(name or "llama_index", None, fixed=True, tool=False)
         self._token: Token[LlamaIndexTraceCapture | None] | None = None
-        self._state = "new"
 
     def __repr__(self) -> str:
         return (
             f"LlamaIndexTraceCapture(name={self.name!r}, state={self._state!r}, "
-            f"agents={len(self._agents)})"
+            f"agents={self._recorder.agent_count})"
         )
 
     # -- context manager -----------------------------------------------------------------
 
-    def __enter__(self) -> LlamaIndexTraceCapture:
-        if self._state != "new":
-            raise RuntimeError("a LlamaIndexTraceCapture records once; create a new one")
+    _again = "a LlamaIndexTraceCapture records once; create a new one"
+    _running = "active"
+    _finished = "finished"
+
+    def _activate(self) -> None:
         _hub.acquire()
         self._token = _current.set(self)
-        self._state = "active"
-        return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def _deactivate(self) -> None:
         if self._token is not None:
             try:
                 _current.reset(self._token)
             except ValueError:  # exited in another context than entered: just stop recording
                 _current.set(None)
             self._token = None
-        self._state = "finished"
         with self._lock:
             self._spans.clear()
             self._runs.clear()
         self._calls.clear()
         _hub.release()
 
-    async def __aenter__(self) -> LlamaIndexTraceCapture:
-        return self.__enter__()
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.__exit__(exc_type, exc, tb)
-
     # -- the result ----------------------------------------------------------------------
 
     @property
     def llm_call_count(self) -> int:
-        with self._lock:
-            return sum(
-                1 for a in self._agents.values() for s in a.interactions if not isinstance(s, str)
-            )
+        """LLM calls recorded so far."""
+        return self._recorder.interaction_count()
 
     @property
     def trace(self) -> MultiAgentTrace:
-        """The captured run; raises ``ComposoValidationError`` when no LLM call was seen."""
-        with self._lock:
-            agents = {
-                a.id: AgentInstance(id=a.id, name=a.name, interactions=list(a.interactions))
-                for a in self._agents.values()
-            }
-            top = list(self._top)
-        if not agents:
-            raise ComposoValidationError(
-                "trace: the capture saw no LLM call; run the LlamaIndex code inside "
-                "`with LlamaIndexTraceCapture() as capture:` (a trace needs a model call)"
-            )
-        if len(top) == 1:
-            root = top[0]
-        else:
-            root_agent = AgentInstance(
-                id=str(uuid.uuid4()), name=self.name or "agent_workflow", interactions=list(top)
-            )
-            agents[root_agent.id] = root_agent
-            root = root_agent.id
-        return MultiAgentTrace(root_agent_instance_id=root, agent_instance_by_id=agents)
+        """The captured run.
+
+        Raises:
+            ComposoValidationError: No LLM call was seen.
+        """
+        return self._recorder.trace(name=self.name or "agent_workflow", missing=_NO_CALLS)
 
     # -- recording (called by the handlers) ----------------------------------------------
 
@@ -399,17 +295,14 @@ class LlamaIndexTraceCapture:
     def _record(self, span_id: str | None, interaction: LLMInteraction) -> None:
         with self._lock:
             scope = self._spans.get(span_id) if span_id else None
-            self._agent_for(scope or self._loose).interactions.append(interaction)
+            self._recorder.record(self._agent_for(scope or self._loose), interaction)
 
-    def _agent_for(self, scope: _Scope) -> _Agent:
+    def _agent_for(self, scope: _Scope) -> Agent:
+        """The agent of ``scope`` now: a new instance at the start or when the name changed (a
+        hand-off), referenced from the enclosing scope's agent at this point."""
         if scope.agent is None or scope.agent.name != scope.agent_name:
-            agent = _Agent(scope.agent_name)
-            self._agents[agent.id] = agent
-            if scope.parent is not None:
-                self._agent_for(scope.parent).interactions.append(agent.id)
-            else:
-                self._top.append(agent.id)
-            scope.agent = agent
+            parent = self._agent_for(scope.parent) if scope.parent is not None else None
+            scope.agent = self._recorder.agent_started(None, scope.agent_name, parent)
         return scope.agent
 
 
