@@ -139,14 +139,7 @@ class AsyncComposo(BaseClient):
             APIConnectionError: The server could not be reached.
         """
         requests, single = self._reward_requests(
-            criteria,
-            evaluator_name,
-            options,
-            messages=messages,
-            input=input,
-            result=result,
-            system=system,
-            tools=tools,
+            criteria, evaluator_name, options, messages, input, result, system, tools
         )
         return await self._run_all(requests, single, block)
 

@@ -12,11 +12,6 @@ from pydantic import ValidationError
 
 from composo._core import build
 from composo._core.build import check_model_core
-from composo._core.limits import (
-    DEFAULT_MAX_CONCURRENT_REQUESTS,
-    DEFAULT_NUM_RETRIES,
-    DEFAULT_TIMEOUT,
-)
 from composo._core.options import check_names
 from composo._core.responses import EvaluationResponse, MultiAgentTraceResponse, TaskInfo
 from composo._core.retry import parse_retry_after
@@ -48,12 +43,12 @@ class BaseClient:
 
     def __init__(
         self,
-        api_key: str | None = None,
-        base_url: str | None = None,
-        num_retries: int = DEFAULT_NUM_RETRIES,
-        model_core: str | None = None,
-        timeout: float = DEFAULT_TIMEOUT,
-        max_concurrent_requests: int = DEFAULT_MAX_CONCURRENT_REQUESTS,
+        api_key: str | None,
+        base_url: str | None,
+        num_retries: int,
+        model_core: str | None,
+        timeout: float,
+        max_concurrent_requests: int,
     ) -> None:
         key = api_key if api_key is not None else os.environ.get("COMPOSO_API_KEY")
         if not key or not key.strip():
@@ -112,10 +107,24 @@ class BaseClient:
         return out
 
     def _reward_requests(
-        self, criteria: Any, evaluator_name: Any, options: Mapping[str, Any], **conversation: Any
+        self,
+        criteria: Any,
+        evaluator_name: Any,
+        options: Mapping[str, Any],
+        messages: Any,
+        input: Any,
+        result: Any,
+        system: str | None,
+        tools: Any,
     ) -> tuple[list[RewardRequest], bool]:
+        conversation = {"messages": messages, "input": input, "result": result}
         return build.reward_requests(
-            criteria, evaluator_name, self._options(options, "evaluate"), **conversation
+            criteria,
+            evaluator_name,
+            self._options(options, "evaluate"),
+            **conversation,
+            system=system,
+            tools=tools,
         )
 
     def _trace_requests(

@@ -10,22 +10,12 @@ import asyncio
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable
 from typing import Any
 
-from composo._core.plan import (
-    BatchResult,
-    Job,
-    Pending,
-    Plan,
-    Progress,
-    Request,
-    Response,
-    finished,
-    jobs_from,
-    tick,
-)
+from composo._core import plan as shared
+from composo._core.plan import BatchResult, Job, Plan, Progress
 
 __all__ = ["ASend", "ajobs_from", "astream"]
 
-ASend = Callable[[Request], Awaitable[Response]]
+ASend = Callable[[shared.Request], Awaitable[shared.Response]]
 
 
 async def ajobs_from(items: Iterable[Any] | AsyncIterable[Any]) -> AsyncIterator[Job]:
@@ -36,7 +26,7 @@ async def ajobs_from(items: Iterable[Any] | AsyncIterable[Any]) -> AsyncIterator
             yield Job(index, item)
             index += 1
     else:
-        for job in jobs_from(items):
+        for job in shared.jobs_from(items):
             yield job
 
 
@@ -57,11 +47,11 @@ async def astream(
     done: asyncio.Queue[BatchResult] = asyncio.Queue()
     in_flight = 0
 
-    async def work(p: Pending) -> None:
+    async def work(p: shared.Pending) -> None:
         try:
-            result = finished(p, await send(p.request))
+            result = shared.finished(p, await send(p.request))
         except Exception as exc:  # recorded on the result
-            result = finished(p, error=exc)
+            result = shared.finished(p, error=exc)
         if on_result is not None:
             on_result(result)
         done.put_nowait(result)
@@ -75,12 +65,12 @@ async def astream(
                 if isinstance(step, BatchResult):
                     if on_result is not None:
                         on_result(step)
-                    tick(progress)
+                    shared.tick(progress)
                     yield step
                     continue
                 while in_flight >= window:
                     in_flight -= 1
-                    tick(progress)
+                    shared.tick(progress)
                     yield await done.get()
                 task = asyncio.ensure_future(work(step))
                 running.add(task)  # a strong reference until it is done
@@ -88,7 +78,7 @@ async def astream(
                 in_flight += 1
         while in_flight:
             in_flight -= 1
-            tick(progress)
+            shared.tick(progress)
             yield await done.get()
     finally:
         for task in running:

@@ -137,14 +137,7 @@ class Composo(BaseClient):
             APIConnectionError: The server could not be reached (``APITimeoutError`` in time).
         """
         requests, single = self._reward_requests(
-            criteria,
-            evaluator_name,
-            options,
-            messages=messages,
-            input=input,
-            result=result,
-            system=system,
-            tools=tools,
+            criteria, evaluator_name, options, messages, input, result, system, tools
         )
         return self._run_all(requests, single, block)
 
