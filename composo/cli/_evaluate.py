@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from composo import Composo
     from composo._core.plan import Progress
     from composo.cli._results import CriterionStats, Resume, RowWriter
-    from composo.types import BatchResult
+    from composo.types import BatchResult, EvaluateOptions
 
 __all__ = ["add_arguments", "run"]
 
@@ -157,7 +157,8 @@ def run(args: argparse.Namespace) -> int:
                 srv = stack.enter_context(LocalServer(judge="heuristic", latency=0.0))
                 base_url, api_key = srv.base_url, srv.api_key
             client = stack.enter_context(_client(api_key, base_url, args.concurrency))
-            run_state = _Run(criteria, resume, writer, tally, args.model_core, tags or None)
+            options: EvaluateOptions = {"model_core": args.model_core, "tags": tags or None}
+            run_state = _Run(criteria, resume, writer, tally, options)
             run_state.main(client, source, args.concurrency)
     except ComposoValidationError as exc:  # the client refused its settings
         return _usage(str(exc))
@@ -211,12 +212,10 @@ class _Run:
         resume: Resume | None,
         writer: RowWriter,
         tally: dict[str, CriterionStats] | None,
-        model_core: str | None = None,
-        tags: dict[str, str] | None = None,
+        options: EvaluateOptions | None = None,
     ) -> None:
         self.criteria = criteria
-        self.model_core = model_core
-        self.tags = tags
+        self.options: EvaluateOptions = options or {}
         self.resume = resume
         self.writer = writer
         self.tally = tally
@@ -244,8 +243,7 @@ class _Run:
                     self.criteria,
                     concurrency=concurrency,
                     progress=(lambda done, total: bar.advance()) if bar is not None else False,
-                    model_core=self.model_core,
-                    tags=self.tags,
+                    **self.options,
                 )
                 for result in stream:
                     line, left = self.lines.pop(result.index)
