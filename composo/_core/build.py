@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from composo._core import convert, wire
+from composo._core.limits import MIN_MESSAGES
 from composo._core.options import set_options
 from composo._core.wire import RewardRequest, TraceRequest
 from composo.errors import ComposoValidationError, validation_error
@@ -91,10 +92,11 @@ def conversation(
     )
     if result is not None:
         msgs = msgs + convert.to_result_messages(result)
-    if len(msgs) < 2:
+    if len(msgs) < MIN_MESSAGES:
         raise ComposoValidationError(
             f"messages: the conversation has {len(msgs)} message(s)"
-            f"{' after appending result' if result is not None else ''}; at least 2 are needed, "
+            f"{' after appending result' if result is not None else ''}; at least "
+            f"{MIN_MESSAGES} are needed, "
             "e.g. the user's question and the assistant's answer (pass the answer as result=)"
         )
     return msgs
