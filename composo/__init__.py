@@ -45,14 +45,16 @@ from composo.errors import (
 
 if TYPE_CHECKING:
     from composo._core.async_client import AsyncComposo
-    from composo._core.batch import BatchResult
+    from composo._core.options import EvaluateOptions
+    from composo._core.plan import BatchResult
     from composo.tracing import AgentTracer, ComposoTracer, Instruments, agent_tracer
 
 # Loaded on first use: AsyncComposo pulls in asyncio, tracing OpenTelemetry; batch is rarely
 # needed by a plain evaluate().
 _LAZY = {
     "AsyncComposo": "composo._core.async_client",
-    "BatchResult": "composo._core.batch",
+    "BatchResult": "composo._core.plan",
+    "EvaluateOptions": "composo._core.options",
     "ComposoTracer": "composo.tracing",
     "Instruments": "composo.tracing",
     "AgentTracer": "composo.tracing",
@@ -87,6 +89,7 @@ __all__ = [
     "ComposoError",
     "ComposoTracer",
     "ComposoValidationError",
+    "EvaluateOptions",
     "EvaluationResponse",
     "InputMessage",
     "Instruments",

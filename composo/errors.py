@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
+
+from composo._core.limits import MAX_ERROR_MESSAGE
 
 if TYPE_CHECKING:
     from pydantic import ValidationError
@@ -107,8 +110,6 @@ class TaskFailedError(ComposoError):
     """A background evaluation task ended in failure."""
 
 
-_MAX_MESSAGE = 500
-
 _BY_STATUS: dict[int, type[APIStatusError]] = {
     400: BadRequestError,
     401: AuthenticationError,
@@ -127,8 +128,10 @@ def status_error(status_code: int, body: Any, request_id: str | None = None) -> 
         cls = APIError if status_code >= 500 else APIStatusError
     detail = body.get("detail") if isinstance(body, dict) else body
     message = _detail_text(detail) if detail else f"HTTP {status_code}"
-    if len(message) > _MAX_MESSAGE:  # e.g. a proxy's HTML error page
-        message = message[:_MAX_MESSAGE] + "... (truncated; the whole body is in .response_body)"
+    if len(message) > MAX_ERROR_MESSAGE:  # e.g. a proxy's HTML error page
+        message = (
+            message[:MAX_ERROR_MESSAGE] + "... (truncated; the whole body is in .response_body)"
+        )
     return cls(message, status_code=status_code, response_body=body, request_id=request_id)
 
 
@@ -146,11 +149,21 @@ def _detail_text(detail: Any) -> str:
     return str(detail)
 
 
-def validation_error(exc: ValidationError, field: str = "") -> ComposoValidationError:
-    """Pydantic's error, reworded as one ``field: problem`` clause per field."""
+def validation_error(
+    exc: ValidationError, field: str = "", rename: Mapping[str, str] | None = None
+) -> ComposoValidationError:
+    """Pydantic's error, reworded as one ``field: problem`` clause per field; ``rename`` maps a
+    wire field to the name the caller used (``evaluation_criteria`` -> ``criteria[1]``)."""
     lines = []
     for err in exc.errors(include_url=False):
-        loc = ".".join(str(p) for p in (field, *err["loc"]) if p != "")
+        parts = [str(p) for p in (field, *err["loc"]) if p != ""]
         msg = str(err["msg"]).removeprefix("Value error, ")
+        if parts and msg.startswith(parts[-1] + "["):  # the rule named the entry itself
+            parts.pop()
+        elif parts:
+            msg = msg.removeprefix(parts[-1] + ": ")  # the rule named the field already
+        if parts and rename and parts[0] in rename:
+            parts[0] = rename[parts[0]]
+        loc = ".".join(parts)
         lines.append(f"{loc}: {msg}" if loc else msg)
     return ComposoValidationError("; ".join(lines))

@@ -1,13 +1,16 @@
 """The data the SDK sends and returns, for annotations and ``isinstance`` checks.
 
 Wire requests (:class:`RewardRequest`, :class:`TraceRequest`), the trace models that make up a
-:class:`MultiAgentTrace`, responses and batch results. Building any of them by hand is supported;
-their module paths are not: import them from here or from ``composo``.
+:class:`MultiAgentTrace`, responses, batch results and :class:`EvaluateOptions` (the keyword
+options every ``evaluate*`` method takes, for annotating code that passes them on). Building
+any of them by hand is supported; their module paths are not: import them from here or from
+``composo``.
 """
 
 from __future__ import annotations
 
-from composo._core.batch import BatchResult
+from composo._core.options import EvaluateOptions
+from composo._core.plan import BatchResult
 from composo._core.responses import EvaluationResponse, MultiAgentTraceResponse, TaskInfo
 from composo._core.trace import (
     AgentInstance,
@@ -25,6 +28,7 @@ __all__ = [
     "MODEL_CORES",
     "AgentInstance",
     "BatchResult",
+    "EvaluateOptions",
     "EvaluationResponse",
     "InputMessage",
     "LLMInteraction",

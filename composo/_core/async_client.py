@@ -6,32 +6,57 @@ import asyncio
 import time
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Sequence
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from composo._core import batch, batch_async, build
+from composo._core import batch_async
 from composo._core.base_client import TASK_PATH, BaseClient
+from composo._core.limits import (
+    DEFAULT_MAX_CONCURRENT_REQUESTS,
+    DEFAULT_NUM_RETRIES,
+    DEFAULT_TIMEOUT,
+)
 from composo._core.responses import EvaluationResponse, MultiAgentTraceResponse, TaskInfo
 from composo._core.retry import async_retrying
 from composo._core.transport import ShardedAsyncTransport
 from composo._core.wire import RewardRequest, TraceRequest
-from composo.errors import APITimeoutError
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from composo._core.options import EvaluateOptions
+    from composo._core.plan import BatchResult
 
 __all__ = ["AsyncComposo"]
 
+Request = RewardRequest | TraceRequest
+
 
 class AsyncComposo(BaseClient):
-    """Async client; at most ``max_concurrent_requests`` requests are in flight across all calls."""
+    """The async client: at most ``max_concurrent_requests`` requests in flight across all calls.
+
+    Args:
+        api_key: The Composo API key (default: ``COMPOSO_API_KEY``).
+        base_url: The API's base URL (default: ``COMPOSO_BASE_URL``, else the platform's).
+        num_retries: Retries after the first attempt, at least 1.
+        model_core: The default model core for every call.
+        timeout: Seconds one call may take, retries and waits included.
+        max_concurrent_requests: Requests in flight at once (the platform advises about 5).
+        http_client: An ``httpx.AsyncClient`` to use; it is not closed by :meth:`aclose`.
+
+    Raises:
+        ComposoValidationError: A setting is unusable.
+    """
 
     def __init__(
         self,
         api_key: str | None = None,
         base_url: str | None = None,
-        num_retries: int = 1,
+        num_retries: int = DEFAULT_NUM_RETRIES,
         model_core: str | None = None,
-        timeout: float = 60.0,
-        max_concurrent_requests: int = 5,
+        timeout: float = DEFAULT_TIMEOUT,
+        max_concurrent_requests: int = DEFAULT_MAX_CONCURRENT_REQUESTS,
         http_client: httpx.AsyncClient | None = None,
     ) -> None:
         super().__init__(
@@ -59,6 +84,7 @@ class AsyncComposo(BaseClient):
         return self._http, self._slots
 
     async def aclose(self) -> None:
+        """Close the connections this client opened (a supplied ``http_client`` stays open)."""
         http, self._http = self._http, None
         if self._owns_http and http is not None and self._loop is asyncio.get_running_loop():
             await http.aclose()
@@ -87,27 +113,33 @@ class AsyncComposo(BaseClient):
         tools: Any = None,
         result: Any = None,
         block: bool = True,
-        tags: dict[str, Any] | None = None,
-        evaluate_latest: bool | None = None,
+        *,
         evaluator_name: str | Sequence[str] | None = None,
-        explanation_cleaning: str | None = None,
-        data_retention: str | None = None,
-        model_core: str | None = None,
+        **options: Unpack[EvaluateOptions],
     ) -> Any:
-        """See :meth:`Composo.evaluate`."""
-        requests, single = build.reward_requests(
-            messages=messages,
-            input=input,
-            criteria=criteria,
-            system=system,
-            tools=tools,
-            result=result,
-            tags=tags,
-            evaluate_latest=evaluate_latest,
-            evaluator_name=evaluator_name,
-            explanation_cleaning=explanation_cleaning,
-            data_retention=data_retention,
-            model_core=model_core or self.model_core,
+        """Score a conversation against one or more criteria (criteria run concurrently).
+
+        Args:
+            messages: Chat message dicts, or an object a plugin converts (or give ``input``).
+            input: The OpenAI Responses API ``input``, instead of ``messages``.
+            criteria: A criterion or a list of them (or give ``evaluator_name``).
+            system: The assistant's system prompt.
+            tools: The tool definitions the assistant was offered.
+            result: The answer to score, appended to the conversation.
+            block: ``False`` returns ``{"task_id": ...}`` without waiting for the score.
+            evaluator_name: Saved evaluator name(s), instead of ``criteria``.
+            **options: :class:`~composo.types.EvaluateOptions`.
+
+        Returns:
+            As :meth:`Composo.evaluate`: a response, or a list in the order given.
+
+        Raises:
+            ComposoValidationError: Bad input, before any network call.
+            APIStatusError: The server refused the request.
+            APIConnectionError: The server could not be reached.
+        """
+        requests, single = self._reward_requests(
+            criteria, evaluator_name, options, messages, input, result, system, tools
         )
         return await self._run_all(requests, single, block)
 
@@ -115,42 +147,69 @@ class AsyncComposo(BaseClient):
         self,
         trace: Any,
         criteria: str | Sequence[str] | None = None,
-        model_core: str | None = None,
+        *,
         block: bool = True,
-        tags: dict[str, Any] | None = None,
         evaluator_name: str | Sequence[str] | None = None,
-        explanation_cleaning: str | None = None,
-        data_retention: str | None = None,
+        **options: Unpack[EvaluateOptions],
     ) -> Any:
-        """See :meth:`Composo.evaluate_trace`."""
-        requests, single = build.trace_requests(
-            trace=trace,
-            criteria=criteria,
-            evaluator_name=evaluator_name,
-            model_core=model_core or self.model_core,
-            tags=tags,
-            explanation_cleaning=explanation_cleaning,
-            data_retention=data_retention,
-        )
+        """Score a multi-agent trace (see :meth:`Composo.evaluate_trace`).
+
+        Args:
+            trace: A :class:`MultiAgentTrace`, a dict of its shape, or an object a plugin
+                converts.
+            criteria: A criterion or a list of them (or give ``evaluator_name``).
+            block: ``False`` returns ``{"task_id": ...}`` at once.
+            evaluator_name: Saved evaluator name(s), instead of ``criteria``.
+            **options: :class:`~composo.types.EvaluateOptions` (no ``explanation_cleaning``).
+
+        Returns:
+            A :class:`MultiAgentTraceResponse`, or a list of them for several criteria.
+
+        Raises:
+            ComposoValidationError: Bad input, before any network call.
+            APIStatusError: The server refused the request.
+            APIConnectionError: The server could not be reached.
+        """
+        requests, single = self._trace_requests(trace, criteria, evaluator_name, options)
         return await self._run_all(requests, single, block)
 
     async def get_task(self, task_id: str) -> TaskInfo:
-        """State of a background evaluation (served by the local Composo server)."""
+        """Read the state of a background evaluation.
+
+        Args:
+            task_id: The ``task_id`` a ``block=False`` call returned.
+
+        Returns:
+            Its status and, once finished, its result or error.
+
+        Raises:
+            NotFoundError: No such task.
+        """
         body = await self._call("GET", TASK_PATH.format(task_id=task_id), None)
         return TaskInfo.model_validate(body)
 
     async def wait(
         self, task_id: str, timeout: float | None = None, poll_interval: float = 0.25
     ) -> EvaluationResponse | MultiAgentTraceResponse:
-        """Poll a background task until it finishes; raise its error, or time out clearly."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            outcome = self._task_outcome(await self.get_task(task_id))
-            if outcome is not None:
-                return outcome
-            if deadline is not None and time.monotonic() + poll_interval > deadline:
-                raise APITimeoutError(f"task {task_id} still not finished after {timeout}s")
+        """Poll a background evaluation until it finishes, without blocking the loop.
+
+        Args:
+            task_id: The task to wait for.
+            timeout: Seconds at most (``None``: no limit).
+            poll_interval: Seconds between polls.
+
+        Returns:
+            The evaluation's response.
+
+        Raises:
+            TaskFailedError: It failed on the server.
+            APITimeoutError: ``timeout`` passed first.
+        """
+        deadline = self._deadline(timeout)
+        while (outcome := self._task_outcome(await self.get_task(task_id))) is None:
+            self._check_deadline(task_id, deadline, timeout, poll_interval)
             await asyncio.sleep(poll_interval)
+        return outcome
 
     async def evaluate_many(
         self,
@@ -160,26 +219,26 @@ class AsyncComposo(BaseClient):
         evaluator_name: str | Sequence[str] | None = None,
         concurrency: int | None = None,
         progress: bool | Callable[[int, int | None], None] = False,
-        model_core: str | None = None,
-        tags: dict[str, Any] | None = None,
-        evaluate_latest: bool | None = None,
-        explanation_cleaning: str | None = None,
-        data_retention: str | None = None,
-    ) -> list[batch.BatchResult]:
-        """See :meth:`Composo.evaluate_many`; ``items`` may also be an async iterable."""
-        plan, results = self._batch(
-            items,
-            criteria,
-            evaluator_name,
-            concurrency,
-            progress,
-            model_core=model_core,
-            tags=tags,
-            evaluate_latest=evaluate_latest,
-            explanation_cleaning=explanation_cleaning,
-            data_retention=data_retention,
-        )
-        return batch.ordered([r async for r in results], plan)
+        **options: Unpack[EvaluateOptions],
+    ) -> list[BatchResult]:
+        """Score every item against every criterion (see :meth:`Composo.evaluate_many`).
+
+        Args:
+            items: Item dicts or convertible objects; a plain or an async iterable.
+            criteria: A criterion or a list, for every item (or ``evaluator_name``).
+            evaluator_name: Saved evaluator name(s), instead of ``criteria``.
+            concurrency: Requests in flight, at most ``max_concurrent_requests``.
+            progress: ``True`` for a bar, or a ``(done, total)`` callable.
+            **options: :class:`~composo.types.EvaluateOptions` for every item.
+
+        Returns:
+            The results in item order, then criteria order.
+
+        Raises:
+            ComposoValidationError: The criteria, options or items are unusable.
+        """
+        plan, results = self._many(items, criteria, evaluator_name, concurrency, progress, options)
+        return self._ordered([r async for r in results], plan)
 
     def evaluate_many_iter(
         self,
@@ -189,77 +248,52 @@ class AsyncComposo(BaseClient):
         evaluator_name: str | Sequence[str] | None = None,
         concurrency: int | None = None,
         progress: bool | Callable[[int, int | None], None] = False,
-        model_core: str | None = None,
-        tags: dict[str, Any] | None = None,
-        evaluate_latest: bool | None = None,
-        explanation_cleaning: str | None = None,
-        data_retention: str | None = None,
-    ) -> AsyncIterator[batch.BatchResult]:
-        """See :meth:`Composo.evaluate_many_iter`: ``async for`` over results as they finish."""
-        _, results = self._batch(
-            items,
-            criteria,
-            evaluator_name,
-            concurrency,
-            progress,
-            model_core=model_core,
-            tags=tags,
-            evaluate_latest=evaluate_latest,
-            explanation_cleaning=explanation_cleaning,
-            data_retention=data_retention,
-        )
-        return results
+        **options: Unpack[EvaluateOptions],
+    ) -> AsyncIterator[BatchResult]:
+        """``async for`` over the results as they finish (see :meth:`Composo.evaluate_many_iter`).
 
-    def _batch(
-        self,
-        items: Iterable[Any] | AsyncIterable[Any],
-        criteria: Any,
-        evaluator_name: Any,
-        concurrency: int | None,
-        progress: bool | Callable[[int, int | None], None],
-        model_core: str | None,
-        **options: Any,
-    ) -> tuple[batch.Plan, AsyncIterator[batch.BatchResult]]:
-        """Check everything up front, then the results as they finish (shared by both forms)."""
-        plan, window, bar = batch.setup(
-            items,
-            criteria,
-            evaluator_name,
-            concurrency,
-            progress,
-            self.max_concurrent_requests,
-            model_core=model_core or self.model_core,
-            **options,
-        )
-        return plan, batch_async.astream(self, batch_async.ajobs_from(items), plan, window, bar)
+        Args:
+            items: As for :meth:`evaluate_many`.
+            criteria: As for :meth:`evaluate_many`.
+            evaluator_name: As for :meth:`evaluate_many`.
+            concurrency: As for :meth:`evaluate_many`.
+            progress: As for :meth:`evaluate_many`.
+            **options: As for :meth:`evaluate_many`.
 
-    async def _run_all(
-        self, requests: Sequence[RewardRequest | TraceRequest], single: bool, block: bool
-    ) -> Any:
+        Returns:
+            An async iterator of :class:`~composo.BatchResult`, in no set order.
+
+        Raises:
+            ComposoValidationError: As for :meth:`evaluate_many`, when called.
+        """
+        return self._many(items, criteria, evaluator_name, concurrency, progress, options)[1]
+
+    def _many(self, items: Any, *args: Any) -> tuple[Any, AsyncIterator[BatchResult]]:
+        """Check everything now, then stream the results through the task engine."""
+        plan, window, bar = self._plan(items, *args)
+        return plan, batch_async.astream(
+            self._send, batch_async.ajobs_from(items), plan, window, bar
+        )
+
+    async def _run_all(self, requests: Sequence[Request], single: bool, block: bool) -> Any:
         if len(requests) == 1:
-            out = await self._run_one(requests[0], block)
+            out = await self._send(requests[0], block)
             return out if single else [out]
-        return list(await asyncio.gather(*(self._run_one(r, block) for r in requests)))
+        return list(await asyncio.gather(*(self._send(r, block) for r in requests)))
 
-    async def _run_one(self, request: RewardRequest | TraceRequest, block: bool) -> Any:
+    async def _send(self, request: Request, block: bool = True) -> Any:
+        """One request, retried by the policy; the parsed response (or ``{"task_id"}``)."""
         body = await self._call("POST", self._path(request, block), request.wire())
         return self._parse(request, body, block)
 
     async def _call(self, method: str, path: str, json: Any) -> Any:
-        url = self.base_url + path
-        deadline = time.monotonic() + self.timeout
+        url, deadline = self.base_url + path, time.monotonic() + self.timeout
         async for attempt in async_retrying(self.num_retries, self.timeout):
             with attempt:
                 http, slots = self._bind()
                 async with slots:
                     try:
-                        response = await http.request(
-                            method,
-                            url,
-                            json=json,
-                            headers=self._headers(),
-                            timeout=self._attempt_timeout(deadline),
-                        )
+                        response = await http.request(**self._attempt(method, url, json, deadline))
                     except httpx.HTTPError as exc:
                         raise self._transport_error(exc, url) from None
                 return self._decode(response)

@@ -1,8 +1,9 @@
 """Evaluations that run beside the user's program instead of inside it.
 
 Framework hooks (a LangChain callback, a LlamaIndex handler, a tracer) must return in microseconds,
-so they hand work to a :class:`BackgroundEvaluator`: one daemon thread runs an event loop, each
-submitted job is converted and sent there, and every outcome becomes an :class:`EvaluationRecord`.
+so they hand work to a :class:`BackgroundEvaluator`: one daemon thread runs an event loop with one
+long-running batch (the async batch engine, fed by the submitted jobs as they arrive), and every
+outcome becomes an :class:`EvaluationRecord`.
 Failures are recorded and logged, never raised into the caller; :meth:`BackgroundEvaluator.flush`
 waits for what is pending. The backlog is bounded, so a slow server cannot grow memory without
 limit: what does not fit is recorded as an error, not dropped silently.
@@ -13,18 +14,21 @@ from __future__ import annotations
 import asyncio
 import atexit
 import collections
-import functools
+import concurrent.futures
+import itertools
 import logging
 import threading
 import weakref
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from composo._core.async_client import AsyncComposo
-from composo._core.build import normalize_criteria
+from composo._core.batch_async import ASend, astream
 from composo._core.client import Composo
+from composo._core.options import OPTION_NAMES
+from composo._core.plan import BatchResult, Job, Plan
 from composo._core.responses import EvaluationResponse, MultiAgentTraceResponse
 from composo.errors import ComposoError, ComposoValidationError
 
@@ -76,13 +80,25 @@ class _Job:
 class BackgroundEvaluator:
     """Run evaluations on a background event loop and keep their records.
 
-    ``client`` is a :class:`Composo` (its calls run on a small thread pool) or an
-    :class:`AsyncComposo` (awaited on this evaluator's own loop, so do not share it with another
-    loop); by default an ``AsyncComposo`` is built from ``COMPOSO_API_KEY`` / ``COMPOSO_BASE_URL``.
-    ``criteria`` (or ``evaluator_name``) is checked here, before anything runs. ``options`` are
-    passed to every ``evaluate`` / ``evaluate_trace`` call (``tags``, ``model_core``...).
-    ``results`` keeps the newest ``max_results`` records (``None``: all of them); ``on_result``
-    sees every record as it arrives (on the background thread; a skip, in the submitting one).
+    Args:
+        criteria: The criterion (or list) every submitted run is evaluated against, checked
+            here before anything runs (or give ``evaluator_name``).
+        evaluator_name: Saved evaluator name(s), instead of ``criteria``.
+        client: A :class:`Composo` (its calls run on a small thread pool) or an
+            :class:`AsyncComposo` (awaited on this evaluator's own loop, so do not share it
+            with another loop); by default an ``AsyncComposo`` built from ``COMPOSO_API_KEY``
+            / ``COMPOSO_BASE_URL``.
+        on_result: Sees every record as it arrives (on the background thread; a skip, in the
+            submitting one).
+        max_results: How many of the newest records :attr:`results` keeps (``None``: all).
+        max_pending: Evaluations allowed to wait; a run that does not fit is recorded as a
+            :class:`BacklogFullError`, not dropped silently.
+        options: :class:`~composo.types.EvaluateOptions` for every evaluation (``tags``,
+            ``model_core``...); any other key is added to every submitted run's arguments.
+        name: The background thread's name, also used in log lines.
+
+    Raises:
+        ComposoValidationError: The criteria, options or limits are unusable.
     """
 
     def __init__(
@@ -97,9 +113,11 @@ class BackgroundEvaluator:
         options: Mapping[str, Any] | None = None,
         name: str = "composo-background",
     ) -> None:
-        sources, _ = normalize_criteria(criteria, evaluator_name)
-        self._sources = sources
-        self.criteria: list[str] = [next(iter(s.values())) for s in sources]
+        given = dict(options or {})
+        evaluate_options = {k: v for k, v in given.items() if k in OPTION_NAMES}
+        self._plan = Plan.create(criteria, evaluator_name, evaluate_options)
+        self.criteria: list[str] = list(self._plan.criteria)
+        self._extra = {k: v for k, v in given.items() if k not in OPTION_NAMES}
         if client is not None and not isinstance(client, (Composo, AsyncComposo)):
             raise ComposoValidationError(
                 "client: expected a composo.Composo or composo.AsyncComposo, "
@@ -107,11 +125,11 @@ class BackgroundEvaluator:
             )
         if not isinstance(max_pending, int) or max_pending < 1:
             raise ComposoValidationError(f"max_pending: must be at least 1, got {max_pending!r}")
-        if max_pending < len(sources):
+        if max_pending < len(self.criteria):
             # Each run queues one evaluation per criterion: fewer places would skip every run.
             raise ComposoValidationError(
-                f"max_pending: {max_pending} is fewer than the {len(sources)} criteria evaluated "
-                "for each run; nothing could ever be evaluated (raise max_pending)"
+                f"max_pending: {max_pending} is fewer than the {len(self.criteria)} criteria "
+                "evaluated for each run; nothing could ever be evaluated (raise max_pending)"
             )
         if max_results is not None and max_results < 0:
             raise ComposoValidationError(
@@ -120,7 +138,6 @@ class BackgroundEvaluator:
         self._owns_client = client is None
         self._client: Composo | AsyncComposo = client if client is not None else AsyncComposo()
         self._on_result = on_result
-        self._options = dict(options or {})
         self._name = name
         self.max_pending = max_pending
         self._results: collections.deque[EvaluationRecord] = collections.deque(maxlen=max_results)
@@ -132,12 +149,13 @@ class BackgroundEvaluator:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._threads: ThreadPoolExecutor | None = None
-        self._tasks: set[asyncio.Future[None]] = set()
-        # Jobs waiting for the loop; the loop is woken once per batch, not once per job.
+        self._pump: concurrent.futures.Future[None] | None = None
+        # Jobs waiting for the engine; the loop is woken once per batch of jobs, not per job.
         self._inbox: collections.deque[_Job] = collections.deque()
         self._wake_pending = False
-        # Requests wait for a slot here, so a client's timeout only starts once its request can go.
-        self._slots: asyncio.Semaphore | None = None
+        self._wake: asyncio.Event | None = None
+        # Jobs handed to the engine, by position, with how many of their results are still due.
+        self._running: dict[int, tuple[_Job, int]] = {}
         self._closed = False
         self._skipped = 0
         _live.add(self)
@@ -177,14 +195,24 @@ class BackgroundEvaluator:
     ) -> bool:
         """Queue one evaluation per criterion; returns at once.
 
-        ``prepare`` runs on the background thread and returns the keyword arguments for
-        ``evaluate`` (``messages``, ``result``, ``tools``...) or ``evaluate_trace`` (``trace``).
-        Returns ``False`` (and records the skip as an error) when the backlog is full.
+        Args:
+            run_id: What the records of this run are filed under.
+            kind: ``"evaluate"`` or ``"evaluate_trace"``.
+            prepare: Runs on the background thread and returns the run's arguments for
+                ``evaluate`` (``messages``, ``result``, ``tools``...) or ``evaluate_trace``
+                (``trace``): converting is deferred until a request can go.
+            metadata: Kept on each record.
+
+        Returns:
+            ``False`` (the skip recorded as an error) when the backlog is full, else ``True``.
+
+        Raises:
+            RuntimeError: The evaluator is closed.
         """
         if self._closed:
             raise RuntimeError(f"{self._name} is closed")
         job = _Job(run_id, kind, prepare, dict(metadata or {}))
-        n = len(self._sources)
+        n = len(self.criteria)
         with self._cond:
             full = self._pending + n > self.max_pending
             if not full:
@@ -202,19 +230,23 @@ class BackgroundEvaluator:
                 f"evaluation skipped: {self.max_pending} evaluations are already pending; "
                 "the server is slower than the runs (raise max_pending, or call flush())"
             )
-            for src in self._sources:
-                self._record(job, self._criterion(src), error=err, pending=False)
+            for criterion in self.criteria:
+                self._record(job, criterion, error=err, pending=False)
             return False
         loop = self._ensure_loop()
         self._inbox.append(job)
-        with self._cond:
-            wake, self._wake_pending = not self._wake_pending, True
-        if wake:
-            loop.call_soon_threadsafe(self._drain)
+        self._wake_up(loop)
         return True
 
     def flush(self, timeout: float | None = None) -> bool:
-        """Wait until nothing is pending; ``False`` if ``timeout`` seconds passed first."""
+        """Wait until nothing is pending.
+
+        Args:
+            timeout: Seconds to wait at most (``None``: as long as it takes).
+
+        Returns:
+            ``False`` if ``timeout`` passed first.
+        """
         with self._cond:
             return self._cond.wait_for(lambda: self._pending == 0, timeout)
 
@@ -235,12 +267,11 @@ class BackgroundEvaluator:
         self._closed = True
         loop, thread = self._loop, self._thread
         if loop is not None and thread is not None:
-            if self._owns_client and isinstance(self._client, AsyncComposo):
-                fut = asyncio.run_coroutine_threadsafe(self._client.aclose(), loop)
-                try:
-                    fut.result(timeout)
-                except Exception as exc:  # closing is best effort
-                    _log.debug("closing the evaluation client failed: %s", exc)
+            fut = asyncio.run_coroutine_threadsafe(self._stop(), loop)
+            try:
+                fut.result(timeout)
+            except Exception as exc:  # closing is best effort
+                _log.debug("closing the evaluation client failed: %s", exc)
             loop.call_soon_threadsafe(loop.stop)
             thread.join(timeout)
         if self._threads is not None:
@@ -264,6 +295,7 @@ class BackgroundEvaluator:
                 thread.start()
                 ready.wait()
                 self._thread = thread
+                self._pump = asyncio.run_coroutine_threadsafe(self._run(), new_loop)
                 self._loop = new_loop
             return self._loop
 
@@ -276,67 +308,84 @@ class BackgroundEvaluator:
         finally:
             loop.close()
 
-    def _drain(self) -> None:
+    def _wake_up(self, loop: asyncio.AbstractEventLoop) -> None:
+        with self._cond:
+            wake, self._wake_pending = not self._wake_pending, True
+        if wake:
+            loop.call_soon_threadsafe(self._woken)
+
+    def _woken(self) -> None:
         with self._cond:
             self._wake_pending = False
-        inbox = self._inbox
-        while inbox:
-            task = asyncio.ensure_future(self._run(inbox.popleft()))
-            # Keep a reference until done, as asyncio only holds tasks weakly.
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+        if self._wake is not None:
+            self._wake.set()
 
-    def _slot_semaphore(self) -> asyncio.Semaphore:
-        if self._slots is None:
-            self._slots = asyncio.Semaphore(self._client.max_concurrent_requests)
-        return self._slots
-
-    async def _run(self, job: _Job) -> None:
-        try:
-            # Converted only when a request can go: a backlog costs no CPU until then.
-            async with self._slot_semaphore():
-                kwargs = dict(job.prepare())
-        except Exception as exc:
-            _log.warning("could not prepare run %s for evaluation: %s", job.run_id, exc)
-            for src in self._sources:
-                self._record(job, self._criterion(src), error=exc)
-            return
-        await asyncio.gather(*(self._one(job, src, kwargs) for src in self._sources))
-
-    async def _one(self, job: _Job, source: Mapping[str, str], kwargs: Mapping[str, Any]) -> None:
-        criterion = self._criterion(source)
-        call: dict[str, Any] = {**self._options, **kwargs}
-        if "evaluation_criteria" in source:
-            call["criteria"] = criterion
-        else:
-            call["evaluator_name"] = criterion
-        try:
-            async with self._slot_semaphore():
-                response = await self._call(job.kind, call)
-        except Exception as exc:
-            _log.warning("evaluation of run %s against %r failed: %s", job.run_id, criterion, exc)
-            self._record(job, criterion, error=exc)
-            return
-        self._record(job, criterion, response=response)
-
-    async def _call(self, kind: Kind, call: dict[str, Any]) -> Response:
+    def _send(self) -> ASend:
         client = self._client
         if isinstance(client, AsyncComposo):
-            out: Response = await getattr(client, kind)(**call)
-            return out
-        if self._threads is None:
-            self._threads = ThreadPoolExecutor(
-                max_workers=client.max_concurrent_requests, thread_name_prefix=self._name
-            )
-        loop = asyncio.get_running_loop()
-        result: Response = await loop.run_in_executor(
-            self._threads, functools.partial(getattr(client, kind), **call)
+            return client._send
+        pool = self._threads = ThreadPoolExecutor(
+            max_workers=client.max_concurrent_requests, thread_name_prefix=self._name
         )
-        return result
 
-    @staticmethod
-    def _criterion(source: Mapping[str, str]) -> str:
-        return next(iter(source.values()))
+        def send(request: Any) -> asyncio.Future[Any]:
+            return asyncio.get_running_loop().run_in_executor(pool, client._send, request)
+
+        return send
+
+    async def _run(self) -> None:
+        """The one batch this evaluator runs: every submitted job, as it arrives."""
+        self._wake = asyncio.Event()
+        window = self._client.max_concurrent_requests
+        try:
+            async for _ in astream(
+                self._send(), self._jobs(), self._plan, window, None, self._done
+            ):
+                pass
+        except Exception:
+            _log.exception("%s: the evaluation loop stopped", self._name)
+
+    async def _jobs(self) -> AsyncIterator[Job]:
+        assert self._wake is not None
+        for index in itertools.count():
+            while not self._inbox:
+                if self._closed:
+                    return
+                self._wake.clear()
+                await self._wake.wait()
+            job = self._inbox.popleft()
+            try:
+                # Converted only when the engine asks for the next item: a backlog costs no CPU.
+                item = {**self._extra, **job.prepare()}
+            except Exception as exc:
+                _log.warning("could not prepare run %s for evaluation: %s", job.run_id, exc)
+                for criterion in self.criteria:
+                    self._record(job, criterion, error=exc)
+                continue
+            self._running[index] = (job, len(self.criteria))
+            yield Job(index, item)
+
+    def _done(self, result: BatchResult) -> None:
+        job, left = self._running[result.index]
+        if left > 1:
+            self._running[result.index] = (job, left - 1)
+        else:
+            del self._running[result.index]
+        if result.error is not None:
+            _log.warning(
+                "evaluation of run %s against %r failed: %s",
+                job.run_id,
+                result.criterion,
+                result.error,
+            )
+        self._record(job, result.criterion, response=result.response, error=result.error)
+
+    async def _stop(self) -> None:
+        self._woken()
+        if self._pump is not None:
+            await asyncio.wrap_future(self._pump)
+        if self._owns_client and isinstance(self._client, AsyncComposo):
+            await self._client.aclose()
 
     def _record(
         self,

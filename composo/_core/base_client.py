@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
 import httpx
 from pydantic import ValidationError
 
+from composo._core import build
 from composo._core.build import check_model_core
+from composo._core.options import check_names
 from composo._core.responses import EvaluationResponse, MultiAgentTraceResponse, TaskInfo
 from composo._core.retry import parse_retry_after
 from composo._core.wire import RewardRequest, TraceRequest
@@ -22,6 +25,9 @@ from composo.errors import (
     TaskFailedError,
     status_error,
 )
+
+if TYPE_CHECKING:
+    from composo._core.plan import Plan, Progress
 
 __all__ = ["DEFAULT_BASE_URL", "BaseClient"]
 
@@ -37,12 +43,12 @@ class BaseClient:
 
     def __init__(
         self,
-        api_key: str | None = None,
-        base_url: str | None = None,
-        num_retries: int = 1,
-        model_core: str | None = None,
-        timeout: float = 60.0,
-        max_concurrent_requests: int = 5,
+        api_key: str | None,
+        base_url: str | None,
+        num_retries: int,
+        model_core: str | None,
+        timeout: float,
+        max_concurrent_requests: int,
     ) -> None:
         key = api_key if api_key is not None else os.environ.get("COMPOSO_API_KEY")
         if not key or not key.strip():
@@ -92,6 +98,70 @@ class BaseClient:
 
     # -- requests ---------------------------------------------------------------------------
 
+    def _options(self, options: Mapping[str, Any], where: str) -> dict[str, Any]:
+        """The call's options, checked by name, with the client's ``model_core`` as default."""
+        check_names(options, where)
+        out = dict(options)
+        if out.get("model_core") is None:
+            out["model_core"] = self.model_core
+        return out
+
+    def _reward_requests(
+        self,
+        criteria: Any,
+        evaluator_name: Any,
+        options: Mapping[str, Any],
+        messages: Any,
+        input: Any,
+        result: Any,
+        system: str | None,
+        tools: Any,
+    ) -> tuple[list[RewardRequest], bool]:
+        conversation = {"messages": messages, "input": input, "result": result}
+        return build.reward_requests(
+            criteria,
+            evaluator_name,
+            self._options(options, "evaluate"),
+            **conversation,
+            system=system,
+            tools=tools,
+        )
+
+    def _trace_requests(
+        self, trace: Any, criteria: Any, evaluator_name: Any, options: Mapping[str, Any]
+    ) -> tuple[list[TraceRequest], bool]:
+        return build.trace_requests(
+            criteria, evaluator_name, self._options(options, "evaluate_trace"), trace=trace
+        )
+
+    def _plan(
+        self,
+        items: Any,
+        criteria: Any,
+        evaluator_name: Any,
+        concurrency: int | None,
+        progress: bool | Callable[[int, int | None], None],
+        options: Mapping[str, Any],
+    ) -> tuple[Plan, int, Progress | None]:
+        """What ``evaluate_many`` checks before the first request (shared by both forms)."""
+        from composo._core import plan
+
+        return plan.setup(
+            items,
+            criteria,
+            evaluator_name,
+            concurrency,
+            progress,
+            self.max_concurrent_requests,
+            self._options(options, "evaluate_many"),
+        )
+
+    @staticmethod
+    def _ordered(results: Iterable[Any], plan: Plan) -> list[Any]:
+        from composo._core.plan import ordered
+
+        return ordered(results, plan)
+
     def _headers(self) -> dict[str, str]:
         return {
             "API-Key": self._api_key,
@@ -136,6 +206,17 @@ class BaseClient:
             raise ComposoError(f"unexpected response body: {exc}", response_body=body) from None
 
     @staticmethod
+    def _deadline(timeout: float | None) -> float | None:
+        return None if timeout is None else time.monotonic() + timeout
+
+    @staticmethod
+    def _check_deadline(
+        task_id: str, deadline: float | None, timeout: float | None, poll_interval: float
+    ) -> None:
+        if deadline is not None and time.monotonic() + poll_interval > deadline:
+            raise APITimeoutError(f"task {task_id} still not finished after {timeout}s")
+
+    @staticmethod
     def _task_outcome(info: TaskInfo) -> EvaluationResponse | MultiAgentTraceResponse | None:
         """The task's result when it is finished, ``None`` while it runs; raises if it failed."""
         if info.status == "failed":
@@ -153,6 +234,16 @@ class BaseClient:
         if isinstance(exc, httpx.TimeoutException):
             return APITimeoutError(f"request to {url} timed out")
         return APIConnectionError(f"could not reach {url}: {exc.__class__.__name__}: {exc}")
+
+    def _attempt(self, method: str, url: str, json: Any, deadline: float) -> dict[str, Any]:
+        """The arguments of one attempt's ``request()``: what is left of the call's timeout."""
+        return {
+            "method": method,
+            "url": url,
+            "json": json,
+            "headers": self._headers(),
+            "timeout": self._attempt_timeout(deadline),
+        }
 
     def _attempt_timeout(self, deadline: float) -> httpx.Timeout:
         remaining = deadline - time.monotonic()

@@ -1,63 +1,60 @@
-"""The async client's side of the batch engine: requests run as tasks on the caller's loop.
+"""The batch engine as tasks on the caller's event loop; the same plan as the thread form.
 
-Kept apart so that importing the core (and the sync client) does not load asyncio.
+Kept apart so that importing the core (and the sync client) does not load asyncio. It takes a
+send coroutine function and knows no client.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterable, AsyncIterator, Iterable
-from typing import TYPE_CHECKING, Any
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable
+from typing import Any
 
-from composo._core.batch import (
-    BatchResult,
-    Job,
-    Plan,
-    Progress,
-    _finished,
-    _Pending,
-    _tick,
-    jobs_from,
-)
+from composo._core import plan as shared
+from composo._core.plan import BatchResult, Job, Plan, Progress
 
-if TYPE_CHECKING:
-    from composo._core.async_client import AsyncComposo
+__all__ = ["ASend", "ajobs_from", "astream"]
 
-__all__ = ["ajobs_from", "astream"]
+ASend = Callable[[shared.Request], Awaitable[shared.Response]]
 
 
 async def ajobs_from(items: Iterable[Any] | AsyncIterable[Any]) -> AsyncIterator[Job]:
+    """Each item at its position, from a plain or an async iterable; nothing is read ahead."""
     if isinstance(items, AsyncIterable):
         index = 0
         async for item in items:
             yield Job(index, item)
             index += 1
     else:
-        for job in jobs_from(items):
+        for job in shared.jobs_from(items):
             yield job
 
 
-async def _run_async(client: AsyncComposo, p: _Pending) -> BatchResult:
-    try:
-        return _finished(p, await client._run_one(p.request, True))
-    except Exception as exc:  # recorded on the result
-        return _finished(p, error=exc)
-
-
 async def astream(
-    client: AsyncComposo,
+    send: ASend,
     jobs: AsyncIterable[Job] | Iterable[Job],
     plan: Plan,
     window: int,
     progress: Progress | None = None,
+    on_result: Callable[[BatchResult], None] | None = None,
 ) -> AsyncIterator[BatchResult]:
-    """Results as they finish, with at most ``window`` requests in flight (tasks)."""
+    """Results as they finish, with at most ``window`` calls of ``send`` in flight (tasks).
+
+    ``on_result`` sees each result the moment it is ready, even while the engine waits for the
+    next job (a live feed that is not read until a window fills).
+    """
     running: set[asyncio.Task[None]] = set()
-    finished: asyncio.Queue[BatchResult] = asyncio.Queue()
+    done: asyncio.Queue[BatchResult] = asyncio.Queue()
     in_flight = 0
 
-    async def work(p: _Pending) -> None:
-        finished.put_nowait(await _run_async(client, p))
+    async def work(p: shared.Pending) -> None:
+        try:
+            result = shared.finished(p, await send(p.request))
+        except Exception as exc:  # recorded on the result
+            result = shared.finished(p, error=exc)
+        if on_result is not None:
+            on_result(result)
+        done.put_nowait(result)
 
     source = jobs if isinstance(jobs, AsyncIterable) else _as_async(jobs)
     if progress is not None:
@@ -66,21 +63,23 @@ async def astream(
         async for job in source:
             for step in plan.expand(job):
                 if isinstance(step, BatchResult):
-                    _tick(progress)
+                    if on_result is not None:
+                        on_result(step)
+                    shared.tick(progress)
                     yield step
                     continue
                 while in_flight >= window:
                     in_flight -= 1
-                    _tick(progress)
-                    yield await finished.get()
+                    shared.tick(progress)
+                    yield await done.get()
                 task = asyncio.ensure_future(work(step))
                 running.add(task)  # a strong reference until it is done
                 task.add_done_callback(running.discard)
                 in_flight += 1
         while in_flight:
             in_flight -= 1
-            _tick(progress)
-            yield await finished.get()
+            shared.tick(progress)
+            yield await done.get()
     finally:
         for task in running:
             task.cancel()

@@ -1,96 +1,81 @@
 """Turn ``evaluate()`` / ``evaluate_trace()`` arguments into validated request bodies.
 
-Shared by both clients, so the sync and async faces cannot drift apart. Everything here runs
-before the network: bad input is refused with the field's name and the fix.
+Shared by both clients, the batch plan and the background evaluator. The rules themselves are
+the wire models' (:mod:`composo._core.wire`); this module converts what the caller passed and
+words a refusal with the caller's own argument names. Everything here runs before the network.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
-from composo._core import convert
-from composo._core.wire import MODEL_CORES, RewardRequest, TraceRequest, check_criterion
+from composo._core import convert, wire
+from composo._core.limits import MIN_MESSAGES
+from composo._core.options import set_options
+from composo._core.wire import RewardRequest, TraceRequest
 from composo.errors import ComposoValidationError, validation_error
 
 __all__ = [
+    "check_model_core",
+    "conversation",
     "normalize_criteria",
     "normalize_tags",
     "reward_requests",
     "trace_requests",
 ]
 
-_TAG_LIMIT = 64
+_R = TypeVar("_R", bound=BaseModel)
 
 
-def normalize_criteria(criteria: Any, evaluator_name: Any) -> tuple[list[dict[str, str]], bool]:
+def _refused(check: Callable[..., Any], *args: Any) -> Any:
+    try:
+        return check(*args)
+    except ValueError as exc:
+        raise ComposoValidationError(str(exc)) from None
+
+
+def normalize_criteria(
+    criteria: Any, evaluator_name: Any, *, check: bool = True
+) -> tuple[list[dict[str, str]], bool]:
     """One dict per request (``evaluation_criteria`` or ``evaluator_name``) and whether a single
-    value (not a list) was given."""
+    value (not a list) was given. ``check=False`` leaves the values to the wire model (which
+    checks them when the request is built)."""
     if (criteria is None) == (evaluator_name is None):
         raise ComposoValidationError(
             "criteria: give exactly one of criteria= (e.g. 'Reward accurate answers') or "
             "evaluator_name= (a saved evaluator)"
         )
+    rule: Callable[[object, str], str]
     if criteria is not None:
-        field, values = "criteria", criteria
+        field, key, values, rule = "criteria", "evaluation_criteria", criteria, wire.check_criterion
     else:
-        field, values = "evaluator_name", evaluator_name
+        field, key, values = "evaluator_name", "evaluator_name", evaluator_name
+        rule = wire.check_evaluator_name
     single = isinstance(values, str)
     items = [values] if single else values
     if not isinstance(items, Sequence) or isinstance(items, bytes) or not items:
         raise ComposoValidationError(f"{field}: expected a string or a non-empty list of strings")
-    out: list[dict[str, str]] = []
-    for i, value in enumerate(items):
-        where = field if single else f"{field}[{i}]"
-        if field == "criteria":
-            try:
-                out.append({"evaluation_criteria": check_criterion(value, where)})
-            except ValueError as exc:
-                raise ComposoValidationError(str(exc)) from None
-        else:
-            if not isinstance(value, str) or not value.strip() or len(value) > 255:
-                raise ComposoValidationError(f"{where}: expected a name of 1 to 255 characters")
-            out.append({"evaluator_name": value})
-    return out, single
+    if not check:
+        return [{key: value} for value in items], single
+    return [
+        {key: _refused(rule, value, field if single else f"{field}[{i}]")}
+        for i, value in enumerate(items)
+    ], single
 
 
 def normalize_tags(tags: Any) -> dict[str, str] | None:
     """Flat string-to-string tags; numbers and booleans become strings, anything else is refused."""
-    if tags is None:
-        return None
-    if not isinstance(tags, Mapping):
-        raise ComposoValidationError(
-            f"tags: expected a dict of strings, e.g. {{'env': 'prod'}}, got {type(tags).__name__}"
-        )
-    out: dict[str, str] = {}
-    for key, value in tags.items():
-        if not isinstance(key, str):
-            raise ComposoValidationError(f"tags: key {key!r} must be a string")
-        if isinstance(value, bool):
-            text = "true" if value else "false"
-        elif isinstance(value, (str, int, float)):
-            text = str(value)
-        else:
-            raise ComposoValidationError(
-                f"tags[{key!r}]: values must be strings (or numbers/booleans), "
-                f"got {type(value).__name__}; flatten nested values into their own keys"
-            )
-        if len(key) > _TAG_LIMIT or len(text) > _TAG_LIMIT:
-            raise ComposoValidationError(
-                f"tags[{key[:20]!r}]: keys and values are at most {_TAG_LIMIT} characters"
-            )
-        out[key] = text
+    out: dict[str, str] | None = _refused(wire.check_tags, tags)
     return out
 
 
 def check_model_core(model_core: Any) -> str | None:
-    if model_core is not None and model_core not in MODEL_CORES:
-        raise ComposoValidationError(
-            f"model_core: {model_core!r} is not a model core; use one of {', '.join(MODEL_CORES)}"
-        )
-    return str(model_core) if model_core is not None else None
+    """``model_core`` if it is one of :data:`~composo._core.wire.MODEL_CORES`, else refused."""
+    out: str | None = _refused(wire.check_model_core, model_core)
+    return out
 
 
 def conversation(
@@ -107,72 +92,62 @@ def conversation(
     )
     if result is not None:
         msgs = msgs + convert.to_result_messages(result)
-    if len(msgs) < 2:
+    if len(msgs) < MIN_MESSAGES:
         raise ComposoValidationError(
             f"messages: the conversation has {len(msgs)} message(s)"
-            f"{' after appending result' if result is not None else ''}; at least 2 are needed, "
+            f"{' after appending result' if result is not None else ''}; at least "
+            f"{MIN_MESSAGES} are needed, "
             "e.g. the user's question and the assistant's answer (pass the answer as result=)"
         )
     return msgs
 
 
+def _requests(
+    model: type[_R], sources: list[dict[str, str]], single: bool, common: Mapping[str, Any]
+) -> tuple[list[_R], bool]:
+    out = []
+    for i, source in enumerate(sources):
+        try:
+            out.append(model(**common, **source))
+        except ValidationError as exc:
+            (key,) = source
+            where = ("criteria" if key == "evaluation_criteria" else key) + (
+                "" if single else f"[{i}]"
+            )
+            raise validation_error(exc, rename={key: where}) from None
+    return out, single
+
+
 def reward_requests(
+    criteria: Any,
+    evaluator_name: Any,
+    options: Mapping[str, Any],
     *,
     messages: Any = None,
     input: Any = None,
-    criteria: Any = None,
+    result: Any = None,
     system: str | None = None,
     tools: Any = None,
-    result: Any = None,
-    tags: Any = None,
-    evaluate_latest: bool | None = None,
-    evaluator_name: Any = None,
-    explanation_cleaning: str | None = None,
-    data_retention: str | None = None,
-    model_core: str | None = None,
-    trace_id: Any = None,
 ) -> tuple[list[RewardRequest], bool]:
     """Validated reward requests, one per criterion, and whether a single criterion was given."""
-    sources, single = normalize_criteria(criteria, evaluator_name)
+    sources, single = normalize_criteria(criteria, evaluator_name, check=False)
     common: dict[str, Any] = {
+        **set_options(options),
         "messages": conversation(messages, input, result),
-        "system": system,
-        "tools": convert.to_tools(tools) if tools is not None else None,
-        "tags": normalize_tags(tags),
-        "evaluate_latest": evaluate_latest,
-        "explanation_cleaning": explanation_cleaning,
-        "data_retention": data_retention,
-        "model_core": check_model_core(model_core),
-        "trace_id": trace_id,
     }
-    try:
-        return [RewardRequest(**common, **src) for src in sources], single
-    except ValidationError as exc:
-        raise validation_error(exc) from None
+    if system is not None:
+        common["system"] = system
+    if tools is not None:
+        common["tools"] = convert.to_tools(tools)
+    return _requests(RewardRequest, sources, single, common)
 
 
 def trace_requests(
-    *,
-    trace: Any,
-    criteria: Any = None,
-    evaluator_name: Any = None,
-    model_core: str | None = None,
-    tags: Any = None,
-    explanation_cleaning: str | None = None,
-    data_retention: str | None = None,
+    criteria: Any, evaluator_name: Any, options: Mapping[str, Any], *, trace: Any
 ) -> tuple[list[TraceRequest], bool]:
     """Validated trace requests, one per criterion, and whether a single criterion was given."""
-    sources, single = normalize_criteria(criteria, evaluator_name)
+    sources, single = normalize_criteria(criteria, evaluator_name, check=False)
     if trace is None:
         raise ComposoValidationError("trace: required (a MultiAgentTrace or a dict of that shape)")
-    common: dict[str, Any] = {
-        "trace": convert.to_trace(trace),
-        "model_core": check_model_core(model_core),
-        "tags": normalize_tags(tags),
-        "explanation_cleaning": explanation_cleaning,
-        "data_retention": data_retention,
-    }
-    try:
-        return [TraceRequest(**common, **src) for src in sources], single
-    except ValidationError as exc:
-        raise validation_error(exc) from None
+    common = {**set_options(options), "trace": convert.to_trace(trace)}
+    return _requests(TraceRequest, sources, single, common)

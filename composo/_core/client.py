@@ -12,35 +12,55 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from composo._core import build
 from composo._core.base_client import TASK_PATH, BaseClient
+from composo._core.limits import (
+    DEFAULT_MAX_CONCURRENT_REQUESTS,
+    DEFAULT_NUM_RETRIES,
+    DEFAULT_TIMEOUT,
+)
 from composo._core.responses import EvaluationResponse, MultiAgentTraceResponse, TaskInfo
 from composo._core.retry import retrying
+from composo._core.runner import bounded
 from composo._core.wire import RewardRequest, TraceRequest
-from composo.errors import APITimeoutError
 
-if TYPE_CHECKING:  # loaded by the batch methods, on first use
-    from composo._core import batch
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from composo._core.options import EvaluateOptions
+    from composo._core.plan import BatchResult
 
 __all__ = ["Composo"]
+
+Request = RewardRequest | TraceRequest
 
 
 class Composo(BaseClient):
     """Evaluate conversations and traces against plain-English criteria.
 
-    ``http_client`` lets tests and proxies supply their own ``httpx.Client`` (it is not closed
-    by :meth:`close`).
+    Args:
+        api_key: The Composo API key (default: the ``COMPOSO_API_KEY`` environment variable).
+        base_url: The API's base URL (default: ``COMPOSO_BASE_URL``, else the platform's).
+        num_retries: Retries after the first attempt (at least 1) for what may succeed on a
+            second try: lost connections, timeouts, 408, 409, 429 and 5xx.
+        model_core: The default model core for every call (a call's own ``model_core`` wins).
+        timeout: Seconds one call may take, retries and waits included.
+        http_client: An ``httpx.Client`` to use (tests, proxies); it is not closed by
+            :meth:`close`.
+        max_concurrent_requests: Requests in flight at once across all calls.
+
+    Raises:
+        ComposoValidationError: A setting is unusable (no API key, a bad URL or model core...).
     """
 
     def __init__(
         self,
         api_key: str | None = None,
         base_url: str | None = None,
-        num_retries: int = 1,
+        num_retries: int = DEFAULT_NUM_RETRIES,
         model_core: str | None = None,
-        timeout: float = 60.0,
+        timeout: float = DEFAULT_TIMEOUT,
         http_client: httpx.Client | None = None,
-        max_concurrent_requests: int = 5,
+        max_concurrent_requests: int = DEFAULT_MAX_CONCURRENT_REQUESTS,
     ) -> None:
         super().__init__(
             api_key, base_url, num_retries, model_core, timeout, max_concurrent_requests
@@ -57,6 +77,7 @@ class Composo(BaseClient):
     # -- lifecycle ----------------------------------------------------------------------------
 
     def close(self) -> None:
+        """Release the connections and threads (a supplied ``http_client`` stays open)."""
         if self._pool is not None:
             self._pool.shutdown(wait=False)
             self._pool = None
@@ -85,31 +106,38 @@ class Composo(BaseClient):
         tools: Any = None,
         result: Any = None,
         block: bool = True,
-        tags: dict[str, Any] | None = None,
-        evaluate_latest: bool | None = None,
+        *,
         evaluator_name: str | Sequence[str] | None = None,
-        explanation_cleaning: str | None = None,
-        data_retention: str | None = None,
-        model_core: str | None = None,
+        **options: Unpack[EvaluateOptions],
     ) -> Any:
         """Score a conversation against one or more criteria.
 
-        Returns an :class:`EvaluationResponse` for one criterion, a list in the given order for
-        several, or ``{"task_id": ...}`` (a list of them) with ``block=False``.
+        Args:
+            messages: The chat so far: OpenAI or Anthropic message dicts, or any object a plugin
+                converts (give this or ``input``).
+            input: The OpenAI Responses API ``input`` instead of ``messages``.
+            criteria: One criterion (``"Reward ..."``, ``"Penalize ..."``, ``"Passes if ..."``,
+                ``"Fails if ..."``) or a list of them (or give ``evaluator_name``).
+            system: The system prompt the assistant had.
+            tools: The tools it was offered (OpenAI or Anthropic definitions).
+            result: The answer to score, appended to the conversation (a message, a chat
+                completion, a Responses ``Response``...).
+            block: ``False`` submits the evaluation and returns ``{"task_id": ...}`` at once.
+            evaluator_name: A saved evaluator's name (or a list), instead of ``criteria``.
+            **options: :class:`~composo.types.EvaluateOptions`: ``model_core``, ``tags``,
+                ``evaluate_latest``, ``explanation_cleaning``, ``data_retention``.
+
+        Returns:
+            An :class:`EvaluationResponse` for one criterion, a list of them in the given order
+            for several, or ``{"task_id": ...}`` (a list of them) with ``block=False``.
+
+        Raises:
+            ComposoValidationError: Bad input, before any network call.
+            APIStatusError: The server refused the request (a subclass per status family).
+            APIConnectionError: The server could not be reached (``APITimeoutError`` in time).
         """
-        requests, single = build.reward_requests(
-            messages=messages,
-            input=input,
-            criteria=criteria,
-            system=system,
-            tools=tools,
-            result=result,
-            tags=tags,
-            evaluate_latest=evaluate_latest,
-            evaluator_name=evaluator_name,
-            explanation_cleaning=explanation_cleaning,
-            data_retention=data_retention,
-            model_core=model_core or self.model_core,
+        requests, single = self._reward_requests(
+            criteria, evaluator_name, options, messages, input, result, system, tools
         )
         return self._run_all(requests, single, block)
 
@@ -117,42 +145,70 @@ class Composo(BaseClient):
         self,
         trace: Any,
         criteria: str | Sequence[str] | None = None,
-        model_core: str | None = None,
+        *,
         block: bool = True,
-        tags: dict[str, Any] | None = None,
         evaluator_name: str | Sequence[str] | None = None,
-        explanation_cleaning: str | None = None,
-        data_retention: str | None = None,
+        **options: Unpack[EvaluateOptions],
     ) -> Any:
-        """Score a multi-agent trace; returns :class:`MultiAgentTraceResponse` (or a list)."""
-        requests, single = build.trace_requests(
-            trace=trace,
-            criteria=criteria,
-            evaluator_name=evaluator_name,
-            model_core=model_core or self.model_core,
-            tags=tags,
-            explanation_cleaning=explanation_cleaning,
-            data_retention=data_retention,
-        )
+        """Score a multi-agent trace against one or more criteria.
+
+        Args:
+            trace: A :class:`MultiAgentTrace`, a dict of that shape, or an object a plugin
+                converts (e.g. a captured agent run).
+            criteria: One criterion or a list of them (or give ``evaluator_name``).
+            block: ``False`` submits the evaluation and returns ``{"task_id": ...}`` at once.
+            evaluator_name: A saved evaluator's name (or a list), instead of ``criteria``.
+            **options: :class:`~composo.types.EvaluateOptions` (``explanation_cleaning`` and
+                ``evaluate_latest=True`` are refused for traces).
+
+        Returns:
+            A :class:`MultiAgentTraceResponse` for one criterion, a list for several, or
+            ``{"task_id": ...}`` (a list of them) with ``block=False``.
+
+        Raises:
+            ComposoValidationError: Bad input, before any network call.
+            APIStatusError: The server refused the request.
+            APIConnectionError: The server could not be reached.
+        """
+        requests, single = self._trace_requests(trace, criteria, evaluator_name, options)
         return self._run_all(requests, single, block)
 
     def get_task(self, task_id: str) -> TaskInfo:
-        """State of a background evaluation (served by the local Composo server)."""
-        body = self._call("GET", TASK_PATH.format(task_id=task_id), None)
-        return TaskInfo.model_validate(body)
+        """Read the state of a background evaluation.
+
+        Args:
+            task_id: The ``task_id`` an ``evaluate(..., block=False)`` call returned.
+
+        Returns:
+            The task's status and, once it finished, its result or error.
+
+        Raises:
+            NotFoundError: No such task.
+        """
+        return TaskInfo.model_validate(self._call("GET", TASK_PATH.format(task_id=task_id), None))
 
     def wait(
         self, task_id: str, timeout: float | None = None, poll_interval: float = 0.25
     ) -> EvaluationResponse | MultiAgentTraceResponse:
-        """Poll a background task until it finishes; raise its error, or time out clearly."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            outcome = self._task_outcome(self.get_task(task_id))
-            if outcome is not None:
-                return outcome
-            if deadline is not None and time.monotonic() + poll_interval > deadline:
-                raise APITimeoutError(f"task {task_id} still not finished after {timeout}s")
+        """Poll a background evaluation until it finishes.
+
+        Args:
+            task_id: The ``task_id`` to wait for.
+            timeout: Seconds to wait at most (``None``: as long as it takes).
+            poll_interval: Seconds between polls.
+
+        Returns:
+            The evaluation's response.
+
+        Raises:
+            TaskFailedError: The evaluation failed on the server.
+            APITimeoutError: ``timeout`` passed first.
+        """
+        deadline = self._deadline(timeout)
+        while (outcome := self._task_outcome(self.get_task(task_id))) is None:
+            self._check_deadline(task_id, deadline, timeout, poll_interval)
             time.sleep(poll_interval)
+        return outcome
 
     def evaluate_many(
         self,
@@ -162,32 +218,32 @@ class Composo(BaseClient):
         evaluator_name: str | Sequence[str] | None = None,
         concurrency: int | None = None,
         progress: bool | Callable[[int, int | None], None] = False,
-        model_core: str | None = None,
-        tags: dict[str, Any] | None = None,
-        evaluate_latest: bool | None = None,
-        explanation_cleaning: str | None = None,
-        data_retention: str | None = None,
-    ) -> list[batch.BatchResult]:
-        """Score every item against every criterion; one :class:`~composo.BatchResult` per
-        pair, in item order then criteria order. A failed pair carries its ``error`` and the
-        others go on. Items are ``evaluate()`` argument dicts (``messages`` or ``input``,
-        ``result``, ``system``, ``tools``, ``tags``, optional ``id``) or objects a plugin converts.
-        ``concurrency`` defaults to (and is capped by) ``max_concurrent_requests``."""
-        plan, results = self._batch(
-            items,
-            criteria,
-            evaluator_name,
-            concurrency,
-            progress,
-            model_core=model_core,
-            tags=tags,
-            evaluate_latest=evaluate_latest,
-            explanation_cleaning=explanation_cleaning,
-            data_retention=data_retention,
-        )
-        from composo._core import batch
+        **options: Unpack[EvaluateOptions],
+    ) -> list[BatchResult]:
+        """Score every item against every criterion; a failed pair does not stop the others.
 
-        return batch.ordered(results, plan)
+        Args:
+            items: ``evaluate()`` argument dicts (``messages`` or ``input``, ``result``,
+                ``system``, ``tools``, optional ``id`` and ``metadata``, a ``trace`` instead of
+                a conversation, any option for that item alone, and ``criteria``: the subset
+                of the run's criteria this item still needs), or objects a plugin converts.
+            criteria: One criterion or a list, applied to every item (or ``evaluator_name``).
+            evaluator_name: Saved evaluator name(s), instead of ``criteria``.
+            concurrency: Requests in flight (default and ceiling: ``max_concurrent_requests``).
+            progress: ``True`` shows a progress bar (the ``cli`` extra); a callable is called
+                with ``(done, total)`` after each pair (``total`` is ``None`` if unknown).
+            **options: :class:`~composo.types.EvaluateOptions` for every item.
+
+        Returns:
+            One :class:`~composo.BatchResult` per pair, in item order then criteria order; a
+            failed pair carries its ``error``.
+
+        Raises:
+            ComposoValidationError: The criteria, options or ``items`` are unusable (before any
+                request; a bad item only fails its own results).
+        """
+        plan, results = self._many(items, criteria, evaluator_name, concurrency, progress, options)
+        return self._ordered(results, plan)
 
     def evaluate_many_iter(
         self,
@@ -197,54 +253,37 @@ class Composo(BaseClient):
         evaluator_name: str | Sequence[str] | None = None,
         concurrency: int | None = None,
         progress: bool | Callable[[int, int | None], None] = False,
-        model_core: str | None = None,
-        tags: dict[str, Any] | None = None,
-        evaluate_latest: bool | None = None,
-        explanation_cleaning: str | None = None,
-        data_retention: str | None = None,
-    ) -> Iterator[batch.BatchResult]:
-        """Like :meth:`evaluate_many`, but yields each result as it finishes (in no set order)
-        and holds nothing: items are read only as request slots free up."""
-        _, results = self._batch(
-            items,
-            criteria,
-            evaluator_name,
-            concurrency,
-            progress,
-            model_core=model_core,
-            tags=tags,
-            evaluate_latest=evaluate_latest,
-            explanation_cleaning=explanation_cleaning,
-            data_retention=data_retention,
-        )
-        return results
+        **options: Unpack[EvaluateOptions],
+    ) -> Iterator[BatchResult]:
+        """Like :meth:`evaluate_many`, but yield each result as it finishes, holding nothing.
+
+        Items are read only as request slots free up, so a dataset of any size streams in flat
+        memory; results come in no set order (``result.index`` is the item's position).
+
+        Args:
+            items: As for :meth:`evaluate_many`.
+            criteria: As for :meth:`evaluate_many`.
+            evaluator_name: As for :meth:`evaluate_many`.
+            concurrency: As for :meth:`evaluate_many`.
+            progress: As for :meth:`evaluate_many`.
+            **options: As for :meth:`evaluate_many`.
+
+        Returns:
+            An iterator of :class:`~composo.BatchResult`.
+
+        Raises:
+            ComposoValidationError: As for :meth:`evaluate_many`, when called.
+        """
+        return self._many(items, criteria, evaluator_name, concurrency, progress, options)[1]
 
     # -- machinery ----------------------------------------------------------------------------
 
-    def _batch(
-        self,
-        items: Iterable[Any],
-        criteria: Any,
-        evaluator_name: Any,
-        concurrency: int | None,
-        progress: bool | Callable[[int, int | None], None],
-        model_core: str | None,
-        **options: Any,
-    ) -> tuple[batch.Plan, Iterator[batch.BatchResult]]:
-        """Check everything up front, then the results as they finish (shared by both forms)."""
+    def _many(self, items: Any, *args: Any) -> tuple[Any, Iterator[BatchResult]]:
+        """Check everything now, then stream the results through the thread engine."""
         from composo._core import batch
 
-        plan, window, bar = batch.setup(
-            items,
-            criteria,
-            evaluator_name,
-            concurrency,
-            progress,
-            self.max_concurrent_requests,
-            model_core=model_core or self.model_core,
-            **options,
-        )
-        return plan, batch.stream(self, batch.jobs_from(items), plan, window, bar)
+        plan, window, bar = self._plan(items, *args)
+        return plan, batch.stream(self._send, batch.jobs_from(items), plan, window, bar)
 
     def _executor(self) -> ThreadPoolExecutor:
         with self._pool_lock:
@@ -254,32 +293,34 @@ class Composo(BaseClient):
                 )
             return self._pool
 
-    def _run_all(
-        self, requests: Sequence[RewardRequest | TraceRequest], single: bool, block: bool
-    ) -> Any:
+    def _run_all(self, requests: Sequence[Request], single: bool, block: bool) -> Any:
         if len(requests) == 1:
-            out = self._run_one(requests[0], block)
+            out = self._send(requests[0], block)
             return out if single else [out]
-        futures = [self._executor().submit(self._run_one, r, block) for r in requests]
-        return [f.result() for f in futures]
+        results: list[Any] = [None] * len(requests)
+        send = self._send if block else self._submit
+        window = self.max_concurrent_requests
+        for outcome in bounded(send, requests, window, pool=self._executor()):
+            if outcome.error is not None:
+                raise outcome.error
+            results[outcome.position] = outcome.value
+        return results
 
-    def _run_one(self, request: RewardRequest | TraceRequest, block: bool) -> Any:
-        body = self._call("POST", self._path(request, block), request.wire())
-        return self._parse(request, body, block)
+    def _submit(self, request: Request) -> Any:
+        return self._send(request, False)
+
+    def _send(self, request: Request, block: bool = True) -> Any:
+        """One request, retried by the policy; the parsed response (or ``{"task_id"}``)."""
+        return self._parse(
+            request, self._call("POST", self._path(request, block), request.wire()), block
+        )
 
     def _call(self, method: str, path: str, json: Any) -> Any:
-        url = self.base_url + path
-        deadline = time.monotonic() + self.timeout
+        url, deadline = self.base_url + path, time.monotonic() + self.timeout
         for attempt in retrying(self.num_retries, self.timeout):
             with attempt, self._slots:
                 try:
-                    response = self._http.request(
-                        method,
-                        url,
-                        json=json,
-                        headers=self._headers(),
-                        timeout=self._attempt_timeout(deadline),
-                    )
+                    response = self._http.request(**self._attempt(method, url, json, deadline))
                 except httpx.HTTPError as exc:
                     raise self._transport_error(exc, url) from None
                 return self._decode(response)

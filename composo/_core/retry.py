@@ -1,30 +1,28 @@
-"""Retry policy, in one place: what to retry, how long to wait, when to give up."""
+"""Retry policy, in one place: what to retry, how long to wait, when to give up.
+
+Used by both clients and by the local server's OpenAI judge; the numbers are in
+:mod:`composo._core.limits`.
+"""
 
 from __future__ import annotations
 
 import email.utils
 import logging
+import math
 import random
 import time
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-import httpx
-
+from composo._core.limits import BACKOFF_BASE, BACKOFF_MAX, MAX_RETRY_AFTER, RETRYABLE_STATUS
 from composo.errors import APIConnectionError, APIStatusError
 
-if (
-    TYPE_CHECKING
-):  # tenacity (and the asyncio it pulls in) loads on the first request, not at import
+if TYPE_CHECKING:  # tenacity (and the asyncio it pulls in) loads on the first request
     from tenacity import AsyncRetrying, RetryCallState, Retrying
 
 __all__ = ["RETRYABLE_STATUS", "async_retrying", "is_retryable", "parse_retry_after", "retrying"]
 
 _log = logging.getLogger("composo")
-
-RETRYABLE_STATUS = frozenset({408, 409, 429})
-_MAX_RETRY_AFTER = 60.0
-_BACKOFF_BASE = 0.5
-_BACKOFF_MAX = 8.0
 
 
 def is_retryable(exc: BaseException) -> bool:
@@ -36,36 +34,45 @@ def is_retryable(exc: BaseException) -> bool:
     return False
 
 
-def parse_retry_after(headers: httpx.Headers) -> float | None:
-    """``Retry-After`` as seconds (it may be a number of seconds or an HTTP date)."""
-    value = headers.get("retry-after-ms")
-    if value:
-        try:
-            return max(0.0, float(value) / 1000.0)
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
+def _seconds(value: str, scale: float = 1.0) -> float | None:
+    try:
+        seconds = float(value) / scale
+    except ValueError:
+        return None
+    return None if math.isnan(seconds) else max(0.0, seconds)
+
+
+def parse_retry_after(headers: Mapping[str, str]) -> float | None:
+    """``Retry-After`` as seconds (a number of seconds or an HTTP date; ``retry-after-ms``
+    first), or ``None`` when absent or unreadable. ``headers`` is case-insensitive, as
+    ``httpx.Headers`` is."""
+    value = (headers.get("retry-after-ms") or "").strip()
+    if value and (seconds := _seconds(value, 1000.0)) is not None:
+        return seconds
+    value = (headers.get("retry-after") or "").strip()
     if not value:
         return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
+    seconds = _seconds(value)
+    if seconds is not None:
+        return seconds
     try:
         when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, IndexError):
         return None
     return max(0.0, when.timestamp() - time.time())
 
 
-def _wait(state: RetryCallState) -> float:
-    exc = state.outcome.exception() if state.outcome else None
-    advised = getattr(exc, "retry_after", None)
-    if isinstance(advised, (int, float)):
-        return min(float(advised), _MAX_RETRY_AFTER)
-    # Exponential backoff with full jitter.
-    ceiling = min(_BACKOFF_MAX, _BACKOFF_BASE * 2 ** (state.attempt_number - 1))
-    return random.uniform(0, ceiling)
+def _waiter(max_retry_after: float) -> Any:
+    def wait(state: RetryCallState) -> float:
+        exc = state.outcome.exception() if state.outcome else None
+        advised = getattr(exc, "retry_after", None)
+        if isinstance(advised, (int, float)):
+            return min(float(advised), max_retry_after)
+        # Exponential backoff with full jitter.
+        ceiling = min(BACKOFF_MAX, BACKOFF_BASE * 2 ** (state.attempt_number - 1))
+        return random.uniform(0, ceiling)
+
+    return wait
 
 
 def _log_retry(state: RetryCallState) -> None:
@@ -78,26 +85,36 @@ def _log_retry(state: RetryCallState) -> None:
     )
 
 
-def _policy(num_retries: int, timeout: float) -> dict[str, Any]:
+def _policy(num_retries: int, timeout: float | None, max_retry_after: float) -> dict[str, Any]:
     from tenacity import retry_if_exception, stop_after_attempt, stop_before_delay
 
+    stop: Any = stop_after_attempt(num_retries + 1)
+    if timeout is not None:
+        # Give up after the retries, or before a wait that would overrun the call's timeout.
+        stop = stop | stop_before_delay(timeout)
     return {
         "retry": retry_if_exception(is_retryable),
-        # Give up after the retries, or before a wait that would overrun the call's timeout.
-        "stop": stop_after_attempt(num_retries + 1) | stop_before_delay(timeout),
-        "wait": _wait,
+        "stop": stop,
+        "wait": _waiter(max_retry_after),
         "before_sleep": _log_retry,
         "reraise": True,
     }
 
 
-def retrying(num_retries: int, timeout: float) -> Retrying:
+def retrying(
+    num_retries: int, timeout: float | None, *, max_retry_after: float = MAX_RETRY_AFTER
+) -> Retrying:
+    """The policy for a blocking call: ``num_retries`` after the first attempt, within
+    ``timeout`` seconds (``None``: no overall bound)."""
     from tenacity import Retrying
 
-    return Retrying(**_policy(num_retries, timeout))
+    return Retrying(**_policy(num_retries, timeout, max_retry_after))
 
 
-def async_retrying(num_retries: int, timeout: float) -> AsyncRetrying:
+def async_retrying(
+    num_retries: int, timeout: float | None, *, max_retry_after: float = MAX_RETRY_AFTER
+) -> AsyncRetrying:
+    """:func:`retrying` for coroutines."""
     from tenacity import AsyncRetrying
 
-    return AsyncRetrying(**_policy(num_retries, timeout))
+    return AsyncRetrying(**_policy(num_retries, timeout, max_retry_after))

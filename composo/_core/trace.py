@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Iterable, Mapping
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -26,7 +26,14 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
-class ToolCall(_Model):
+class _Open(BaseModel):
+    """Tool calls, tool responses and tool definitions carry extra fields through, as the
+    platform accepts them."""
+
+    model_config = ConfigDict(extra="allow", defer_build=True)
+
+
+class ToolCall(_Open):
     """A tool call made by the model; ``parameters`` is the JSON-encoded arguments."""
 
     id: str
@@ -34,7 +41,7 @@ class ToolCall(_Model):
     parameters: str
 
 
-class ToolResponse(_Model):
+class ToolResponse(_Open):
     """What a tool answered, fed back to the model."""
 
     id: str
@@ -44,16 +51,16 @@ class ToolResponse(_Model):
 
 class InputMessage(_Model):
     role: str
-    type: Literal["text", "tool_call", "tool_response"] | None = None
+    type: str | None = None  # free text: "text", "tool_call", "thinking_tokens"...
     content: str | ToolCall | ToolResponse
 
 
 class OutputMessage(_Model):
-    type: Literal["text", "tool_call"] | None = None
+    type: str | None = None
     content: str | ToolCall
 
 
-class ToolSpec(_Model):
+class ToolSpec(_Open):
     """A tool the model could call; ``parameters`` is the JSON schema as a string."""
 
     name: str

@@ -1,26 +1,39 @@
-"""The platform's request contract, defined once: client and local server both validate with it."""
+"""The platform's request contract, defined once: the client and the local server both validate
+with these models, and every rule on a field lives here (the client only renames the field in
+an error to the argument the caller used)."""
 
 from __future__ import annotations
 
-import re
+from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 from uuid import UUID
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from composo._core.limits import (
+    MAX_CRITERION_LENGTH,
+    MAX_EVALUATOR_NAME_LENGTH,
+    MIN_MESSAGES,
+    TAG_LIMIT,
+)
 from composo._core.trace import MultiAgentTrace
 
 __all__ = [
     "BINARY_PREFIXES",
+    "CRITERION_PREFIXES",
     "DEFAULT_MODEL_CORE",
     "LIGHTNING_MODEL_CORES",
     "MAX_CRITERION_LENGTH",
     "MESSAGE_ROLES",
     "MODEL_CORES",
     "ModelCore",
+    "RequestOptions",
     "RewardRequest",
     "TraceRequest",
     "check_criterion",
+    "check_evaluator_name",
+    "check_model_core",
+    "check_tags",
     "is_binary",
 ]
 
@@ -35,15 +48,23 @@ MODEL_CORES: tuple[str, ...] = ModelCore.__args__  # type: ignore[attr-defined]
 DEFAULT_MODEL_CORE = "align-20251111"
 LIGHTNING_MODEL_CORES = frozenset(c for c in MODEL_CORES if "lightning" in c)
 
-MAX_CRITERION_LENGTH = 4096
-MESSAGE_ROLES = frozenset({"system", "user", "assistant", "tool"})
+# The platform does not check roles; these are the ones a chat conversation has, and the
+# client refuses others as a likely mistake.
+MESSAGE_ROLES = frozenset({"system", "developer", "user", "assistant", "tool"})
+CRITERION_PREFIXES = ("Reward", "Penalize", "Passes if", "Fails if")
 BINARY_PREFIXES = ("passes if", "fails if")
-_PREFIX = re.compile(r"^(?:[Rr]eward|[Pp]enalize|[Pp]asses if|[Ff]ails if)\b")
-_TAG_LIMIT = 64
+
+
+# -- the rules, one function each; a ValueError names the field ---------------------------------
 
 
 def check_criterion(criterion: object, field: str = "criteria") -> str:
-    """Return the criterion stripped, or raise ``ValueError`` saying what a valid one looks like."""
+    """Return the criterion stripped, or raise ``ValueError`` saying what a valid one looks like.
+
+    A criterion begins with one of :data:`CRITERION_PREFIXES`, compared as a plain prefix after
+    its first letter is upper-cased (``rewards concise answers`` is accepted, as the platform
+    does).
+    """
     if not isinstance(criterion, str):
         raise ValueError(f"{field}: expected a string, got {type(criterion).__name__}")
     text = criterion.strip()
@@ -54,7 +75,7 @@ def check_criterion(criterion: object, field: str = "criteria") -> str:
             f"{field}: a criterion is at most {MAX_CRITERION_LENGTH} characters "
             f"(this one has {len(text)}); shorten it"
         )
-    if not _PREFIX.match(text):
+    if not (text[0].upper() + text[1:]).startswith(CRITERION_PREFIXES):
         raise ValueError(
             f"{field}: {text[:60]!r} must begin with 'Reward', 'Penalize', 'Passes if' or "
             "'Fails if', e.g. 'Reward responses that cite the source'"
@@ -62,33 +83,95 @@ def check_criterion(criterion: object, field: str = "criteria") -> str:
     return text
 
 
+def check_evaluator_name(name: object, field: str = "evaluator_name") -> str:
+    """A saved evaluator's name, or ``ValueError``."""
+    if not isinstance(name, str) or not name.strip() or len(name) > MAX_EVALUATOR_NAME_LENGTH:
+        raise ValueError(f"{field}: expected a name of 1 to {MAX_EVALUATOR_NAME_LENGTH} characters")
+    return name
+
+
+def check_model_core(model_core: object) -> str | None:
+    """``None`` or one of :data:`MODEL_CORES`, or ``ValueError`` listing them."""
+    if model_core is not None and model_core not in MODEL_CORES:
+        raise ValueError(
+            f"model_core: {model_core!r} is not a model core; use one of {', '.join(MODEL_CORES)}"
+        )
+    return None if model_core is None else str(model_core)
+
+
+def check_tags(tags: object) -> dict[str, str] | None:
+    """Flat string-to-string tags (numbers and booleans become strings), keys and values at most
+    :data:`~composo._core.limits.TAG_LIMIT` characters; ``ValueError`` otherwise."""
+    if tags is None:
+        return None
+    if not isinstance(tags, Mapping):
+        raise ValueError(
+            f"tags: expected a dict of strings, e.g. {{'env': 'prod'}}, got {type(tags).__name__}"
+        )
+    out: dict[str, str] = {}
+    for key, value in tags.items():
+        if not isinstance(key, str):
+            raise ValueError(f"tags: key {key!r} must be a string")
+        if isinstance(value, bool):
+            text = "true" if value else "false"
+        elif isinstance(value, (str, int, float)):
+            text = str(value)
+        else:
+            raise ValueError(
+                f"tags[{key!r}]: values must be strings (or numbers/booleans), "
+                f"got {type(value).__name__}; flatten nested values into their own keys"
+            )
+        if len(key) > TAG_LIMIT or len(text) > TAG_LIMIT:
+            raise ValueError(
+                f"tags[{key[:20]!r}]: keys and values are at most {TAG_LIMIT} characters"
+            )
+        out[key] = text
+    return out
+
+
 def is_binary(criterion: str) -> bool:
     """``Passes if`` / ``Fails if`` criteria score 0 or 1."""
     return criterion.lstrip().lower().startswith(BINARY_PREFIXES)
 
 
-Tags = dict[
-    Annotated[str, Field(max_length=_TAG_LIMIT)], Annotated[str, Field(max_length=_TAG_LIMIT)]
-]
+# -- the models ---------------------------------------------------------------------------------
 
 
-class _Request(BaseModel):
-    """Fields shared by both endpoints; unknown fields are refused, as the platform does."""
+class RequestOptions(BaseModel):
+    """The options both endpoints take; unknown fields are refused, as the platform does."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
-    evaluation_criteria: str | None = None
-    evaluator_name: Annotated[str, Field(min_length=1, max_length=255)] | None = None
     model_core: ModelCore | None = None
     evaluate_latest: bool | None = None
-    tags: Tags | None = None
-    explanation_cleaning: Literal["end_user"] | None = None
+    tags: dict[str, str] | None = None
     data_retention: Literal["standard", "none"] | None = None
+    trace_id: UUID | None = None
 
-    @field_validator("evaluation_criteria")
+    @field_validator("model_core", mode="before")
     @classmethod
-    def _valid_criterion(cls, v: str | None) -> str | None:
+    def _known_core(cls, v: object) -> object:
+        return check_model_core(v)
+
+    @field_validator("tags", mode="before")
+    @classmethod
+    def _flat_tags(cls, v: object) -> object:
+        return check_tags(v)
+
+
+class _Request(RequestOptions):
+    evaluation_criteria: str | None = None
+    evaluator_name: str | None = None
+
+    @field_validator("evaluation_criteria", mode="before")
+    @classmethod
+    def _valid_criterion(cls, v: object) -> object:
         return None if v is None else check_criterion(v, "evaluation_criteria")
+
+    @field_validator("evaluator_name", mode="before")
+    @classmethod
+    def _valid_name(cls, v: object) -> object:
+        return None if v is None else check_evaluator_name(v)
 
     @model_validator(mode="after")
     def _one_criterion_source(self) -> _Request:
@@ -104,12 +187,14 @@ class _Request(BaseModel):
 
 
 class RewardRequest(_Request):
-    """Body of ``POST /api/v1/evals/reward``."""
+    """Body of ``POST /api/v1/evals/reward``; ``system_message`` is read as ``system``."""
 
-    messages: Annotated[list[dict[str, Any]], Field(min_length=2)]
-    system: str | None = None
+    messages: Annotated[list[dict[str, Any]], Field(min_length=MIN_MESSAGES)]
+    system: str | None = Field(
+        default=None, validation_alias=AliasChoices("system", "system_message")
+    )
     tools: list[dict[str, Any]] | None = None
-    trace_id: UUID | None = None
+    explanation_cleaning: Literal["end_user"] | None = None
 
     @field_validator("messages")
     @classmethod
@@ -142,6 +227,16 @@ class TraceRequest(_Request):
     """Body of ``POST /api/v1/evals/trace``."""
 
     trace: MultiAgentTrace
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_cleaning(cls, data: Any) -> Any:
+        if isinstance(data, Mapping) and data.get("explanation_cleaning") is not None:
+            raise ValueError(
+                "explanation_cleaning: only reward evaluations take it; a trace evaluation "
+                "refuses it, so drop it"
+            )
+        return data
 
     @model_validator(mode="after")
     def _trace_rules(self) -> TraceRequest:

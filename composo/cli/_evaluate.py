@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import importlib.util
 import os
 import sys
@@ -13,9 +14,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from composo._core.batch import BatchResult, Job, Progress
-    from composo._core.client import Composo
+    from composo import Composo
+    from composo._core.plan import Progress
     from composo.cli._results import CriterionStats, Resume, RowWriter
+    from composo.types import BatchResult, EvaluateOptions
 
 __all__ = ["add_arguments", "run"]
 
@@ -160,7 +162,8 @@ def run(args: argparse.Namespace) -> int:
                 srv = stack.enter_context(LocalServer(judge="heuristic", latency=0.0))
                 base_url, api_key = srv.base_url, srv.api_key
             client = stack.enter_context(_client(api_key, base_url, args.concurrency))
-            run_state = _Run(criteria, resume, writer, tally, args.model_core, tags or None)
+            options: EvaluateOptions = {"model_core": args.model_core, "tags": tags or None}
+            run_state = _Run(criteria, resume, writer, tally, options)
             run_state.main(client, source, args.concurrency)
     except ComposoValidationError as exc:  # the client refused its settings
         return _usage(str(exc))
@@ -195,7 +198,7 @@ def _client(api_key: str | None, base_url: str | None, concurrency: int) -> Iter
     (fewer would close and reopen connections all run long)."""
     import httpx
 
-    from composo._core.client import Composo
+    from composo import Composo
 
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
     with (
@@ -219,12 +222,10 @@ class _Run:
         resume: Resume | None,
         writer: RowWriter,
         tally: dict[str, CriterionStats] | None,
-        model_core: str | None = None,
-        tags: dict[str, str] | None = None,
+        options: EvaluateOptions | None = None,
     ) -> None:
         self.criteria = criteria
-        self.model_core = model_core
-        self.tags = tags
+        self.options: EvaluateOptions = options or {}
         self.resume = resume
         self.writer = writer
         self.tally = tally
@@ -233,19 +234,38 @@ class _Run:
         self.warned: set[int] = set()
         self.unreachable = 0  # consecutive results that never reached the server
         self.give_up_after = 20
+        self.bar: Progress | None = None
+        self.lines: dict[int, tuple[int, int]] = {}
 
     def main(self, client: Composo, source: Path | None, concurrency: int) -> None:
-        from composo._core import batch
-
-        plan = batch.Plan.create(self.criteria, model_core=self.model_core, tags=self.tags)
+        """Stream the lines through the client's public batch API and write each result."""
         self.give_up_after = 2 * concurrency + 10
-        progress = self._progress(source)
+        bar = self._progress(source)
+        # Item position in the stream -> (line index, results still due): a line is remembered
+        # only while its requests are pending.
+        self.lines = {}
         with _open_lines(source) as lines:
-            for result in batch.stream(client, self.jobs(lines), plan, concurrency, progress):
-                self.record(result)
+            if bar is not None:
+                bar.start()
+            try:
+                stream = client.evaluate_many_iter(
+                    self.items(lines),
+                    self.criteria,
+                    concurrency=concurrency,
+                    progress=(lambda done, total: bar.advance()) if bar is not None else False,
+                    **self.options,
+                )
+                for result in stream:
+                    line, left = self.lines.pop(result.index)
+                    if left > 1:
+                        self.lines[result.index] = (line, left - 1)
+                    self.record(dataclasses.replace(result, index=line))
+            finally:
+                if bar is not None:
+                    bar.close()
 
     def _progress(self, source: Path | None) -> Progress | None:
-        from composo._core.batch import Progress
+        from composo._core.plan import Progress
 
         if not sys.stderr.isatty() or importlib.util.find_spec("rich") is None:
             return None  # no terminal, or no rich (the `cli` extra): no bar
@@ -256,17 +276,18 @@ class _Run:
                 for index, line in enumerate(f):
                     if line.strip():
                         total += len(self._remaining(index))
-        return Progress(True, total)
+        self.bar = Progress(True, total)
+        return self.bar
 
     def _remaining(self, index: int) -> list[str]:
         return self.resume.remaining(index, self.criteria) if self.resume else self.criteria
 
-    def jobs(self, lines: Iterable[bytes]) -> Iterator[Job]:
-        """One job per non-blank line (index = line number - 1), only for pairs still to do."""
+    def items(self, lines: Iterable[bytes]) -> Iterator[dict[str, Any]]:
+        """One item per non-blank line that still has pairs to do, carrying the ``criteria`` it
+        still needs; a line that is not a JSON object gets its error rows written here."""
         import json
 
-        from composo._core.batch import Job
-
+        position = 0
         for index, raw in enumerate(lines):
             if self.fatal is not None:
                 return
@@ -279,25 +300,29 @@ class _Run:
                 item: Any = json.loads(raw)
             except json.JSONDecodeError as exc:
                 where = f"{exc.msg} at column {exc.colno}"
-                yield self._bad(index, wanted, f"line {index + 1}: not valid JSON ({where})")
+                self._bad(index, wanted, f"line {index + 1}: not valid JSON ({where})")
                 continue
             except UnicodeDecodeError:
-                yield self._bad(index, wanted, f"line {index + 1}: not UTF-8 text")
+                self._bad(index, wanted, f"line {index + 1}: not UTF-8 text")
                 continue
             if not isinstance(item, dict):
                 found = type(item).__name__
-                yield self._bad(
-                    index, wanted, f"line {index + 1}: expected a JSON object, got a {found}"
-                )
+                self._bad(index, wanted, f"line {index + 1}: expected a JSON object, got a {found}")
                 continue
-            yield Job(index, item, wanted)
+            self.lines[position] = (index, len(wanted))
+            position += 1
+            yield {**item, "criteria": wanted}
 
-    def _bad(self, index: int, wanted: list[str], message: str) -> Job:
-        from composo._core.batch import Job
+    def _bad(self, index: int, wanted: list[str], message: str) -> None:
         from composo.errors import ComposoValidationError
+        from composo.types import BatchResult
 
         self._warn(index, message)
-        return Job(index, None, wanted, ComposoValidationError(message))
+        error = ComposoValidationError(message)
+        for criterion in wanted:
+            self.record(BatchResult(index, criterion, None, None, error))
+            if self.bar is not None:
+                self.bar.advance()
 
     def record(self, result: BatchResult) -> None:
         from composo.cli._results import CriterionStats

@@ -3,18 +3,18 @@ over plain httpx: no SDK needed, and the endpoint is just a base URL."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import re
-from datetime import datetime, timezone
-from email.utils import parsedate_to_datetime
 from typing import Any
 
 import httpx
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
+from composo._core import limits
+from composo._core.retry import async_retrying, parse_retry_after
 from composo._core.wire import is_binary
+from composo.errors import APIConnectionError, APIStatusError, status_error
 from composo.server._cases import Case
 from composo.server._config import JudgeOptions
 from composo.server.judges import JudgeError, Verdict
@@ -26,8 +26,8 @@ _log = logging.getLogger("composo.server")
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 DEFAULT_MODEL = "gpt-4o-mini"
-_RETRY_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
-MAX_RETRY_AFTER = 30.0  # seconds: a longer Retry-After is waited only this long
+MAX_RETRY_AFTER = limits.MAX_RETRY_AFTER  # a longer Retry-After is waited only this long
+_RETRIES = 2  # after the first attempt; the policy (what to retry, backoff) is the client's
 _FENCE = re.compile(r"^\s*```(?:json)?\s*|\s*```\s*$", re.IGNORECASE)
 
 
@@ -129,50 +129,39 @@ class OpenAIJudge:
             "temperature": 0,
             "response_format": {"type": "json_object"},
         }
-        for attempt in range(3):
-            try:
-                r = await self._http.post("/chat/completions", json=body)
-            except httpx.HTTPError as exc:
-                if attempt == 2:
-                    raise JudgeError(
-                        f"could not reach the judge endpoint: {type(exc).__name__}"
-                    ) from None
-                await asyncio.sleep(0.2 * 2**attempt)
-                continue
-            if r.status_code in _RETRY_STATUS and attempt < 2:
-                await asyncio.sleep(_retry_wait(r, 0.2 * 2**attempt))
-                continue
-            if r.status_code != 200:
-                raise JudgeError(
-                    f"the judge endpoint answered {r.status_code}: {_error_message(r)}"
-                )
-            try:
-                content = r.json()["choices"][0]["message"]["content"]
-            except (ValueError, KeyError, IndexError, TypeError):
-                raise JudgeError("the judge endpoint's answer is not a chat completion") from None
-            return str(content or "")
+        try:
+            async for attempt in async_retrying(_RETRIES, None, max_retry_after=MAX_RETRY_AFTER):
+                with attempt:
+                    return await self._post(body)
+        except APIConnectionError as exc:
+            raise JudgeError(str(exc)) from None
+        except APIStatusError as exc:
+            raise JudgeError(
+                f"the judge endpoint answered {exc.status_code}: {exc.message}"
+            ) from None
         raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _post(self, body: dict[str, Any]) -> str:
+        """One attempt; a failure is raised as the client's errors, so the shared retry policy
+        (:mod:`composo._core.retry`) decides what is worth another try."""
+        try:
+            r = await self._http.post("/chat/completions", json=body)
+        except httpx.HTTPError as exc:
+            raise APIConnectionError(
+                f"could not reach the judge endpoint: {type(exc).__name__}"
+            ) from None
+        if r.status_code != 200:
+            error = status_error(r.status_code, {"detail": _error_message(r)})
+            error.retry_after = parse_retry_after(r.headers)
+            raise error
+        try:
+            content = r.json()["choices"][0]["message"]["content"]
+        except (ValueError, KeyError, IndexError, TypeError):
+            raise JudgeError("the judge endpoint's answer is not a chat completion") from None
+        return str(content or "")
 
     async def aclose(self) -> None:
         await self._http.aclose()
-
-
-def _retry_wait(r: httpx.Response, backoff: float) -> float:
-    """Seconds to wait before asking again: the endpoint's ``Retry-After`` (seconds or an HTTP
-    date, capped at :data:`MAX_RETRY_AFTER`) when it sends one, else ``backoff``."""
-    value = r.headers.get("retry-after", "").strip()
-    if not value:
-        return backoff
-    try:
-        seconds = float(value)
-    except ValueError:
-        try:
-            seconds = (parsedate_to_datetime(value) - datetime.now(timezone.utc)).total_seconds()
-        except (TypeError, ValueError, IndexError):
-            return backoff
-    if seconds != seconds:  # NaN
-        return backoff
-    return min(max(seconds, 0.0), MAX_RETRY_AFTER)
 
 
 def _error_message(r: httpx.Response) -> str:

@@ -1,0 +1,377 @@
+"""What a batch run is made of, shared by the thread engine (:mod:`composo._core.batch`) and the
+task engine (:mod:`composo._core.batch_async`): the plan that turns items into requests, the
+results, the progress display, and the checks made before the first request.
+
+Nothing here runs a request or knows a client: the engines take a send function.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterable, Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeAlias
+
+from pydantic import ValidationError
+
+from composo._core import build, convert
+from composo._core.options import OPTION_NAMES, merge, set_options
+from composo._core.responses import EvaluationResponse, MultiAgentTraceResponse
+from composo._core.wire import RequestOptions, RewardRequest, TraceRequest
+from composo.errors import ComposoError, ComposoValidationError, validation_error
+
+__all__ = [
+    "ITEM_FIELDS",
+    "BatchResult",
+    "Job",
+    "Pending",
+    "Plan",
+    "Progress",
+    "Request",
+    "Response",
+    "check_items",
+    "finished",
+    "jobs_from",
+    "ordered",
+    "setup",
+    "tick",
+    "window_size",
+]
+
+_log = logging.getLogger("composo")
+
+Response: TypeAlias = EvaluationResponse | MultiAgentTraceResponse
+Request: TypeAlias = RewardRequest | TraceRequest
+ProgressCallback: TypeAlias = Callable[[int, int | None], None]
+
+CONVERSATION_FIELDS = ("messages", "input", "result", "system", "tools")
+ITEM_FIELDS = (*CONVERSATION_FIELDS, "trace", "id", "metadata", "criteria", *OPTION_NAMES)
+"""What an item may hold: a conversation (or a ``trace``), its ``id`` and ``metadata``, the
+``criteria`` (some of the run's) it still needs, and any evaluate option for itself alone."""
+_ITEM_HINT = (
+    "an item holds messages (or input and result), optionally id, system, tools, metadata, "
+    f"criteria and the options {', '.join(OPTION_NAMES)}; or a trace"
+)
+
+
+@dataclass(frozen=True)
+class BatchResult:
+    """One (item, criterion) pair of a batch: the response, or the error that stopped it.
+
+    Attributes:
+        index: The item's position in the input (0-based).
+        criterion: The criterion (or evaluator name) this result is for.
+        id: The item's own ``id`` field, if it had one.
+        response: The evaluation's response; ``None`` if it failed.
+        error: The exception that stopped this pair; ``None`` if it succeeded.
+    """
+
+    index: int
+    criterion: str
+    id: str | None = None
+    response: Response | None = None
+    error: BaseException | None = None
+
+    @property
+    def ok(self) -> bool:
+        """Whether the pair was evaluated (a not-applicable score is still ok)."""
+        return self.error is None
+
+    @property
+    def score(self) -> float | None:
+        """The score (a trace's overall score); ``None`` if not applicable or failed."""
+        if isinstance(self.response, MultiAgentTraceResponse):
+            return self.response.overall_score
+        return self.response.score if self.response is not None else None
+
+    @property
+    def explanation(self) -> str | None:
+        """The judge's explanation; ``None`` if the pair failed."""
+        return self.response.explanation if self.response is not None else None
+
+    def row(self) -> dict[str, Any]:
+        """The JSON-ready record the command line writes, one per line."""
+        return {
+            "index": self.index,
+            "id": self.id,
+            "criterion": self.criterion,
+            "score": self.score,
+            "explanation": self.explanation,
+            "error": error_text(self.error) if self.error is not None else None,
+        }
+
+
+def error_text(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
+
+
+@dataclass(frozen=True)
+class Job:
+    """One item to evaluate at a given index; ``criteria`` limits it to some of the plan's criteria
+    and ``error`` marks an item that could not even be read."""
+
+    index: int
+    item: Any = None
+    criteria: Sequence[str] | None = None
+    error: BaseException | None = None
+
+
+@dataclass
+class Pending:
+    """One request waiting to be sent, with what its result is filed under."""
+
+    index: int
+    criterion: str
+    id: str | None
+    request: Request
+
+
+@dataclass
+class Plan:
+    """The criteria and options applied to every item; turns a :class:`Job` into requests."""
+
+    criteria: list[str]
+    by_name: bool = False
+    options: Mapping[str, Any] = field(default_factory=dict)
+    _order: dict[str, int] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def create(
+        cls,
+        criteria: Any = None,
+        evaluator_name: Any = None,
+        options: Mapping[str, Any] | None = None,
+    ) -> Plan:
+        """Validate everything shared by the items, so mistakes surface before any request."""
+        sources, _ = build.normalize_criteria(criteria, evaluator_name)
+        labels = [next(iter(s.values())) for s in sources]
+        if len(set(labels)) != len(labels):
+            raise ComposoValidationError(
+                "criteria: the same criterion is listed twice; results are matched by criterion, "
+                "so list each once"
+            )
+        given = set_options(options or {})
+        try:  # the wire model's own rules, once, before the first item
+            RequestOptions.model_validate(
+                {k: v for k, v in given.items() if k != "explanation_cleaning"}
+            )
+        except ValidationError as exc:
+            raise validation_error(exc) from None
+        plan = cls(criteria=labels, by_name=evaluator_name is not None, options=given)
+        plan._order = {c: i for i, c in enumerate(labels)}
+        return plan
+
+    def position(self, criterion: str) -> int:
+        return self._order.get(criterion, len(self._order))
+
+    def expand(self, job: Job) -> Iterator[Pending | BatchResult]:
+        """The requests for one job, or one failed result per criterion if the item is unusable."""
+        wanted = self.criteria if job.criteria is None else list(job.criteria)
+        item_id: str | None = None
+        error = job.error
+        requests: Sequence[Request] = ()
+        if error is None and wanted:
+            try:
+                fields = self._fields(job)
+                item_id = _item_id(fields.get("id"))
+                if job.criteria is None and fields.get("criteria") is not None:
+                    wanted = self._chosen(fields["criteria"])
+                requests = self._requests(fields, wanted) if wanted else ()
+            except Exception as exc:  # a bad item is recorded, never fatal
+                error = exc
+        if error is not None:
+            for criterion in wanted:
+                yield BatchResult(job.index, criterion, item_id, None, error)
+            return
+        for criterion, request in zip(wanted, requests, strict=True):
+            yield Pending(job.index, criterion, item_id, request)
+
+    def _chosen(self, value: Any) -> list[str]:
+        """An item's ``criteria``: the ones it still needs, in the run's order."""
+        chosen = [value] if isinstance(value, str) else value
+        if not isinstance(chosen, (list, tuple)):
+            raise ComposoValidationError(
+                f"criteria: expected a list of this run's criteria, got {type(value).__name__}"
+            )
+        for c in chosen:
+            if c not in self._order:
+                raise ComposoValidationError(
+                    f"criteria: {str(c)[:60]!r} is not one of this run's criteria; an item's "
+                    "criteria choose among those the run was given"
+                )
+        return sorted(set(chosen), key=self.position)
+
+    def _fields(self, job: Job) -> Mapping[str, Any]:
+        fields = convert.to_item(job.item)
+        unknown = [k for k in fields if k not in ITEM_FIELDS]
+        if unknown:
+            raise ComposoValidationError(f"item: unknown field {unknown[0]!r}; {_ITEM_HINT}")
+        return fields
+
+    def _requests(self, fields: Mapping[str, Any], wanted: list[str]) -> Sequence[Request]:
+        criteria, names = (None, wanted) if self.by_name else (wanted, None)
+        options = merge(self.options, {k: fields[k] for k in OPTION_NAMES if k in fields})
+        if fields.get("trace") is not None:
+            extra = [k for k in CONVERSATION_FIELDS if k in fields]
+            if extra:
+                raise ComposoValidationError(
+                    f"item: {extra[0]!r} cannot be combined with 'trace'; an item is either a "
+                    "conversation or a trace"
+                )
+            traces, _ = build.trace_requests(criteria, names, options, trace=fields["trace"])
+            return traces
+        rewards, _ = build.reward_requests(
+            criteria,
+            names,
+            options,
+            **{k: fields.get(k) for k in CONVERSATION_FIELDS},
+        )
+        return rewards
+
+
+def _item_id(value: Any) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, (str, int)) and not isinstance(value, bool):
+        return str(value)
+    raise ComposoValidationError(f"id: expected a string or an integer, got {type(value).__name__}")
+
+
+def jobs_from(items: Iterable[Any]) -> Iterator[Job]:
+    """Each item at its position; nothing is read ahead."""
+    for index, item in enumerate(items):
+        yield Job(index, item)
+
+
+def check_items(items: Any) -> None:
+    if isinstance(items, (str, bytes, Mapping)) or not isinstance(items, (Iterable, AsyncIterable)):
+        raise ComposoValidationError(
+            f"items: expected an iterable of items (a list, a generator...), got "
+            f"{type(items).__name__}; for one conversation use evaluate()"
+        )
+
+
+def window_size(concurrency: int | None, limit: int) -> int:
+    """Requests kept in flight: ``concurrency`` (default: the client's limit), never above it."""
+    if concurrency is None:
+        return limit
+    if not isinstance(concurrency, int) or isinstance(concurrency, bool) or concurrency < 1:
+        raise ComposoValidationError(
+            f"concurrency: must be an integer of at least 1, got {concurrency!r}"
+        )
+    if concurrency > limit:
+        _log.warning(
+            "concurrency=%d is above the client's max_concurrent_requests=%d; at most %d requests "
+            "run at once (raise max_concurrent_requests on the client to go faster)",
+            concurrency,
+            limit,
+            limit,
+        )
+        return limit
+    return concurrency
+
+
+# -- progress -----------------------------------------------------------------------------------
+
+
+class Progress:
+    """Counts finished pairs and shows them: a rich bar (``progress=True``) or the caller's
+    ``callback(done, total)``."""
+
+    def __init__(self, option: bool | ProgressCallback, total: int | None) -> None:
+        self.done = 0
+        self.total = total
+        self._callback: ProgressCallback | None = None
+        self._bar: Any = None
+        self._task: Any = None
+        if callable(option):
+            self._callback = option
+        elif option:
+            # Checked now, so a missing extra is reported before any request is made.
+            try:
+                from rich.console import Console
+                from rich.progress import (
+                    BarColumn,
+                    MofNCompleteColumn,
+                    TextColumn,
+                    TimeElapsedColumn,
+                    TimeRemainingColumn,
+                )
+                from rich.progress import Progress as RichProgress
+            except ImportError:
+                raise ComposoError(
+                    "progress=True needs the rich package: pip install 'composo[cli]'"
+                ) from None
+            self._bar = RichProgress(
+                TextColumn("[progress.description]{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                TimeRemainingColumn(),
+                console=Console(stderr=True),
+            )
+
+    def start(self) -> None:
+        if self._bar is not None and self._task is None:
+            self._bar.start()
+            self._task = self._bar.add_task("evaluating", total=self.total)
+
+    @staticmethod
+    def total_for(items: Any, per_item: int) -> int | None:
+        try:
+            return len(items) * per_item
+        except TypeError:
+            return None
+
+    def advance(self) -> None:
+        self.done += 1
+        if self._callback is not None:
+            self._callback(self.done, self.total)
+        elif self._task is not None:
+            self._bar.update(self._task, completed=self.done)
+
+    def close(self) -> None:
+        if self._task is not None:
+            self._bar.stop()
+            self._task = None
+
+
+def finished(p: Pending, response: Any = None, error: BaseException | None = None) -> BatchResult:
+    """The result of a sent request."""
+    return BatchResult(p.index, p.criterion, p.id, response, error)
+
+
+def tick(progress: Progress | None) -> None:
+    if progress is not None:
+        progress.advance()
+
+
+def setup(
+    items: Any,
+    criteria: Any,
+    evaluator_name: Any,
+    concurrency: int | None,
+    progress: bool | ProgressCallback,
+    limit: int,
+    options: Mapping[str, Any],
+) -> tuple[Plan, int, Progress | None]:
+    """Everything ``evaluate_many`` checks before the first request: the items are iterable, the
+    criteria and options are valid, the concurrency is sane, the progress bar can be shown."""
+    check_items(items)
+    plan = Plan.create(criteria, evaluator_name, options)
+    window = window_size(concurrency, limit)
+    bar = None
+    if progress:
+        bar = Progress(progress, Progress.total_for(items, len(plan.criteria)))
+    return plan, window, bar
+
+
+def ordered(results: Iterable[BatchResult], plan: Plan) -> list[BatchResult]:
+    """A list in item order, then in the order the criteria were given."""
+    out = sorted(results, key=lambda r: (r.index, plan.position(r.criterion)))
+    failed = sum(1 for r in out if r.error is not None)
+    if failed:
+        _log.warning(
+            "%d of %d evaluations failed; each failed result carries its .error", failed, len(out)
+        )
+    return out
