@@ -105,7 +105,7 @@ class Recorder:
 
     def failure(self, criteria: Any, exc: BaseException) -> None:
         """An evaluation that raised: one error row per criterion it was for."""
-        from composo._core.batch import error_text
+        from composo._core.plan import error_text
 
         names = [criteria] if isinstance(criteria, str) else list(criteria or ["(criterion)"])
         for name in names:
