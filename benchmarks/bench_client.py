@@ -1,17 +1,20 @@
 """``AsyncComposo`` with 50 requests in flight against raw httpx, as a ratio measured in one run.
 
 The local server (heuristic judge) runs in its own process. Each round sends ``--requests``
-reward evaluations with 50 in flight, first through raw ``httpx.AsyncClient`` POSTs of the same
-JSON body and headers, then through ``AsyncComposo(max_concurrent_requests=50).evaluate``; rounds
-alternate so that load from other work on the machine falls on both sides alike. Raw httpx is
-measured two ways, and the faster one is the baseline:
+reward evaluations with 50 in flight through raw ``httpx.AsyncClient`` POSTs of the same JSON
+body (with the API key header) and through ``AsyncComposo(max_concurrent_requests=50).evaluate``;
+each round reverses the order of the previous one, so that load from other work on the machine
+falls on all sides alike. Raw httpx is measured two ways, and in each round the faster one is
+the baseline:
 
 - one ``httpx.AsyncClient`` whose pool holds 50 connections (what most code does), and
 - one client per worker, each with a single keep-alive connection (the cheapest httpx can do:
   httpcore's pool works per request in proportion to its size, so a pool of one costs least).
 
 Goal: ``AsyncComposo`` reaches at least 0.8x the baseline's rate. The figure printed is the
-median over rounds, with the range. On a shared machine the figures are noisy; repeat the run.
+median of the per-round ratios, with their range, and each side's client CPU per request (this
+process only), which other load on the machine disturbs less than the rates. On a shared
+machine the figures are noisy; repeat the run.
 
     python benchmarks/bench_client.py [--requests 1500] [--rounds 4] [--latency 0]
 """
