@@ -2,13 +2,13 @@
 
 httpcore's pool re-examines each of its connections every time a request starts or ends, and
 under asyncio each check goes through anyio's socket attributes: the work per request grows with
-the pool's size. A pool of one connection does the least of it, so this transport holds
-``max_connections`` pools of one and hands each request an idle one (the most recently used, whose
-connection is warm), which is O(1). Only when every connection is busy does a request queue, on
-the least busy one.
+the pool's size. A pool of one connection does the least of it, so this transport holds one pool
+per connection and hands each request an idle one (the most recently freed, whose connection is
+warm), which is O(1). Only when every connection is busy does a request queue, on the least busy
+one.
 
 The connections are counted in groups of at most ``pool_size`` (``busy``), so callers can see the
-load spread across them.
+load spread across them; ``max_connections`` is rounded up to fill the groups evenly.
 """
 
 from __future__ import annotations
