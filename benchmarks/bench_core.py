@@ -1,22 +1,29 @@
 """Core client speed, as ratios measured in one run.
 
-1. ``import composo`` time / ``import httpx, pydantic`` time (goal <= 1.3x), and which heavy
-   modules the import pulled in (goal: none).
-2. Wall time of 5 criteria / wall time of 1, against the local server with 300 ms latency
+1. Import: ``import composo``, ``from composo import Composo`` and that import plus the first
+   ``Composo(...)``, each against ``import httpx, pydantic`` in fresh interpreters, run in turn so
+   that load from other work falls on all of them alike (goal for ``import composo``: <= 1.0x),
+   and which optional modules the import pulled in (goal: none).
+2. Client CPU per request: ``Composo.evaluate`` against a bare ``httpx.Client.post`` of the same
+   JSON body, on ``httpx.MockTransport`` and against the local server in its own process
+   (goal <= 1.2x for both). CPU time of this process only, so the server's work is not counted.
+3. Wall time of 5 criteria / wall time of 1, against the local server with 300 ms latency
    (goal <= 1.3x: criteria run concurrently).
-3. Client CPU per request / a bare httpx POST of the same JSON, both on ``httpx.MockTransport``
-   (goal <= 2x).
 
-Run: python benchmarks/bench_core.py
+On a shared machine the figures are noisy: each line gives the median over rounds and the range.
+
+Run: python benchmarks/bench_core.py [--quick]
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -30,6 +37,8 @@ QA = [
     {"role": "user", "content": "What's the capital of France?"},
     {"role": "assistant", "content": "The capital of France is Paris."},
 ]
+CRITERION = "Reward accurate answers"
+BODY = {"messages": QA, "evaluation_criteria": CRITERION}
 HEAVY = (
     "openai",
     "langchain",
@@ -39,29 +48,38 @@ HEAVY = (
     "fastapi",
     "uvicorn",
 )
+IMPORTS = {
+    "base": "import httpx, pydantic",
+    "import composo": "import composo",
+    "from composo import Composo": "from composo import Composo",
+    "... + first Composo(...)": "from composo import Composo; Composo(api_key='k')",
+}
 
 
-def _import_seconds(stmt: str, runs: int = 15) -> float:
-    code = f"import time; t = time.perf_counter(); {stmt}; print(time.perf_counter() - t)"
-    times = [
-        float(
-            subprocess.run(
-                [sys.executable, "-c", code], capture_output=True, text=True, check=True
-            ).stdout
-        )
-        for _ in range(runs)
-    ]
-    return statistics.median(times)
-
-
-def bench_import() -> None:
-    base = _import_seconds("import httpx, pydantic")
-    # `import pydantic` is lazy: defining any model loads its machinery, which is most of the
-    # difference. This second baseline is what any pydantic-based library starts from.
-    models = _import_seconds(
-        "import httpx; from pydantic import BaseModel, ConfigDict, Field, model_validator"
+def _import_seconds(stmt: str) -> tuple[float, float]:
+    """Wall and CPU seconds of ``stmt`` in a fresh interpreter."""
+    code = (
+        "import time; w = time.perf_counter(); c = time.process_time(); "
+        f"{stmt}; print(time.perf_counter() - w, time.process_time() - c)"
     )
-    ours = _import_seconds("import composo")
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.split()
+    return float(out[0]), float(out[1])
+
+
+def _spread(values: list[float], fmt: str = ".2f") -> str:
+    return f"{statistics.median(values):{fmt}} (range {min(values):{fmt}}-{max(values):{fmt}})"
+
+
+def bench_import(runs: int) -> None:
+    wall: dict[str, list[float]] = {name: [] for name in IMPORTS}
+    cpu: dict[str, list[float]] = {name: [] for name in IMPORTS}
+    for _ in range(runs):
+        for name, stmt in IMPORTS.items():
+            w, c = _import_seconds(stmt)
+            wall[name].append(w)
+            cpu[name].append(c)
     heavy = subprocess.run(
         [
             sys.executable,
@@ -73,12 +91,84 @@ def bench_import() -> None:
         check=True,
     ).stdout
     loaded = sorted(set(json.loads(heavy.replace("'", '"'))) & set(HEAVY))
+    print(f"import ({runs} fresh interpreters each, in turn; ratios per round, then median):")
+    base_ms = [w * 1000 for w in wall["base"]]
+    print(f"  {IMPORTS['base']:32} {_spread(base_ms, '.1f')} ms")
+    for name in list(IMPORTS)[1:]:
+        ms = [w * 1000 for w in wall[name]]
+        ratios = [a / b for a, b in zip(wall[name], wall["base"], strict=True)]
+        cpu_ratios = [a / b for a, b in zip(cpu[name], cpu["base"], strict=True)]
+        goal = " (goal <= 1.0x)" if name == "import composo" else ""
+        print(
+            f"  {name:32} {_spread(ms, '.1f')} ms -> ratio {_spread(ratios)}x{goal}; "
+            f"CPU ratio {_spread(cpu_ratios)}x"
+        )
+    print(f"  optional modules imported by `import composo`: {loaded or 'none'}")
+
+
+def _cpu_per_call(fn: Callable[[], object], n: int) -> float:
+    t = time.process_time()
+    for _ in range(n):
+        fn()
+    return (time.process_time() - t) / n
+
+
+def _compare_cpu(label: str, bare: Callable[[], object], ours: Callable[[], object], n: int,
+                 rounds: int) -> None:  # fmt: skip
+    bare(), ours()  # warm: connections open, plugins and models loaded
+    b_times, o_times = [], []
+    for i in range(rounds):
+        pair = ((bare, b_times), (ours, o_times))
+        for fn, into in pair if i % 2 == 0 else reversed(pair):
+            into.append(_cpu_per_call(fn, n))
+    ratios = [o / b for o, b in zip(o_times, b_times, strict=True)]
     print(
-        f"import composo: {ours * 1000:.1f} ms vs import httpx, pydantic: {base * 1000:.1f} ms "
-        f"-> ratio {ours / base:.2f}x (goal <= 1.3x); vs httpx + pydantic's model machinery "
-        f"{models * 1000:.1f} ms -> ratio {ours / models:.2f}x; heavy modules imported: "
-        f"{loaded or 'none'}"
+        f"  {label:24} Composo {_spread([t * 1e6 for t in o_times], '.0f')} us vs bare httpx "
+        f"POST {_spread([t * 1e6 for t in b_times], '.0f')} us -> ratio {_spread(ratios)}x "
+        f"(best {min(o_times) / min(b_times):.2f}x; goal <= 1.2x)"
     )
+
+
+def bench_cpu(n: int, rounds: int) -> None:
+    print(f"client CPU per request ({rounds} rounds of {n} sequential requests each, in turn):")
+    answer = json.dumps({"score": 0.9, "explanation": "Accurate and concise."}).encode()
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, content=answer, headers={"content-type": "application/json"})
+
+    url = "https://platform.composo.ai/api/v1/evals/reward"
+    with (
+        httpx.Client(transport=httpx.MockTransport(handler)) as bare,
+        Composo(
+            api_key="k", http_client=httpx.Client(transport=httpx.MockTransport(handler))
+        ) as client,
+    ):
+        _compare_cpu(
+            "httpx.MockTransport",
+            lambda: bare.post(url, json=BODY, headers={"API-Key": "k"}).json(),
+            lambda: client.evaluate(messages=QA, criteria=CRITERION),
+            n,
+            rounds,
+        )
+    with (
+        ServerProcess(dev_faults=False, extra_args=["--no-access-log"]) as srv,
+        httpx.Client() as bare,
+        Composo(api_key=srv.api_key, base_url=srv.base_url) as client,
+    ):
+        live_url = srv.base_url + "/api/v1/evals/reward"
+
+        def live_bare() -> object:
+            response = bare.post(live_url, json=BODY, headers={"API-Key": srv.api_key})
+            response.raise_for_status()
+            return response.json()
+
+        _compare_cpu(
+            "local server",
+            live_bare,
+            lambda: client.evaluate(messages=QA, criteria=CRITERION),
+            max(n // 5, 100),
+            rounds,
+        )
 
 
 def bench_concurrency() -> None:
@@ -90,7 +180,7 @@ def bench_concurrency() -> None:
         one, five = [], []
         for _ in range(5):
             t = time.perf_counter()
-            c.evaluate(messages=QA, criteria="Reward accurate answers")
+            c.evaluate(messages=QA, criteria=CRITERION)
             one.append(time.perf_counter() - t)
             t = time.perf_counter()
             c.evaluate(messages=QA, criteria=[f"Reward quality aspect {i}" for i in range(5)])
@@ -102,41 +192,10 @@ def bench_concurrency() -> None:
     )
 
 
-def bench_cpu(n: int = 3000) -> None:
-    answer = json.dumps({"score": 0.9, "explanation": "Accurate and concise."}).encode()
-
-    def handler(request: httpx.Request) -> httpx.Response:
-        return httpx.Response(200, content=answer, headers={"content-type": "application/json"})
-
-    body = {"messages": QA, "evaluation_criteria": "Reward accurate answers"}
-    url = "https://platform.composo.ai/api/v1/evals/reward"
-    bare = httpx.Client(transport=httpx.MockTransport(handler))
-    client = Composo(api_key="k", http_client=httpx.Client(transport=httpx.MockTransport(handler)))
-    client.evaluate(messages=QA, criteria="Reward accurate answers")  # plugins load once
-
-    def run_bare() -> None:
-        bare.post(url, json=body, headers={"API-Key": "k"}).json()
-
-    def run_ours() -> None:
-        client.evaluate(messages=QA, criteria="Reward accurate answers")
-
-    results = {}
-    for name, fn in (("bare", run_bare), ("composo", run_ours)):
-        samples = []
-        for _ in range(3):
-            t = time.process_time()
-            for _ in range(n):
-                fn()
-            samples.append((time.process_time() - t) / n)
-        results[name] = min(samples)
-    ratio = results["composo"] / results["bare"]
-    print(
-        f"client CPU per request: {results['composo'] * 1e6:.0f} us vs bare httpx POST "
-        f"{results['bare'] * 1e6:.0f} us -> ratio {ratio:.2f}x (goal <= 2x)"
-    )
-
-
 if __name__ == "__main__":
-    bench_import()
-    bench_cpu()
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="fewer runs, for a smoke test")
+    args = parser.parse_args()
+    bench_import(runs=5 if args.quick else 15)
+    bench_cpu(n=500 if args.quick else 2000, rounds=3 if args.quick else 5)
     bench_concurrency()

@@ -1,15 +1,20 @@
-"""An async HTTP transport made of several small connection pools instead of one large one.
+"""An async HTTP transport that gives every connection its own httpcore pool.
 
-httpcore's pool re-examines every one of its connections each time a request starts or ends, and
-under asyncio each check goes through anyio's socket attributes; with 32 connections that costs
-about 3 ms of CPU per request, three times the rest of the request. Pools of at most 8 connections
-keep the check cheap; each request goes to the least busy pool.
+httpcore's pool re-examines each of its connections every time a request starts or ends, and
+under asyncio each check goes through anyio's socket attributes: the work per request grows with
+the pool's size. A pool of one connection does the least of it, so this transport holds one pool
+per connection and hands each request an idle one (the most recently freed, whose connection is
+warm), which is O(1). Only when every connection is busy does a request queue, on the least busy
+one.
+
+The connections are counted in groups of at most ``pool_size`` (``busy``), so callers can see the
+load spread across them; ``max_connections`` is rounded up to fill the groups evenly.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import httpx
@@ -20,57 +25,74 @@ POOL_SIZE = 8
 
 
 class _Released(httpx.AsyncByteStream):
-    """The response body; closing it frees the request's place in its pool's count."""
+    """The response body; closing it gives the request's connection back."""
 
-    def __init__(self, stream: httpx.AsyncByteStream, release: Any) -> None:
+    __slots__ = ("_release", "_stream")
+
+    def __init__(self, stream: httpx.AsyncByteStream, release: Callable[[], None]) -> None:
         self._stream = stream
-        self._release = release
+        self._release: Callable[[], None] | None = release
 
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        async for chunk in self._stream:
-            yield chunk
+    def __aiter__(self) -> AsyncIterator[bytes]:
+        # The inner stream's own iterator: no extra generator frame per chunk.
+        return self._stream.__aiter__()
 
     async def aclose(self) -> None:
         try:
             await self._stream.aclose()
         finally:
-            self._release()
+            release, self._release = self._release, None
+            if release is not None:
+                release()
 
 
 class ShardedAsyncTransport(httpx.AsyncBaseTransport):
-    """``max_connections`` spread over pools of at most ``pool_size``, each kept alive."""
+    """``max_connections`` keep-alive connections, each in its own pool, counted in groups of
+    at most ``pool_size``. ``options`` go to each :class:`httpx.AsyncHTTPTransport`."""
 
     def __init__(self, max_connections: int, pool_size: int = POOL_SIZE, **options: Any) -> None:
-        count = max(1, math.ceil(max_connections / pool_size))
-        per_pool = math.ceil(max_connections / count)
-        limits = httpx.Limits(max_connections=per_pool, max_keepalive_connections=per_pool)
-        self._pools = [httpx.AsyncHTTPTransport(limits=limits, **options) for _ in range(count)]
-        self._busy = [0] * count
+        groups = max(1, math.ceil(max_connections / pool_size))
+        per_group = math.ceil(max_connections / groups)
+        one = httpx.Limits(max_connections=1, max_keepalive_connections=1)
+        count = groups * per_group
+        self._pools = [httpx.AsyncHTTPTransport(limits=one, **options) for _ in range(count)]
+        self._group_of = [i // per_group for i in range(count)]
+        self._groups = groups
+        self._load = [0] * count  # requests in progress (or queued) per connection
+        # Idle connections, most recently freed last; reversed so the first ones go out first.
+        self._idle = list(reversed(range(count)))
 
     @property
     def busy(self) -> list[int]:
-        """Requests in progress per pool (a response counts until its body is closed)."""
-        return list(self._busy)
+        """Requests in progress per group (a response counts until its body is closed)."""
+        out = [0] * self._groups
+        for index, load in enumerate(self._load):
+            out[self._group_of[index]] += load
+        return out
+
+    def _take(self) -> int:
+        # One event loop runs this, and nothing awaits between choosing and counting.
+        if self._idle:
+            index = self._idle.pop()
+        else:
+            index = min(range(len(self._load)), key=self._load.__getitem__)
+        self._load[index] += 1
+        return index
+
+    def _give_back(self, index: int) -> None:
+        self._load[index] -= 1
+        if not self._load[index]:
+            self._idle.append(index)
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        # One event loop runs this, and nothing awaits between choosing and counting.
-        index = min(range(len(self._pools)), key=self._busy.__getitem__)
-        self._busy[index] += 1
-        released = False
-
-        def release() -> None:
-            nonlocal released
-            if not released:
-                released = True
-                self._busy[index] -= 1
-
+        index = self._take()
         try:
             response = await self._pools[index].handle_async_request(request)
         except BaseException:
-            release()
+            self._give_back(index)
             raise
         assert isinstance(response.stream, httpx.AsyncByteStream)
-        response.stream = _Released(response.stream, release)
+        response.stream = _Released(response.stream, lambda: self._give_back(index))
         return response
 
     async def aclose(self) -> None:

@@ -1,0 +1,57 @@
+"""The async client's connection layout, against the local server over HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+
+import httpx
+import pytest
+
+from composo._core.transport import ShardedAsyncTransport
+from tests.support.servers import ServerProcess, free_port
+
+BODY = {
+    "messages": [
+        {"role": "user", "content": "What is the refund window?"},
+        {"role": "assistant", "content": "Thirty days from delivery."},
+    ],
+    "evaluation_criteria": "Reward answers that state the refund window",
+}
+
+
+async def test_more_requests_than_connections_wait_their_turn(live: ServerProcess) -> None:
+    transport = ShardedAsyncTransport(3, pool_size=2)  # two groups: 2 + 2 connections
+    live.fault(*[{"delay": 0.05}] * 12)
+    async with httpx.AsyncClient(transport=transport, base_url=live.base_url) as http:
+
+        async def one() -> float:
+            r = await http.post(
+                "/api/v1/evals/reward", json=BODY, headers={"API-Key": live.api_key}
+            )
+            r.raise_for_status()
+            score: float = r.json()["score"]
+            return score
+
+        scores = await asyncio.gather(*(one() for _ in range(12)))
+    assert len(scores) == 12 and all(0.0 <= s <= 1.0 for s in scores)
+    assert transport.busy == [0, 0]
+
+
+async def test_connections_are_kept_alive_between_requests(live: ServerProcess) -> None:
+    transport = ShardedAsyncTransport(4)
+    async with httpx.AsyncClient(transport=transport, base_url=live.base_url) as http:
+        peers = set()
+        for _ in range(5):
+            r = await http.get("/api/healthcheck")
+            assert r.status_code == 200
+            peers.add(r.extensions["network_stream"].get_extra_info("client_addr"))
+    assert len(peers) == 1  # one request at a time: the same warm connection every time
+
+
+async def test_a_refused_connection_gives_its_slot_back() -> None:
+    transport = ShardedAsyncTransport(2)
+    async with httpx.AsyncClient(transport=transport) as http:
+        for _ in range(3):  # more attempts than connections: none stays counted as busy
+            with pytest.raises(httpx.ConnectError):
+                await http.get(f"http://127.0.0.1:{free_port()}/")
+    assert transport.busy == [0]
