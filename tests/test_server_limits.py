@@ -127,7 +127,7 @@ def test_chunked_body_is_cut_at_the_limit(guarded: ServerProcess) -> None:
 def test_partial_headers_are_answered_408_and_closed(guarded: ServerProcess) -> None:
     with connect(guarded) as sock:
         sock.sendall(b"POST /api/v1/evals/reward HTTP/1.1\r\nHost: 127.0.0.1\r\nAPI-")
-        status, headers, body = read_response(sock)
+        status, _, body = read_response(sock)
         assert status == 408 and "did not arrive within 1s" in json.loads(body)["detail"]
         assert closed_by_server(sock)
 
