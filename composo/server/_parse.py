@@ -50,6 +50,24 @@ async def parse_request(body: bytes, model: type[R]) -> R:
 
 
 def _validate(body: bytes, model: type[R]) -> R:
+    try:
+        return _validate_body(body, model)
+    except (TypeError, AttributeError, KeyError, IndexError, RecursionError) as exc:
+        # A validator meeting a shape it did not expect: still the client's body, never a 500.
+        raise Refused(422, _unreadable(body, exc)) from None
+
+
+def _unreadable(body: bytes, exc: Exception) -> str:
+    data = _loads_or_nothing(body)
+    fields = sorted(data) if isinstance(data, dict) else []
+    where = f" (in one of: {', '.join(map(str, fields[:8]))})" if fields else ""
+    return (
+        f"the body has a value of a shape the API cannot read{where}: "
+        f"{type(exc).__name__}: {str(exc)[:200]}"
+    )
+
+
+def _validate_body(body: bytes, model: type[R]) -> R:
     if len(body) <= INLINE_BYTES:
         try:
             parsed = model.model_validate_json(body)
