@@ -166,7 +166,6 @@ def build_app(config: ServerConfig) -> Gate:
         if config.rate_limit_per_minute is None
         else RateLimiter(config.rate_limit_per_minute),
         dev=dev,
-        read_timeout=config.read_timeout,
     )
 
 

@@ -4,9 +4,10 @@ deadline for each request head and a cap on open connections.
 uvicorn itself bounds the size of a request head (h11's incomplete-event limit, 16 KiB), closes
 idle keep-alive connections (``timeout_keep_alive``) and stops reading a body the application is
 not reading (flow control at 64 KiB). It does not time out a connection that opens and sends
-nothing, or sends part of a head; nor does it refuse connections past a number (its
-``limit_concurrency`` answers 503 to their requests but keeps them open). Those two are here. The
-body is the gate's (:mod:`composo.server._gate`): it reads it, so it times out its stalls.
+nothing, sends part of a head, or stops sending a body it announced; nor does it refuse
+connections past a number (its ``limit_concurrency`` answers 503 to their requests but keeps them
+open). Those are here, as timers on the connection: cheaper than a timeout around every read in
+the application. What a body may hold is the gate's (:mod:`composo.server._gate`).
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ class _GuardedH11(H11Protocol):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._head_timer: asyncio.TimerHandle | None = None
+        self._body_timer: asyncio.TimerHandle | None = None
+        self._body_seen = 0.0
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         if len(self.server_state.connections) >= self.max_connections:
@@ -73,6 +76,48 @@ class _GuardedH11(H11Protocol):
         super().data_received(data)
         if self.cycle is not cycle:
             self._disarm()  # a complete head arrived
+        self._watch_body()
+
+    def _receiving_body(self) -> bool:
+        cycle = self.cycle
+        return (
+            cycle is not None
+            and bool(cycle.more_body)
+            and not cycle.response_started
+            and not cycle.disconnected
+        )
+
+    def _watch_body(self) -> None:
+        """While a body is still coming, it must keep coming."""
+        if not self._receiving_body():
+            if self._body_timer is not None:
+                self._body_timer.cancel()
+                self._body_timer = None
+            return
+        self._body_seen = self.loop.time()
+        if self._body_timer is None:
+            self._body_timer = self.loop.call_later(self.read_timeout, self._body_check)
+
+    def _body_check(self) -> None:
+        self._body_timer = None
+        if not self._receiving_body() or self.transport.is_closing():
+            return
+        quiet = self.loop.time() - self._body_seen
+        if quiet < self.read_timeout or self.flow.read_paused:
+            # Progress since, or the server itself is not reading yet: look again later.
+            wait = max(self.read_timeout - quiet, 0.05)
+            self._body_timer = self.loop.call_later(wait, self._body_check)
+            return
+        self.transport.write(
+            _raw_answer(
+                408,
+                "Request Timeout",
+                f"the request body stopped arriving for {self.read_timeout:g}s; closing",
+            )
+        )
+        self.cycle.disconnected = True  # the application's reads end, its answer is dropped
+        self.cycle.message_event.set()
+        self.transport.close()
 
     def on_response_complete(self) -> None:
         cycle = self.cycle
@@ -84,6 +129,9 @@ class _GuardedH11(H11Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
+        if self._body_timer is not None:
+            self._body_timer.cancel()
+            self._body_timer = None
         if self.transport is None:
             return  # refused in connection_made: nothing was set up
         super().connection_lost(exc)

@@ -2,9 +2,10 @@
 
 Everything a request's headers can decide is decided before one byte of its body is read: the
 API key (401), the rate limit (429) and a declared length over the limit (413) are answered at
-once. Only then is the body read, counted as it streams (a chunked body is cut at the limit) and
-timed: a body that stops arriving for ``read_timeout`` seconds gets 408 and the connection is
-closed. Written as plain ASGI so it costs microseconds and can drop a connection unanswered.
+once. Only then is the body read, counted as it streams (a chunked body is cut at the limit);
+the connection layer (:mod:`composo.server._connections`) answers 408 and closes a connection
+whose body stops arriving. Written as plain ASGI so it costs microseconds and can drop a
+connection unanswered.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from composo.server._bodies import dumps
 from composo.server._devswitch import DevSwitch, Fault
 from composo.server._guards import KeyCheck, RateLimiter
 
-__all__ = ["API_KEY_SCOPE_KEY", "BODY_SCOPE_KEY", "DEFAULT_READ_TIMEOUT", "Gate"]
+__all__ = ["API_KEY_SCOPE_KEY", "BODY_SCOPE_KEY", "Gate"]
 
 _log = logging.getLogger("composo.server")
 
@@ -31,7 +32,6 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 BODY_SCOPE_KEY = "composo.body"
 API_KEY_SCOPE_KEY = "composo.api_key"
-DEFAULT_READ_TIMEOUT = 10.0
 _API_PREFIX = "/api/v1/"
 _DEV_PREFIX = "/_dev/"
 _EVAL_PREFIX = "/api/v1/evals/"
@@ -42,10 +42,6 @@ _DISCARD_FACTOR = 4
 
 
 class _TooLarge(Exception):
-    pass
-
-
-class _Stalled(Exception):
     pass
 
 
@@ -62,14 +58,12 @@ class Gate:
         max_body_bytes: int,
         limiter: RateLimiter | None,
         dev: DevSwitch | None,
-        read_timeout: float = DEFAULT_READ_TIMEOUT,
     ) -> None:
         self.app = app
         self.keys = keys
         self.max_body_bytes = max_body_bytes
         self.limiter = limiter
         self.dev = dev
-        self.read_timeout = read_timeout
 
     def _guards(self, path: str) -> bool:
         return path.startswith(_API_PREFIX) or (
@@ -129,14 +123,6 @@ class Gate:
         except _TooLarge:
             await _answer(send, 413, self._too_large(), close=True)
             return
-        except _Stalled:
-            await _answer(
-                send,
-                408,
-                f"the request body stopped arriving for {self.read_timeout:g}s; closing",
-                close=True,
-            )
-            return
         except _Gone:
             return
         if self.dev is not None and path.startswith(_EVAL_PREFIX):
@@ -158,10 +144,9 @@ class Gate:
         chunks: list[bytes] = []
         size = 0
         while True:
-            try:
-                message = await asyncio.wait_for(receive(), self.read_timeout)
-            except asyncio.TimeoutError:
-                raise _Stalled from None
+            # A body that stops arriving is cut by the connection's timer (see _connections),
+            # which ends this read with a disconnect.
+            message = await receive()
             if message["type"] == "http.disconnect":
                 raise _Gone
             chunk: bytes = message.get("body", b"")
