@@ -267,6 +267,8 @@ async def slow_body(port: int, stop: asyncio.Event) -> None:
 
 
 async def health_under_load(port: int, slow: int, trace: bytes, traces: int) -> dict[str, float]:
+    """Healthcheck latency while ``slow`` connections dribble and ``traces`` large traces are
+    judged one after another; with ``traces=0``, for ``slow`` seconds of an idle server."""
     stop = asyncio.Event()
     dribblers = [asyncio.create_task(slow_body(port, stop)) for _ in range(slow)]
     await asyncio.sleep(0.5)
@@ -306,7 +308,7 @@ async def health_under_load(port: int, slow: int, trace: bytes, traces: int) -> 
         writer.close()
 
     started = time.perf_counter()
-    posting = asyncio.ensure_future(post_traces())
+    posting = asyncio.ensure_future(post_traces() if traces else asyncio.sleep(3))
     await poll_health(posting)
     elapsed = time.perf_counter() - started
     stop.set()
@@ -368,6 +370,11 @@ def main() -> None:
                 f"ratio to goal {grown / GOAL_MEMORY_MIB:.2f}x (goal < {GOAL_MEMORY_MIB:.0f} MiB)"
             )
             trace = big_trace_body(4000, 150)
+            idle = asyncio.run(health_under_load(srv.port, 0, b"", 0))
+            print(
+                f"healthcheck on an idle server (this machine's baseline): p50 {idle['p50']:.1f} ms"
+                f"  p99 {idle['p99']:.1f} ms  ({idle['n']:.0f} checks)"
+            )
             h = asyncio.run(health_under_load(srv.port, 200, trace, 2))
             print(
                 f"healthcheck with 200 slow connections and {h['traces']:.0f} x "

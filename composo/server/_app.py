@@ -4,6 +4,7 @@ and (when switched on) the development routes."""
 from __future__ import annotations
 
 import logging
+import sqlite3
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any, TypeVar
@@ -114,6 +115,9 @@ def build_app(config: ServerConfig) -> Gate:
             )
         except Refused as exc:
             return _json({"detail": exc.detail}, exc.status)
+        except sqlite3.Error as exc:
+            _log.warning("task database error: %s", exc)
+            return _json({"detail": f"the task database is unavailable: {exc}"}, 503)
         except IdempotencyConflict:
             return _json(
                 {
