@@ -228,8 +228,21 @@ def test_dev_routes_need_the_key_and_record_only_authenticated_requests(
     r = httpx.post(url + "/_dev/faults", json={"faults": [{"status": 500}]})
     assert r.status_code == 401
     body = {"messages": QA, "evaluation_criteria": REWARD}
-    assert httpx.post(url + "/api/v1/evals/reward", json=body).status_code == 401  # no fault ran
-    assert live.requests() == []  # the keyless request was not recorded
+    secret = "hidden-marker-6180"
+    keyless = {**body, "tags": {"m": secret}}
+    r = httpx.post(url + "/api/v1/evals/reward", json=keyless, headers={"X-Marker": secret})
+    assert r.status_code == 401  # no fault ran: the queue was never filled
+    # The refused request shows where it went, nothing of what it carried.
+    assert live.requests() == [
+        {
+            "method": "POST",
+            "path": "/api/v1/evals/reward",
+            "headers": {},
+            "body": None,
+            "refused": 401,
+        }
+    ]
+    live.reset()
     assert (
         httpx.post(
             url + "/api/v1/evals/reward", json=body, headers={"API-Key": live.api_key}

@@ -1,7 +1,8 @@
 """The development fault switch: queued failures and a record of what arrived. Off in normal use;
 ``--dev-faults`` (or ``COMPOSO_SERVER_DEV_FAULTS=1``) turns it on so client retry tests can run
 against a real server. Its routes take the same API key as the API, only requests that passed the
-key check are recorded, and the record is bounded (the oldest go first)."""
+key check are recorded with their content (a refused one appears as its method, path and status,
+nothing it sent), and the record is bounded (the oldest go first)."""
 
 from __future__ import annotations
 
@@ -47,6 +48,7 @@ class _Recorded:
     path: str
     headers: dict[str, str]
     body: bytes
+    refused: int | None = None
 
 
 @dataclass
@@ -91,8 +93,15 @@ class DevSwitch:
             for k, v in headers
             if k.decode("latin-1").lower() not in _HIDDEN_HEADERS
         }
-        self._recorded.append(_Recorded(method, path, shown, body))
-        self._bytes += len(body)
+        self._append(_Recorded(method, path, shown, body))
+
+    def record_refused(self, method: str, path: str, status: int) -> None:
+        """A request refused before its body was read: where it went, not what it carried."""
+        self._append(_Recorded(method, path, {}, b"", status))
+
+    def _append(self, entry: _Recorded) -> None:
+        self._recorded.append(entry)
+        self._bytes += len(entry.body)
         while len(self._recorded) > 1 and (
             len(self._recorded) > self.max_requests or self._bytes > self.max_bytes
         ):
@@ -107,5 +116,8 @@ class DevSwitch:
                 parsed: Any = json.loads(r.body) if r.body else None
             except ValueError:
                 parsed = r.body.decode("utf-8", "replace")
-            out.append({"method": r.method, "path": r.path, "headers": r.headers, "body": parsed})
+            entry = {"method": r.method, "path": r.path, "headers": r.headers, "body": parsed}
+            if r.refused is not None:
+                entry["refused"] = r.refused
+            out.append(entry)
         return out

@@ -98,6 +98,8 @@ class Gate:
 
         problem = self.keys.problem(api_key)
         if problem is not None:
+            if self.dev is not None and path.startswith(_EVAL_PREFIX):
+                self.dev.record_refused(method, path, 401)
             await _answer(send, 401, problem, close=close)
             return
         if declared is not None and declared > self.max_body_bytes:
