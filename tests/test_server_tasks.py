@@ -4,11 +4,13 @@ a file."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -74,16 +76,20 @@ def test_kill_9_mid_work_resumes_everything_and_never_rejudges_a_finished_task(
     """A real server process killed with SIGKILL while judging: the next one finishes the rest
     at once, and no task that had finished is judged a second time."""
 
-    def slow_verdict(body: dict[str, Any]) -> dict[str, Any]:
-        time.sleep(0.1)  # the stand-in answers one judgement at a time
+    answered = itertools.count()
+    release = threading.Event()
+
+    def verdict(body: dict[str, Any]) -> dict[str, Any]:
+        if next(answered) >= 5:
+            release.wait(60)  # the judge hangs after five verdicts: the rest are mid-work
         text = json.dumps({"applicable": True, "score": 0.5, "explanation": "judged"})
         return chat_completion(content=text)
 
-    openai_standin.on_chat(slow_verdict)
+    openai_standin.on_chat(verdict)
     env = {"OPENAI_API_KEY": "sk-test", "OPENAI_BASE_URL": openai_standin.base_url}
     args = ["--judge", "openai", "--judge-model", "m", "--task-lease", "600"]
     db = tmp_path / "tasks.sqlite3"
-    markers = [f"m{i:03d}-{uuid.uuid4().hex[:8]}" for i in range(60)]
+    markers = [f"m{i:03d}-{uuid.uuid4().hex[:8]}" for i in range(20)]
     first = ServerProcess(db=db, extra_args=args, env=env).start()
     try:
         ids = [
@@ -91,8 +97,10 @@ def test_kill_9_mid_work_resumes_everything_and_never_rejudges_a_finished_task(
             for m in markers
         ]
         finished_before: set[str] = set()
+        deadline = time.monotonic() + 60
         with httpx.Client(headers={"API-Key": first.api_key}, timeout=10) as http:
             while len(finished_before) < 5:
+                assert time.monotonic() < deadline
                 finished_before = {
                     t
                     for t in ids
@@ -101,6 +109,7 @@ def test_kill_9_mid_work_resumes_everything_and_never_rejudges_a_finished_task(
                 }
     finally:
         first.stop(kill=True)
+        release.set()
     assert len(finished_before) < len(ids)  # the kill landed mid-work
     # The lease is long (600 s): only the dead server's released lock lets the next one take over.
     with ServerProcess(db=db, extra_args=args, env=env) as second:

@@ -32,7 +32,7 @@ class Fault(BaseModel):
     retry_after: str | None = Field(default=None, max_length=64)
     delay: float = Field(default=0.0, ge=0.0, le=300.0)
     drop: bool = False
-    detail: str | None = Field(default=None, max_length=4096)
+    detail: str | None = None
     path: str | None = Field(default=None, max_length=1024)
 
 
@@ -73,9 +73,14 @@ class DevSwitch:
         self._bytes = 0
 
     def queue(self, faults: list[Fault]) -> int:
-        """Add ``faults``; the oldest beyond the bound are dropped. Returns how many wait."""
+        """Add ``faults``; the oldest beyond the bounds (count, and ``max_bytes`` of details)
+        are dropped. Returns how many wait."""
         self.faults.extend(faults)
         del self.faults[: max(0, len(self.faults) - MAX_QUEUED_FAULTS)]
+        while (
+            len(self.faults) > 1 and sum(len(f.detail or "") for f in self.faults) > self.max_bytes
+        ):
+            del self.faults[0]
         return len(self.faults)
 
     def take(self, path: str) -> Fault | None:
