@@ -165,6 +165,12 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     keys = list(args.api_key or [])
+    if keys:
+        print(
+            "note: --api-key is visible to other users in the process list; prefer "
+            "--api-key-file or COMPOSO_SERVER_API_KEYS",
+            file=sys.stderr,
+        )
     if args.api_key_file is not None:
         try:
             keys += read_key_file(args.api_key_file)
