@@ -63,7 +63,7 @@ def test_odd_message_shapes_are_judged(live: ServerProcess, assistant: dict[str,
         submitted = post(live, "/api/v1/evals/reward/background", body)
         assert submitted.status_code == 200, submitted.text
         with Composo(api_key=live.api_key, base_url=live.base_url) as c:
-            done = c.wait(submitted.json()["task_id"], timeout=10, poll_interval=0.02)
+            done = c.wait(submitted.json()["task_id"], timeout=60, poll_interval=0.02)
         assert done.score == r.json()["score"]
 
 
