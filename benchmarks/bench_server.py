@@ -1,21 +1,30 @@
-"""Throughput and latency of the local server with the heuristic judge at 50 concurrent clients.
+"""The local server under load and under attack, as figures measured in one run.
 
-Goal: at least 500 evaluations/s on 2 cores, so the server is never the bottleneck of our own batch
-benchmarks. The server runs as its own process (``python -m composo serve``); the load comes from
-a lean keep-alive HTTP/1.1 client on asyncio streams so that the client's own cost stays small.
+1. Throughput with the heuristic judge from 200 raw keep-alive clients (goal: at least 1,500
+   requests/s, 0 errors), so the server is never the bottleneck of our own batch benchmarks.
+2. Memory growth while 150 clients without a key each declare a 10 MiB body and send just under
+   it (goal: under 100 MiB; the body is refused before it is read).
+3. Healthcheck latency while 200 slow connections dribble their bodies and a 10 MiB trace is being
+   judged (goal: p99 under 200 ms).
 
-    python benchmarks/bench_server.py [--seconds 5] [--concurrency 50]
+The server runs as its own process (``python -m composo serve``); the load comes from lean
+HTTP/1.1 clients on asyncio streams so that the client's own cost stays small. Only 127.0.0.1.
+Bounded: about a minute.
+
+    python benchmarks/bench_server.py [--seconds 5] [--concurrency 200]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -23,7 +32,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.support.servers import ServerProcess
 
-GOAL_PER_SECOND = 500.0
+GOAL_PER_SECOND = 1500.0
+GOAL_MEMORY_MIB = 100.0
+GOAL_P99_MS = 200.0
 KEY = "bench-key"
 
 REWARD_BODY = json.dumps(
@@ -152,35 +163,225 @@ async def load(
     }
 
 
+def rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+class PeakRSS:
+    """Samples a process's resident memory every 20 ms in a thread; keeps the peak."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.peak = rss_mib(pid)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def _sample(self) -> None:
+        while not self._stop.wait(0.02):
+            self.peak = max(self.peak, rss_mib(self.pid))
+
+    def __enter__(self) -> PeakRSS:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+async def keyless_upload(port: int, size: int) -> str:
+    """Declare ``size`` bytes without a key and send all but 1 KiB of them; what came back."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(
+        f"POST /api/v1/evals/reward HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {size}\r\n\r\n".encode()
+    )
+    chunk = b"x" * (256 * 1024)
+    sent = 0
+    status = "no answer"
+    try:
+        while sent < size - 1024:
+            writer.write(chunk[: min(len(chunk), size - 1024 - sent)])
+            sent += min(len(chunk), size - 1024 - sent)
+            await writer.drain()
+        line = await asyncio.wait_for(reader.readline(), 30)
+        status = line.decode().split(" ")[1] if line else "closed"
+    except (ConnectionError, asyncio.TimeoutError):
+        status = "closed"
+    finally:
+        writer.close()
+    return status
+
+
+async def memory_attack(port: int, clients: int, size: int) -> dict[str, int]:
+    statuses = await asyncio.gather(*(keyless_upload(port, size) for _ in range(clients)))
+    out: dict[str, int] = {}
+    for s in statuses:
+        out[s] = out.get(s, 0) + 1
+    return out
+
+
+def big_trace_body(agents: int, words: int) -> bytes:
+    text = " ".join(f"word{i % 997}" for i in range(words))
+    by_id: dict[str, object] = {}
+    for i in range(agents):
+        by_id[f"a{i}"] = {
+            "id": f"a{i}",
+            "name": f"agent-{i % 40}",
+            "interactions": [
+                {
+                    "input_messages": [{"role": "user", "content": f"Question {i}: {text}"}],
+                    "output_messages": [{"content": f"Answer {i}: {text}"}],
+                }
+            ],
+        }
+    by_id["a0"]["interactions"] += [f"a{i}" for i in range(1, agents)]  # type: ignore[index]
+    return json.dumps(
+        {
+            "trace": {"root_agent_instance_id": "a0", "agent_instance_by_id": by_id},
+            "evaluation_criteria": "Reward agents that answer the question",
+        }
+    ).encode()
+
+
+async def slow_body(port: int, stop: asyncio.Event) -> None:
+    """An authenticated request whose body arrives a byte every 0.5 s (within the timeout)."""
+    _, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(
+        f"POST /api/v1/evals/reward HTTP/1.1\r\nHost: 127.0.0.1\r\nAPI-Key: {KEY}\r\n"
+        f"Content-Type: application/json\r\nContent-Length: 1000000\r\n\r\n".encode()
+    )
+    try:
+        while not stop.is_set():
+            writer.write(b" ")
+            await writer.drain()
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(stop.wait(), 0.5)
+    except ConnectionError:
+        pass
+    finally:
+        writer.close()
+
+
+async def health_under_load(port: int, slow: int, trace: bytes, traces: int) -> dict[str, float]:
+    """Healthcheck latency while ``slow`` connections dribble and ``traces`` large traces are
+    judged one after another; with ``traces=0``, for ``slow`` seconds of an idle server."""
+    stop = asyncio.Event()
+    dribblers = [asyncio.create_task(slow_body(port, stop)) for _ in range(slow)]
+    await asyncio.sleep(0.5)
+    latencies: list[float] = []
+    statuses: list[int] = []
+
+    async def post_traces() -> None:
+        for _ in range(traces):
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(
+                f"POST /api/v1/evals/trace HTTP/1.1\r\nHost: 127.0.0.1\r\nAPI-Key: {KEY}\r\n"
+                f"Content-Type: application/json\r\nContent-Length: {len(trace)}\r\n\r\n".encode()
+                + trace
+            )
+            await writer.drain()
+            line = await reader.readline()
+            statuses.append(int(line.split()[1]))
+            writer.close()
+
+    async def poll_health(done: asyncio.Future[None]) -> None:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        request = b"GET /api/healthcheck HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+        while not done.done():
+            t0 = time.perf_counter()
+            writer.write(request)
+            await reader.readline()
+            length = 0
+            while True:
+                line = await reader.readline()
+                if line in (b"\r\n", b""):
+                    break
+                if line[:15].lower() == b"content-length:":
+                    length = int(line[15:])
+            await reader.readexactly(length)
+            latencies.append(time.perf_counter() - t0)
+            await asyncio.sleep(0.02)
+        writer.close()
+
+    started = time.perf_counter()
+    posting = asyncio.ensure_future(post_traces() if traces else asyncio.sleep(3))
+    await poll_health(posting)
+    elapsed = time.perf_counter() - started
+    stop.set()
+    await asyncio.gather(*dribblers)
+    q = statistics.quantiles(latencies, n=100)
+    return {
+        "p50": q[49] * 1000,
+        "p99": q[98] * 1000,
+        "max": max(latencies) * 1000,
+        "n": len(latencies),
+        "seconds": elapsed,
+        "ok": sum(s == 200 for s in statuses),
+        "traces": traces,
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=5.0)
-    parser.add_argument("--concurrency", type=int, default=50)
+    parser.add_argument("--concurrency", type=int, default=200)
     args = parser.parse_args()
-    with (
-        tempfile.TemporaryDirectory() as tmp,
-        ServerProcess(
+    with tempfile.TemporaryDirectory() as tmp:
+        with ServerProcess(
             api_keys=(KEY,),
             dev_faults=False,
             db=Path(tmp) / "bench.sqlite3",
             extra_args=["--no-access-log"],
-        ) as srv,
-    ):
-        port = srv.port
-        print(
-            f"local server, heuristic judge, {args.concurrency} concurrent clients, "
-            f"{args.seconds:g}s per endpoint, {os.cpu_count()} CPU(s)"
-        )
-        for name, path, body in (
-            ("reward", "/api/v1/evals/reward", REWARD_BODY),
-            ("trace (2 agents)", "/api/v1/evals/trace", TRACE_BODY),
-        ):
-            r = asyncio.run(load(port, path, body, args.seconds, args.concurrency))
+        ) as srv:
+            port = srv.port
             print(
-                f"{name:18s} {r['rps']:8.0f} evaluations/s  p50 {r['p50']:6.1f} ms  "
-                f"p99 {r['p99']:6.1f} ms  ({int(r['n'])} requests, {int(r['errors'])} errors)  "
-                f"ratio to goal {r['rps'] / GOAL_PER_SECOND:.2f}x "
-                f"(goal {GOAL_PER_SECOND:.0f}/s)"
+                f"local server, heuristic judge, {args.concurrency} concurrent clients, "
+                f"{args.seconds:g}s per endpoint, {os.cpu_count()} CPU(s)"
+            )
+            for name, path, body in (
+                ("reward", "/api/v1/evals/reward", REWARD_BODY),
+                ("trace (2 agents)", "/api/v1/evals/trace", TRACE_BODY),
+            ):
+                r = asyncio.run(load(port, path, body, args.seconds, args.concurrency))
+                print(
+                    f"{name:18s} {r['rps']:8.0f} requests/s  p50 {r['p50']:6.1f} ms  "
+                    f"p99 {r['p99']:6.1f} ms  ({int(r['n'])} requests, {int(r['errors'])} errors)"
+                    f"  ratio to goal {r['rps'] / GOAL_PER_SECOND:.2f}x "
+                    f"(goal {GOAL_PER_SECOND:.0f}/s, 0 errors)"
+                )
+        with ServerProcess(
+            api_keys=(KEY,),
+            dev_faults=False,
+            db=Path(tmp) / "attack.sqlite3",
+            extra_args=["--no-access-log"],
+        ) as srv:
+            assert srv.proc is not None
+            before = rss_mib(srv.proc.pid)
+            with PeakRSS(srv.proc.pid) as peak:
+                answers = asyncio.run(memory_attack(srv.port, 150, 10 * 1024 * 1024))
+            grown = peak.peak - before
+            print(
+                f"150 keyless 10 MiB uploads: server memory {before:.0f} -> peak {peak.peak:.0f} "
+                f"MiB, growth {grown:.1f} MiB  answers {answers}  "
+                f"ratio to goal {grown / GOAL_MEMORY_MIB:.2f}x (goal < {GOAL_MEMORY_MIB:.0f} MiB)"
+            )
+            trace = big_trace_body(4000, 150)
+            idle = asyncio.run(health_under_load(srv.port, 0, b"", 0))
+            print(
+                f"healthcheck on an idle server (this machine's baseline): p50 {idle['p50']:.1f} ms"
+                f"  p99 {idle['p99']:.1f} ms  ({idle['n']:.0f} checks)"
+            )
+            h = asyncio.run(health_under_load(srv.port, 200, trace, 2))
+            print(
+                f"healthcheck with 200 slow connections and {h['traces']:.0f} x "
+                f"{len(trace) / 2**20:.1f} MiB traces ({h['ok']:.0f} judged, {h['seconds']:.1f}s): "
+                f"p50 {h['p50']:.1f} ms  p99 {h['p99']:.1f} ms  max {h['max']:.1f} ms  "
+                f"({h['n']:.0f} checks)  ratio to goal {h['p99'] / GOAL_P99_MS:.2f}x "
+                f"(goal p99 < {GOAL_P99_MS:.0f} ms)"
             )
 
 

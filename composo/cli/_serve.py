@@ -8,9 +8,16 @@ import re
 import sys
 from pathlib import Path
 
-from composo.server._config import DEFAULT_HOST, DEFAULT_MAX_BODY_BYTES, DEFAULT_PORT
+from composo.server._config import (
+    DEFAULT_HOST,
+    DEFAULT_MAX_BODY_BYTES,
+    DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_PORT,
+    DEFAULT_READ_TIMEOUT,
+    DEFAULT_TASK_LEASE,
+)
 
-__all__ = ["add_arguments", "parse_rate", "run"]
+__all__ = ["add_arguments", "parse_rate", "read_key_file", "run"]
 
 _RATE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(?:/\s*(s|sec|second|m|min|minute|h|hour))?\s*$")
 _PER_MINUTE = {
@@ -62,7 +69,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="append",
         default=None,
         metavar="KEY",
-        help="accept only this API key (repeatable; also COMPOSO_SERVER_API_KEYS, comma-separated)",
+        help="accept only this API key (repeatable). Visible to other users in the process "
+        "list: prefer --api-key-file or COMPOSO_SERVER_API_KEYS (comma-separated)",
+    )
+    parser.add_argument(
+        "--api-key-file",
+        type=Path,
+        metavar="PATH",
+        help="accept the API keys in this file, one a line (blank lines and # comments ignored)",
     )
     parser.add_argument(
         "--db", type=Path, help="SQLite file for background tasks (default: in the user cache dir)"
@@ -79,6 +93,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=DEFAULT_MAX_BODY_BYTES,
         help="larger request bodies get 413 (default: %(default)s, 10 MiB)",
+    )
+    parser.add_argument(
+        "--read-timeout",
+        type=float,
+        default=DEFAULT_READ_TIMEOUT,
+        metavar="SECONDS",
+        help="a request's head must arrive, and its body may pause, at most this long; "
+        "then the connection is closed (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--max-connections",
+        type=int,
+        default=DEFAULT_MAX_CONNECTIONS,
+        help="connections held at once; more are answered 503 and closed (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--task-lease",
+        type=float,
+        default=DEFAULT_TASK_LEASE,
+        metavar="SECONDS",
+        help="how long the background tasks of a server that stopped answering stay with it "
+        "before another server takes them over (default: %(default)s)",
     )
     parser.add_argument(
         "--latency",
@@ -101,6 +137,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def read_key_file(path: Path) -> list[str]:
+    """The keys in ``path``: one a line, surrounding spaces, blank lines and ``#`` lines ignored.
+
+    Raises:
+        OSError: the file cannot be read.
+        ValueError: it holds no key.
+    """
+    keys = [
+        line.strip()
+        for line in path.read_text(encoding="utf-8").splitlines()
+        if line.strip() and not line.lstrip().startswith("#")
+    ]
+    if not keys:
+        raise ValueError(f"{path} holds no API key (one a line)")
+    return keys
+
+
 def run(args: argparse.Namespace) -> int:
     from composo.server._config import JudgeOptions, ServerConfig, default_db_path
     from composo.server._local import require_server_extra, serve_forever
@@ -112,6 +165,18 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     keys = list(args.api_key or [])
+    if keys:
+        print(
+            "note: --api-key is visible to other users in the process list; prefer "
+            "--api-key-file or COMPOSO_SERVER_API_KEYS",
+            file=sys.stderr,
+        )
+    if args.api_key_file is not None:
+        try:
+            keys += read_key_file(args.api_key_file)
+        except (OSError, ValueError) as exc:
+            print(f"error: --api-key-file: {exc}", file=sys.stderr)
+            return 2
     env_keys = os.environ.get("COMPOSO_SERVER_API_KEYS", "")
     keys += [k.strip() for k in env_keys.split(",") if k.strip()]
     dev = args.dev_faults or os.environ.get("COMPOSO_SERVER_DEV_FAULTS", "") in ("1", "true", "yes")
@@ -131,6 +196,9 @@ def run(args: argparse.Namespace) -> int:
             dev_faults=dev,
             latency=args.latency,
             max_body_bytes=args.max_body_bytes,
+            read_timeout=args.read_timeout,
+            max_connections=args.max_connections,
+            task_lease_seconds=args.task_lease,
         )
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -141,7 +209,12 @@ def run(args: argparse.Namespace) -> int:
     def banner() -> None:  # once the settings have proved usable, not before
         print(f"Composo local server ({config.judge} judge) on {url}")
         print(f"  export COMPOSO_BASE_URL={url}")
-        print(f"  export COMPOSO_API_KEY={keys[0] if keys else 'any-key'}")
+        # A key the user chose is never printed: banners end up in logs.
+        if keys:
+            n = len(config.api_keys)
+            print(f"  export COMPOSO_API_KEY=...  # one of the {n} key(s) you configured")
+        else:
+            print("  export COMPOSO_API_KEY=any-key  # no keys configured: any key is accepted")
         if dev:
             print("  development fault switch ON (/_dev/*): for testing clients only")
         sys.stdout.flush()

@@ -4,7 +4,8 @@ and (when switched on) the development routes."""
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+import sqlite3
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 
@@ -16,27 +17,23 @@ from composo._version import __version__
 from composo.server._bodies import dumps, validation_detail
 from composo.server._config import ServerConfig
 from composo.server._devswitch import DevSwitch, FaultList
-from composo.server._gate import BODY_SCOPE_KEY, Gate
+from composo.server._gate import API_KEY_SCOPE_KEY, BODY_SCOPE_KEY, Gate
 from composo.server._guards import KeyCheck, RateLimiter
+from composo.server._parse import Refused, parse_request
 from composo.server._service import EvaluationService, UnknownEvaluatorError
-from composo.server._store import TaskStore
+from composo.server._store import IdempotencyConflict, TaskStore
 from composo.server._tasks import TaskManager
 from composo.server.judges import JudgeError, make_judge
 
-__all__ = ["build_app"]
+__all__ = ["MAX_IDEMPOTENCY_KEY", "build_app"]
 
 _log = logging.getLogger("composo.server")
 _R = TypeVar("_R", RewardRequest, TraceRequest)
+MAX_IDEMPOTENCY_KEY = 255
 
 
 def _json(obj: Any, status: int = 200) -> Response:
     return Response(dumps(obj), status_code=status, media_type="application/json")
-
-
-class _Refused(Exception):
-    def __init__(self, status: int, detail: str) -> None:
-        self.status = status
-        self.detail = detail
 
 
 def build_app(config: ServerConfig) -> Gate:
@@ -44,7 +41,7 @@ def build_app(config: ServerConfig) -> Gate:
     builds the judge now, so a bad setting fails before the port is bound."""
     judge = make_judge(config.judge, config.judge_options)
     service = EvaluationService(judge, config.latency)
-    store = TaskStore(config.db)
+    store = TaskStore(config.db, config.task_lease_seconds)
     state: dict[str, TaskManager] = {}
     dev = DevSwitch.empty() if config.dev_faults else None
 
@@ -52,7 +49,7 @@ def build_app(config: ServerConfig) -> Gate:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         manager = TaskManager(store, _run, config.max_background)
         state["tasks"] = manager
-        manager.resume()
+        manager.start()
         try:
             yield
         finally:
@@ -73,19 +70,15 @@ def build_app(config: ServerConfig) -> Gate:
         redoc_url=None,
     )
 
-    def parse(request: Request, model: type[_R]) -> _R:
-        body: bytes = request.scope.get(BODY_SCOPE_KEY, b"")
-        try:
-            parsed = model.model_validate_json(body)
-        except ValidationError as exc:
-            raise _Refused(422, validation_detail(exc)) from None
+    async def parse(request: Request, model: type[_R]) -> _R:
+        parsed = await parse_request(request.scope.get(BODY_SCOPE_KEY, b""), model)
         try:
             criterion = service.criterion(parsed)
         except UnknownEvaluatorError as exc:
-            raise _Refused(422, str(exc)) from None
+            raise Refused(422, str(exc)) from None
         if parsed.model_core in LIGHTNING_MODEL_CORES and not is_binary(criterion):
             # The request model checks evaluation_criteria; a named evaluator is known only now.
-            raise _Refused(
+            raise Refused(
                 422,
                 f"model_core {parsed.model_core!r} takes only binary criteria ('Passes if ...' / "
                 f"'Fails if ...'); evaluator_name {parsed.evaluator_name!r} is not one",
@@ -94,9 +87,9 @@ def build_app(config: ServerConfig) -> Gate:
 
     async def evaluate(request: Request, model: type[_R]) -> Response:
         try:
-            parsed = parse(request, model)
+            parsed = await parse(request, model)
             return _json(await _run(parsed))
-        except _Refused as exc:
+        except Refused as exc:
             return _json({"detail": exc.detail}, exc.status)
         except JudgeError as exc:
             _log.warning("judge %s failed: %s", judge.name, exc)
@@ -109,31 +102,54 @@ def build_app(config: ServerConfig) -> Gate:
             )
 
     async def background(request: Request, model: type[_R]) -> Response:
+        idem = request.headers.get("idempotency-key")
+        if idem is not None and not 1 <= len(idem) <= MAX_IDEMPOTENCY_KEY:
+            return _json(
+                {"detail": f"Idempotency-Key: 1 to {MAX_IDEMPOTENCY_KEY} characters, one per call"},
+                422,
+            )
         try:
-            parsed = parse(request, model)
-        except _Refused as exc:
+            parsed = await parse(request, model)
+            task_id = await state["tasks"].submit(
+                parsed, request.scope.get(API_KEY_SCOPE_KEY), idem
+            )
+        except Refused as exc:
             return _json({"detail": exc.detail}, exc.status)
-        return _json({"task_id": await state["tasks"].submit(parsed)})
+        except sqlite3.Error as exc:
+            _log.warning("task database error: %s", exc)
+            return _json({"detail": f"the task database is unavailable: {exc}"}, 503)
+        except IdempotencyConflict:
+            return _json(
+                {
+                    "detail": "Idempotency-Key: already used for a different request; send a "
+                    "new key with each new submission (and the same key only when repeating one)"
+                },
+                422,
+            )
+        return _json({"task_id": task_id})
 
-    @app.post("/api/v1/evals/reward")
+    reward_body = _body_schema("RewardRequest")
+    trace_body = _body_schema("TraceRequest")
+
+    @app.post("/api/v1/evals/reward", openapi_extra=reward_body)
     async def reward(request: Request) -> Response:
         return await evaluate(request, RewardRequest)
 
-    @app.post("/api/v1/evals/trace")
+    @app.post("/api/v1/evals/trace", openapi_extra=trace_body)
     async def trace(request: Request) -> Response:
         return await evaluate(request, TraceRequest)
 
-    @app.post("/api/v1/evals/reward/background")
+    @app.post("/api/v1/evals/reward/background", openapi_extra=reward_body)
     async def reward_background(request: Request) -> Response:
         return await background(request, RewardRequest)
 
-    @app.post("/api/v1/evals/trace/background")
+    @app.post("/api/v1/evals/trace/background", openapi_extra=trace_body)
     async def trace_background(request: Request) -> Response:
         return await background(request, TraceRequest)
 
     @app.get("/api/v1/evals/tasks/{task_id}")
-    async def task(task_id: str) -> Response:
-        info = await state["tasks"].info(task_id)
+    async def task(task_id: str, request: Request) -> Response:
+        info = await state["tasks"].info(task_id, request.scope.get(API_KEY_SCOPE_KEY))
         if info is None:
             return _json({"detail": f"no task with id {task_id!r} on this server"}, 404)
         return _json(info)
@@ -144,6 +160,7 @@ def build_app(config: ServerConfig) -> Gate:
 
     if dev is not None:
         _dev_routes(app, dev)
+    app.openapi = _with_request_models(app.openapi)  # type: ignore[method-assign]
 
     return Gate(
         app,
@@ -156,15 +173,41 @@ def build_app(config: ServerConfig) -> Gate:
     )
 
 
+def _body_schema(name: str) -> dict[str, Any]:
+    """The OpenAPI request body of a route that reads its body itself."""
+    return {
+        "requestBody": {
+            "required": True,
+            "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{name}"}}},
+        }
+    }
+
+
+def _with_request_models(make: Callable[[], dict[str, Any]]) -> Callable[[], dict[str, Any]]:
+    """The routes read their bodies themselves; the schema still documents them."""
+
+    def openapi() -> dict[str, Any]:
+        from pydantic.json_schema import models_json_schema
+
+        schema = make()
+        _, defs = models_json_schema(
+            [(RewardRequest, "validation"), (TraceRequest, "validation")],
+            ref_template="#/components/schemas/{model}",
+        )
+        schema.setdefault("components", {}).setdefault("schemas", {}).update(defs["$defs"])
+        return schema
+
+    return openapi
+
+
 def _dev_routes(app: FastAPI, dev: DevSwitch) -> None:
     @app.post("/_dev/faults")
     async def queue_faults(request: Request) -> Response:
         try:
-            body = FaultList.model_validate_json(await request.body())
+            body = FaultList.model_validate_json(request.scope.get(BODY_SCOPE_KEY, b""))
         except ValidationError as exc:
             return _json({"detail": validation_detail(exc)}, 422)
-        dev.faults.extend(body.faults)
-        return _json({"queued": len(dev.faults)})
+        return _json({"queued": dev.queue(body.faults)})
 
     @app.delete("/_dev/faults")
     async def clear_faults() -> Response:

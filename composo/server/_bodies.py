@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pydantic import ValidationError
 
-__all__ = ["dumps", "validation_detail"]
+__all__ = ["dumps", "loads", "validation_detail"]
 
 try:
     import orjson
@@ -14,27 +15,116 @@ try:
     def dumps(obj: Any) -> bytes:
         return orjson.dumps(obj)
 
+    def loads(data: bytes) -> Any:
+        return orjson.loads(data)
+
 except ImportError:  # pragma: no cover - orjson is optional
     import json
 
     def dumps(obj: Any) -> bytes:
         return json.dumps(obj, separators=(",", ":")).encode()
 
+    def loads(data: bytes) -> Any:
+        return json.loads(data)
+
 
 _MAX_ERRORS = 5
+_EXPECTED = {
+    "string_type": "a string",
+    "model_type": "an object",
+    "model_attributes_type": "an object",
+    "dict_type": "an object",
+    "list_type": "a list",
+    "int_type": "an integer",
+    "int_parsing": "an integer",
+    "int_from_float": "an integer",
+    "float_type": "a number",
+    "float_parsing": "a number",
+    "bool_type": "true or false",
+    "bool_parsing": "true or false",
+    "none_required": "null",
+    "uuid_type": "a UUID",
+    "uuid_parsing": "a UUID",
+}
+_Path = tuple[str | int, ...]
 
 
-def validation_detail(exc: ValidationError) -> str:
-    """One readable line naming each offending field, as the platform's 422 does."""
+def _real_path(loc: Sequence[str | int], data: Any, missing: bool) -> _Path:
+    """``loc`` without the names pydantic gives union branches (``str``, ``LLMInteraction``):
+    only the keys and indexes that exist in the body (and, for a missing field, its name)."""
+    out: list[str | int] = []
+    cur = data
+    for i, part in enumerate(loc):
+        present = (isinstance(cur, Mapping) and isinstance(part, str) and part in cur) or (
+            isinstance(cur, list) and isinstance(part, int) and 0 <= part < len(cur)
+        )
+        if present:
+            out.append(part)
+            cur = cur[part]
+        elif (missing and i == len(loc) - 1) or (data is _NO_DATA and not _looks_like_branch(part)):
+            out.append(part)
+    return tuple(out)
+
+
+_NO_DATA: Any = object()
+
+
+def _looks_like_branch(part: str | int) -> bool:
+    return isinstance(part, str) and (
+        part[:1].isupper() or "[" in part or part in ("str", "int", "float", "bool", "none")
+    )
+
+
+def _message(err: Mapping[str, Any], name: str) -> str:
+    kind = err["type"]
+    if kind == "extra_forbidden":
+        return "unknown field: the API does not accept it; remove it"
+    if kind == "missing":
+        return "required: add this field"
+    if kind in _EXPECTED:
+        return f"expected {_EXPECTED[kind]}"
+    if kind == "json_invalid":
+        return f"the body is not valid JSON ({err.get('ctx', {}).get('error', 'unreadable')})"
+    msg = str(err["msg"]).removeprefix("Value error, ").replace("\n", " ")
+    if kind == "literal_error":
+        return "expected " + str(err.get("ctx", {}).get("expected", msg))
+    return msg
+
+
+def validation_detail(
+    errors: ValidationError | Sequence[Mapping[str, Any]], data: Any = _NO_DATA
+) -> str:
+    """One line naming each offending field once and what it expects, as the platform's 422
+    does. ``data`` (the parsed body) lets the path leave out pydantic's union branch names."""
+    if isinstance(errors, ValidationError):
+        errors = errors.errors(include_url=False, include_input=False)
+    grouped: dict[_Path, list[str]] = {}
+    shallow: set[_Path] = set()
+    for err in errors:
+        path = _real_path(err["loc"], data, err["type"] == "missing")
+        msg = _message(err, str(path[-1]) if path else "")
+        if err["type"] in _EXPECTED:
+            shallow.add(path)
+        grouped.setdefault(path, [])
+        if msg not in grouped[path]:
+            grouped[path].append(msg)
+    # A type mismatch of one union branch where another branch got further is noise.
+    deeper = {p[:n] for p in grouped for n in range(len(p))}
     parts: list[str] = []
-    errors = exc.errors(include_url=False, include_input=False)
-    for err in errors[:_MAX_ERRORS]:
-        loc = ".".join(str(x) for x in err["loc"])
-        if err["type"] == "extra_forbidden":
-            msg = "unknown field: the API does not accept it; remove it"
-        else:
-            msg = str(err["msg"]).removeprefix("Value error, ")
-        parts.append(f"{loc}: {msg}" if loc else msg)
-    if len(errors) > _MAX_ERRORS:
-        parts.append(f"and {len(errors) - _MAX_ERRORS} more")
-    return "; ".join(parts)
+    for path, msgs in grouped.items():
+        if path in shallow and path in deeper:
+            msgs = [m for m in msgs if not m.startswith("expected ")]
+            if not msgs:
+                continue
+        expected = [m.removeprefix("expected ") for m in msgs if m.startswith("expected ")]
+        others = [m for m in msgs if not m.startswith("expected ")]
+        if len(expected) > 1:
+            msgs = [*others, "expected " + " or ".join(dict.fromkeys(expected))]
+        where = ".".join(str(p) for p in path)
+        for msg in msgs:
+            named = not where or msg.startswith((where, str(path[-1]) + ":", str(path[-1]) + "["))
+            parts.append(msg if named else f"{where}: {msg}")
+    shown = parts[:_MAX_ERRORS]
+    if len(parts) > _MAX_ERRORS:
+        shown.append(f"and {len(parts) - _MAX_ERRORS} more")
+    return "; ".join(shown)

@@ -14,7 +14,15 @@ from typing import Any
 from composo._core.trace import AgentInstance, LLMInteraction, ToolCall, ToolResponse
 from composo._core.wire import RewardRequest
 
-__all__ = ["Case", "ToolUse", "agent_case", "content_text", "reward_case", "tool_uses"]
+__all__ = [
+    "Case",
+    "ToolUse",
+    "agent_case",
+    "content_text",
+    "json_text",
+    "reward_case",
+    "tool_uses",
+]
 
 
 @dataclass(frozen=True)
@@ -44,6 +52,16 @@ class Case:
     sub_agents_called: tuple[str, ...] = ()
 
 
+def json_text(value: Any) -> str:
+    """Any JSON value as compact text (what an odd shape is shown to a judge as)."""
+    if isinstance(value, str):
+        return value
+    try:
+        return json.dumps(value, default=str, ensure_ascii=False)
+    except (TypeError, ValueError, RecursionError):
+        return str(value)
+
+
 def content_text(content: Any) -> str:
     """The readable text of a message's content, whatever its shape."""
     if content is None:
@@ -58,46 +76,142 @@ def content_text(content: Any) -> str:
             elif isinstance(block, Mapping):
                 kind = block.get("type")
                 if kind in ("text", "input_text", "output_text"):
-                    parts.append(str(block.get("text", "")))
+                    parts.append(json_text(block.get("text", "")))
                 elif kind == "tool_result":
                     parts.append(content_text(block.get("content")))
         return " ".join(p for p in parts if p)
     if isinstance(content, Mapping):
         return content_text([content])
-    return str(content)
+    return json_text(content)
 
 
 def tool_uses(messages: tuple[Mapping[str, Any], ...]) -> list[ToolUse]:
-    """Every tool call: OpenAI ``tool_calls`` and Anthropic ``tool_use`` blocks."""
+    """Every tool call: OpenAI ``tool_calls`` and Anthropic ``tool_use`` blocks (of messages
+    shaped by :func:`reward_case`, or rendered from a trace)."""
     out: list[ToolUse] = []
     for i, m in enumerate(messages):
         for call in m.get("tool_calls") or ():
-            if isinstance(call, Mapping):
-                fn = call.get("function") or {}
-                args = fn.get("arguments", "")
-                out.append(
-                    ToolUse(
-                        str(fn.get("name", "")),
-                        args if isinstance(args, str) else json.dumps(args),
-                        i,
-                    )
-                )
+            fn = call["function"]
+            out.append(ToolUse(fn["name"], fn["arguments"], i))
         content = m.get("content")
         if isinstance(content, list):
             for block in content:
                 if isinstance(block, Mapping) and block.get("type") == "tool_use":
-                    out.append(
-                        ToolUse(str(block.get("name", "")), json.dumps(block.get("input", {})), i)
-                    )
+                    name, args = block.get("name", ""), block.get("input", {})
+                    out.append(ToolUse(json_text(name), json_text(args), i))
     return out
+
+
+# -- what the platform accepts, in the one shape every judge reads -------------------------------
+#
+# The platform does not check message shapes, so a reward request may carry anything in a
+# message. Judges read messages with a ``role`` string, a ``content`` that is a string, None or a
+# list of blocks (strings or objects), and ``tool_calls`` whose every item is
+# ``{"id": str, "type": "function", "function": {"name": str, "arguments": str}}``. Whatever
+# does not fit is shown to the judge as text in the message's content, so nothing is dropped.
+
+_MAX_DEPTH = 32
+
+
+def _block(block: Any, depth: int) -> Any:
+    if isinstance(block, str):
+        return block
+    if not isinstance(block, Mapping):
+        return {"type": "text", "text": json_text(block)}
+    out = dict(block)
+    if "type" in out and not isinstance(out["type"], str):
+        out["type"] = json_text(out["type"])
+    if out.get("type") == "tool_result":
+        out["content"] = _content(out.get("content"), depth + 1)
+    return out
+
+
+def _content(content: Any, depth: int = 0) -> Any:
+    if content is None or isinstance(content, str):
+        return content
+    if depth > _MAX_DEPTH:
+        return json_text(content)
+    if isinstance(content, Mapping):
+        content = [content]
+    if isinstance(content, list):
+        return [_block(b, depth) for b in content]
+    return json_text(content)
+
+
+def _call(call: Any) -> dict[str, Any] | None:
+    """An OpenAI tool call in the one shape, or ``None`` when it has no readable name."""
+    if not isinstance(call, Mapping):
+        return None
+    fn = call.get("function", call)
+    if isinstance(fn, str):  # {"function": "name"}
+        fn = {"name": fn, "arguments": call.get("arguments", "")}
+    if not isinstance(fn, Mapping):
+        return None
+    name = fn.get("name")
+    if not isinstance(name, str) or not name:
+        return None
+    args = fn.get("arguments", "")
+    call_id = call.get("id", "")
+    return {
+        "id": call_id if isinstance(call_id, str) else json_text(call_id),
+        "type": "function",
+        "function": {"name": name, "arguments": args if isinstance(args, str) else json_text(args)},
+    }
+
+
+def _message(m: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(m)
+    role = out.get("role")
+    out["role"] = role if isinstance(role, str) else json_text(role)
+    content = _content(out.get("content"))
+    unread: list[str] = []
+    raw_calls = out.pop("tool_calls", None)
+    if raw_calls is not None:
+        items = raw_calls if isinstance(raw_calls, list) else [raw_calls]
+        calls: list[dict[str, Any]] = []
+        for item in items:
+            call = _call(item)
+            if call is None:
+                unread.append(f"[tool call: {json_text(item)}]")
+            else:
+                calls.append(call)
+        if calls:
+            out["tool_calls"] = calls
+    if unread:
+        text = "\n".join(unread)
+        if isinstance(content, list):
+            content = [*content, {"type": "text", "text": text}]
+        else:
+            content = f"{content}\n{text}" if content else text
+    out["content"] = content
+    for key in ("name", "tool_call_id"):
+        if key in out and not isinstance(out[key], str):
+            out[key] = json_text(out[key])
+    return out
+
+
+def _tool(tool: Mapping[str, Any]) -> dict[str, Any]:
+    """A tool definition whose name and description are strings (OpenAI or Anthropic shape)."""
+    fn = tool.get("function")
+    if fn is None:
+        inner: Mapping[str, Any] = tool
+    elif isinstance(fn, Mapping):
+        inner = fn
+    else:
+        inner = {"name": json_text(fn)}
+    shaped = dict(inner)
+    for key in ("name", "description"):
+        value = shaped.get(key)
+        shaped[key] = "" if value is None else json_text(value)
+    return {**tool, "function": shaped} if fn is not None else shaped
 
 
 def reward_case(request: RewardRequest, criterion: str) -> Case:
     return Case(
         criterion=criterion,
-        messages=tuple(request.messages),
+        messages=tuple(_message(m) for m in request.messages),
         system=request.system,
-        tools=tuple(request.tools or ()),
+        tools=tuple(_tool(t) for t in request.tools or ()),
         evaluate_latest=request.evaluate_latest is not False,
         subject="response",
     )
@@ -166,10 +280,9 @@ def agent_case(agent: AgentInstance, criterion: str, names: Mapping[str, str]) -
         any_llm = True
         inputs = step.input_messages
         new = inputs[seen_inputs:] if len(inputs) >= seen_inputs else inputs
-        system_inputs = [m for m in new if m.role == "system" and isinstance(m.content, str)]
         for m in new:
-            if m in system_inputs:
-                continue
+            if m.role == "system" and isinstance(m.content, str):
+                continue  # the system prompt is the case's own field
             messages.append(_input_message(m.role, m.content))
         seen_inputs = len(inputs) + len(step.output_messages)
         messages.append(_output_message(step))

@@ -9,7 +9,10 @@ from pathlib import Path
 __all__ = [
     "DEFAULT_HOST",
     "DEFAULT_MAX_BODY_BYTES",
+    "DEFAULT_MAX_CONNECTIONS",
     "DEFAULT_PORT",
+    "DEFAULT_READ_TIMEOUT",
+    "DEFAULT_TASK_LEASE",
     "JudgeOptions",
     "ServerConfig",
     "default_db_path",
@@ -19,6 +22,9 @@ __all__ = [
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8787
 DEFAULT_MAX_BODY_BYTES = 10 * 1024 * 1024  # 10 MiB
+DEFAULT_READ_TIMEOUT = 10.0  # seconds a request head may take, or a body may pause
+DEFAULT_MAX_CONNECTIONS = 1000
+DEFAULT_TASK_LEASE = 30.0  # seconds a stopped server's tasks stay with it
 
 
 @dataclass(frozen=True)
@@ -48,6 +54,9 @@ class ServerConfig:
     latency: float = 0.0
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     max_background: int = 32
+    read_timeout: float = DEFAULT_READ_TIMEOUT
+    max_connections: int = DEFAULT_MAX_CONNECTIONS
+    task_lease_seconds: float = DEFAULT_TASK_LEASE
 
     def __post_init__(self) -> None:
         if not self.api_keys and not is_loopback(self.host):
@@ -61,6 +70,14 @@ class ServerConfig:
             raise ValueError(f"latency: must be >= 0 seconds, got {self.latency}")
         if self.max_body_bytes < 1024:
             raise ValueError(f"max_body_bytes: must be at least 1024, got {self.max_body_bytes}")
+        if not 0 < self.read_timeout <= 3600:
+            raise ValueError(f"read_timeout: must be in (0, 3600] seconds, got {self.read_timeout}")
+        if self.max_connections < 1:
+            raise ValueError(f"max_connections: must be at least 1, got {self.max_connections}")
+        if self.task_lease_seconds < 1:
+            raise ValueError(
+                f"task_lease: must be at least 1 second, got {self.task_lease_seconds}"
+            )
         if self.rate_limit_per_minute is not None and self.rate_limit_per_minute <= 0:
             raise ValueError(
                 f"rate_limit: must be a positive number a minute, got {self.rate_limit_per_minute}"

@@ -1,18 +1,24 @@
 """The development fault switch: queued failures and a record of what arrived. Off in normal use;
 ``--dev-faults`` (or ``COMPOSO_SERVER_DEV_FAULTS=1``) turns it on so client retry tests can run
-against a real server."""
+against a real server. Its routes take the same API key as the API, only requests that passed the
+key check are recorded with their content (a refused one appears as its method, path and status,
+nothing it sent), and the record is bounded (the oldest go first)."""
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from collections import deque
+from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["DevSwitch", "Fault", "FaultList"]
+__all__ = ["MAX_RECORDED_BYTES", "MAX_RECORDED_REQUESTS", "DevSwitch", "Fault", "FaultList"]
 
 _HIDDEN_HEADERS = frozenset({"api-key", "authorization", "cookie"})
+MAX_RECORDED_REQUESTS = 1000
+MAX_RECORDED_BYTES = 32 * 1024 * 1024
+MAX_QUEUED_FAULTS = 1000
 
 
 class Fault(BaseModel):
@@ -23,33 +29,59 @@ class Fault(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     status: int | None = Field(default=None, ge=100, le=599)
-    retry_after: str | None = None
+    retry_after: str | None = Field(default=None, max_length=64)
     delay: float = Field(default=0.0, ge=0.0, le=300.0)
     drop: bool = False
     detail: str | None = None
-    path: str | None = None
+    path: str | None = Field(default=None, max_length=1024)
 
 
 class FaultList(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    faults: list[Fault]
+    faults: list[Fault] = Field(max_length=MAX_QUEUED_FAULTS)
+
+
+@dataclass(frozen=True)
+class _Recorded:
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: bytes
+    refused: int | None = None
 
 
 @dataclass
 class DevSwitch:
-    """Queued faults (consumed in order) and recorded requests, in memory only."""
+    """Queued faults (consumed in order) and recorded requests, in memory only: at most
+    ``max_requests`` requests and about ``max_bytes`` of bodies (one body over it is kept
+    alone)."""
 
     faults: list[Fault]
-    requests: list[dict[str, Any]]
+    max_requests: int = MAX_RECORDED_REQUESTS
+    max_bytes: int = MAX_RECORDED_BYTES
+    _recorded: deque[_Recorded] = field(default_factory=deque)
+    _bytes: int = 0
 
     @classmethod
     def empty(cls) -> DevSwitch:
-        return cls([], [])
+        return cls([])
 
     def reset(self) -> None:
         self.faults.clear()
-        self.requests.clear()
+        self._recorded.clear()
+        self._bytes = 0
+
+    def queue(self, faults: list[Fault]) -> int:
+        """Add ``faults``; the oldest beyond the bounds (count, and ``max_bytes`` of details)
+        are dropped. Returns how many wait."""
+        self.faults.extend(faults)
+        del self.faults[: max(0, len(self.faults) - MAX_QUEUED_FAULTS)]
+        while (
+            len(self.faults) > 1 and sum(len(f.detail or "") for f in self.faults) > self.max_bytes
+        ):
+            del self.faults[0]
+        return len(self.faults)
 
     def take(self, path: str) -> Fault | None:
         """The first queued fault that applies to ``path``, removed from the queue."""
@@ -61,19 +93,36 @@ class DevSwitch:
     def record(
         self, method: str, path: str, headers: list[tuple[bytes, bytes]], body: bytes
     ) -> None:
-        try:
-            parsed: Any = json.loads(body) if body else None
-        except ValueError:
-            parsed = body.decode("utf-8", "replace")
-        self.requests.append(
-            {
-                "method": method,
-                "path": path,
-                "headers": {
-                    k.decode("latin-1"): v.decode("latin-1")
-                    for k, v in headers
-                    if k.decode("latin-1").lower() not in _HIDDEN_HEADERS
-                },
-                "body": parsed,
-            }
-        )
+        shown = {
+            k.decode("latin-1"): v.decode("latin-1")
+            for k, v in headers
+            if k.decode("latin-1").lower() not in _HIDDEN_HEADERS
+        }
+        self._append(_Recorded(method, path, shown, body))
+
+    def record_refused(self, method: str, path: str, status: int) -> None:
+        """A request refused before its body was read: where it went, not what it carried."""
+        self._append(_Recorded(method, path, {}, b"", status))
+
+    def _append(self, entry: _Recorded) -> None:
+        self._recorded.append(entry)
+        self._bytes += len(entry.body)
+        while len(self._recorded) > 1 and (
+            len(self._recorded) > self.max_requests or self._bytes > self.max_bytes
+        ):
+            self._bytes -= len(self._recorded.popleft().body)
+
+    @property
+    def requests(self) -> list[dict[str, Any]]:
+        """The record, bodies parsed as JSON where they are JSON."""
+        out: list[dict[str, Any]] = []
+        for r in self._recorded:
+            try:
+                parsed: Any = json.loads(r.body) if r.body else None
+            except ValueError:
+                parsed = r.body.decode("utf-8", "replace")
+            entry = {"method": r.method, "path": r.path, "headers": r.headers, "body": parsed}
+            if r.refused is not None:
+                entry["refused"] = r.refused
+            out.append(entry)
+        return out

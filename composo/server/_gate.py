@@ -1,6 +1,12 @@
-"""The outermost ASGI layer in front of ``/api/v1``: body limit (413), the development fault
-switch, API key (401) and rate limit (429). Written as plain ASGI so it costs microseconds and can
-drop a connection without answering."""
+"""The outermost ASGI layer in front of ``/api/v1`` (and ``/_dev`` when switched on).
+
+Everything a request's headers can decide is decided before one byte of its body is read: the
+API key (401), the rate limit (429) and a declared length over the limit (413) are answered at
+once. Only then is the body read, counted as it streams (a chunked body is cut at the limit);
+the connection layer (:mod:`composo.server._connections`) answers 408 and closes a connection
+whose body stops arriving. Written as plain ASGI so it costs microseconds and can drop a
+connection unanswered.
+"""
 
 from __future__ import annotations
 
@@ -14,7 +20,7 @@ from composo.server._bodies import dumps
 from composo.server._devswitch import DevSwitch, Fault
 from composo.server._guards import KeyCheck, RateLimiter
 
-__all__ = ["BODY_SCOPE_KEY", "Gate"]
+__all__ = ["API_KEY_SCOPE_KEY", "BODY_SCOPE_KEY", "Gate"]
 
 _log = logging.getLogger("composo.server")
 
@@ -25,13 +31,22 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 BODY_SCOPE_KEY = "composo.body"
+API_KEY_SCOPE_KEY = "composo.api_key"
 _API_PREFIX = "/api/v1/"
+_DEV_PREFIX = "/_dev/"
 _EVAL_PREFIX = "/api/v1/evals/"
+# A body answered before it was read is left for uvicorn to discard as it arrives (so the client
+# reads the answer instead of a reset connection), unless it is declared this many times over the
+# limit: then the connection is closed at once.
+_DISCARD_FACTOR = 4
 
 
 class _TooLarge(Exception):
-    def __init__(self, more_body: bool = True) -> None:
-        self.more_body = more_body
+    pass
+
+
+class _Gone(Exception):
+    pass
 
 
 class Gate:
@@ -50,43 +65,45 @@ class Gate:
         self.limiter = limiter
         self.dev = dev
 
+    def _guards(self, path: str) -> bool:
+        return path.startswith(_API_PREFIX) or (
+            self.dev is not None and path.startswith(_DEV_PREFIX)
+        )
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or not scope["path"].startswith(_API_PREFIX):
+        if scope["type"] != "http" or not self._guards(scope["path"]):
             await self.app(scope, receive, send)
             return
         send = _with_request_id(send)
         headers: list[tuple[bytes, bytes]] = scope["headers"]
         api_key: bytes | None = None
         length: bytes | None = None
+        chunked = False
         for name, value in headers:
             if name == b"api-key":
                 api_key = value
             elif name == b"content-length":
                 length = value
+            elif name == b"transfer-encoding":
+                chunked = True
         path: str = scope["path"]
         method: str = scope["method"]
         try:
-            if length is not None and int(length) > self.max_body_bytes:
-                raise _TooLarge
-            body = await self._read(receive)
-        except _TooLarge as exc:
-            # Read (and discard) what the client is still sending, so it sees the answer
-            # instead of a reset connection; past a bound, stop reading and close.
-            if exc.more_body:
-                await _discard(receive, 8 * self.max_body_bytes)
-            await _answer(send, 413, self._too_large(), close=True)
-            return
+            declared = None if length is None else int(length)
         except ValueError:
             await _answer(send, 400, "Content-Length is not a number", close=True)
             return
-        if self.dev is not None and path.startswith(_EVAL_PREFIX):
-            self.dev.record(method, path, headers, body)
-            fault = self.dev.take(path)
-            if fault is not None and await self._fault(fault, receive, send):
-                return
+        # What to do with an unread body after an early answer: nothing to do without one.
+        close = chunked or (declared or 0) > _DISCARD_FACTOR * self.max_body_bytes
+
         problem = self.keys.problem(api_key)
         if problem is not None:
-            await _answer(send, 401, problem)
+            if self.dev is not None and path.startswith(_EVAL_PREFIX):
+                self.dev.record_refused(method, path, 401)
+            await _answer(send, 401, problem, close=close)
+            return
+        if declared is not None and declared > self.max_body_bytes:
+            await _answer(send, 413, self._too_large(), close=close)
             return
         if self.limiter is not None and method == "POST":
             # Without configured keys any key is accepted, so the key cannot tell clients apart.
@@ -100,10 +117,24 @@ class Gate:
                     f"rate limit of {self.limiter.per_minute:g} requests per minute reached; "
                     f"retry in {wait}s",
                     {"retry-after": str(wait)},
+                    close=close,
                 )
                 return
+        try:
+            body = await self._read(receive) if declared or chunked else b""
+        except _TooLarge:
+            await _answer(send, 413, self._too_large(), close=True)
+            return
+        except _Gone:
+            return
+        if self.dev is not None and path.startswith(_EVAL_PREFIX):
+            self.dev.record(method, path, headers, body)
+            fault = self.dev.take(path)
+            if fault is not None and await self._fault(fault, receive, send):
+                return
         scope[BODY_SCOPE_KEY] = body
-        await self.app(scope, receive, send)
+        scope[API_KEY_SCOPE_KEY] = api_key
+        await self.app(scope, _no_more(receive), send)
 
     def _too_large(self) -> str:
         return (
@@ -115,17 +146,20 @@ class Gate:
         chunks: list[bytes] = []
         size = 0
         while True:
+            # A body that stops arriving is cut by the connection's timer (see _connections),
+            # which ends this read with a disconnect.
             message = await receive()
             if message["type"] == "http.disconnect":
-                break
+                raise _Gone
             chunk: bytes = message.get("body", b"")
             size += len(chunk)
             if size > self.max_body_bytes:
-                raise _TooLarge(bool(message.get("more_body", False)))
-            chunks.append(chunk)
+                raise _TooLarge
+            if chunk:
+                chunks.append(chunk)
             if not message.get("more_body", False):
                 break
-        return b"".join(chunks)
+        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
     async def _fault(self, fault: Fault, receive: Receive, send: Send) -> bool:
         """Apply ``fault``; ``True`` when the request was answered (or dropped) by it."""
@@ -143,6 +177,21 @@ class Gate:
         return False
 
 
+def _no_more(receive: Receive) -> Receive:
+    """The body has been read: the application sees it as one empty message, then whatever
+    the server says next (a disconnect)."""
+    done = False
+
+    async def rest() -> Message:
+        nonlocal done
+        if not done:
+            done = True
+            return {"type": "http.request", "body": b"", "more_body": False}
+        return await receive()
+
+    return rest
+
+
 def _with_request_id(send: Send) -> Send:
     """Tag every answer with an ``x-request-id``, as the platform does, so errors can cite it."""
     request_id = uuid.uuid4().hex.encode()
@@ -154,15 +203,6 @@ def _with_request_id(send: Send) -> Send:
         await send(message)
 
     return tagged
-
-
-async def _discard(receive: Receive, bound: int) -> None:
-    seen = 0
-    while seen <= bound:
-        message = await receive()
-        if message["type"] == "http.disconnect" or not message.get("more_body", False):
-            return
-        seen += len(message.get("body", b""))
 
 
 async def _answer(

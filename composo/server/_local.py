@@ -33,12 +33,19 @@ def require_server_extra() -> None:
 
 
 def _uvicorn_config(app: Any, config: ServerConfig, access_log: bool) -> Any:
+    """uvicorn bounds request heads (16 KiB) and idle keep-alive connections (5 s); the
+    protocol from :mod:`composo.server._connections` adds the head deadline and the connection
+    cap, and the gate the body limits."""
     import uvicorn
+
+    from composo.server._connections import guarded_protocol
 
     return uvicorn.Config(
         app,
         host=config.host,
         port=config.port,
+        http=guarded_protocol(config.read_timeout, config.max_connections),
+        timeout_keep_alive=5,
         log_level="info" if access_log else "warning",
         access_log=access_log,
         lifespan="on",
@@ -83,10 +90,19 @@ class LocalServer:
         judge_options: JudgeOptions | None = None,
         rate_limit_per_minute: float | None = None,
         max_body_bytes: int | None = None,
+        read_timeout: float | None = None,
+        max_connections: int | None = None,
+        task_lease_seconds: float | None = None,
     ) -> None:
         extra: dict[str, Any] = {}
         if max_body_bytes is not None:
             extra["max_body_bytes"] = max_body_bytes
+        if read_timeout is not None:
+            extra["read_timeout"] = read_timeout
+        if max_connections is not None:
+            extra["max_connections"] = max_connections
+        if task_lease_seconds is not None:
+            extra["task_lease_seconds"] = task_lease_seconds
         self.config = ServerConfig(
             host=host,
             port=port,

@@ -9,8 +9,14 @@ from typing import Any
 from composo import criteria as ready_made
 from composo._core.responses import summarize
 from composo._core.wire import RewardRequest, TraceRequest, check_criterion
-from composo.server._cases import agent_case, reward_case
+from composo.server._cases import Case, agent_case, reward_case
 from composo.server.judges import Judge, Verdict
+
+# Past this many messages (or agents; four times as many interactions), preparing and judging
+# run in a worker thread.
+_INLINE_ITEMS = 64
+# Model calls a judge that must await (an LLM) makes at once for one trace.
+_JUDGE_CONCURRENCY = 8
 
 __all__ = ["EvaluationService", "UnknownEvaluatorError"]
 
@@ -58,36 +64,69 @@ class EvaluationService:
     async def reward(self, request: RewardRequest) -> dict[str, Any]:
         criterion = self.criterion(request)
         await self._pause()
-        verdict = await self.judge.judge(reward_case(request, criterion))
+        if len(request.messages) > _INLINE_ITEMS:
+            case = await asyncio.to_thread(reward_case, request, criterion)
+        else:
+            case = reward_case(request, criterion)
+        verdict = await self.judge.judge(case)
         return _reward_body(verdict, request.explanation_cleaning is not None)
 
     async def trace(self, request: TraceRequest) -> dict[str, Any]:
-        """Judge each agent instance; instances without a model call of their own get ``null``."""
+        """Judge each agent instance; instances without a model call of their own get ``null``.
+        A large trace is prepared, judged (when the judge can judge without awaiting) and
+        summarised in a worker thread."""
         criterion = self.criterion(request)
         await self._pause()
         agents = request.trace.agent_instance_by_id
-        names = {aid: a.name for aid, a in agents.items()}
-        cases = {aid: agent_case(a, criterion, names) for aid, a in agents.items()}
-        judged = [aid for aid, case in cases.items() if case is not None]
-        verdicts = await asyncio.gather(*(self.judge.judge(cases[aid]) for aid in judged))  # type: ignore[arg-type]
-        by_id: dict[str, Verdict] = dict(zip(judged, verdicts, strict=True))
-        results: dict[str, dict[str, Any]] = {}
-        for aid, agent in agents.items():
-            entry = results.setdefault(
-                agent.name, {"agent_name": agent.name, "results_by_agent_instance_id": {}}
-            )
-            v = by_id.get(aid)
-            entry["results_by_agent_instance_id"][aid] = (
-                None if v is None else {"score": v.score, "explanation": v.explanation}
-            )
-        for entry in results.values():
-            scores = [
-                r["score"]
-                for r in entry["results_by_agent_instance_id"].values()
-                if r is not None and r["score"] is not None
-            ]
-            entry["summary_statistics"] = summarize(scores).model_dump()
-        return {"request_id": str(uuid.uuid4()), "results_by_agent_name": results}
+        heavy = (
+            len(agents) > _INLINE_ITEMS
+            or sum(len(a.interactions) for a in agents.values()) > 4 * _INLINE_ITEMS
+        )
+        if not heavy:
+            cases = _trace_cases(request, criterion)
+            verdicts = await asyncio.gather(*(self.judge.judge(c) for c in cases.values()))
+            return _trace_body(request, dict(zip(cases, verdicts, strict=True)))
+        cases = await asyncio.to_thread(_trace_cases, request, criterion)
+        blocking = getattr(self.judge, "judge_sync", None)
+        if callable(blocking):
+            by_id = await asyncio.to_thread(lambda: {aid: blocking(c) for aid, c in cases.items()})
+        else:
+            slots = asyncio.Semaphore(_JUDGE_CONCURRENCY)
+
+            async def one(case: Case) -> Verdict:
+                async with slots:
+                    return await self.judge.judge(case)
+
+            verdicts = await asyncio.gather(*(one(c) for c in cases.values()))
+            by_id = dict(zip(cases, verdicts, strict=True))
+        return await asyncio.to_thread(_trace_body, request, by_id)
+
+
+def _trace_cases(request: TraceRequest, criterion: str) -> dict[str, Case]:
+    agents = request.trace.agent_instance_by_id
+    names = {aid: a.name for aid, a in agents.items()}
+    cases = {aid: agent_case(a, criterion, names) for aid, a in agents.items()}
+    return {aid: case for aid, case in cases.items() if case is not None}
+
+
+def _trace_body(request: TraceRequest, by_id: dict[str, Verdict]) -> dict[str, Any]:
+    results: dict[str, dict[str, Any]] = {}
+    for aid, agent in request.trace.agent_instance_by_id.items():
+        entry = results.setdefault(
+            agent.name, {"agent_name": agent.name, "results_by_agent_instance_id": {}}
+        )
+        v = by_id.get(aid)
+        entry["results_by_agent_instance_id"][aid] = (
+            None if v is None else {"score": v.score, "explanation": v.explanation}
+        )
+    for entry in results.values():
+        scores = [
+            r["score"]
+            for r in entry["results_by_agent_instance_id"].values()
+            if r is not None and r["score"] is not None
+        ]
+        entry["summary_statistics"] = summarize(scores).model_dump()
+    return {"request_id": str(uuid.uuid4()), "results_by_agent_name": results}
 
 
 def _reward_body(verdict: Verdict, cleaned: bool) -> dict[str, Any]:

@@ -1,30 +1,49 @@
 """Background tasks in SQLite, so a server killed with tasks pending finishes them after restart.
 
-Each server instance owns the tasks it accepted (``owner`` = pid and a random id). At start it
-claims the unfinished tasks of owners that are gone, so two servers sharing one file never run a
-task twice. Requests with ``data_retention="none"`` are stored without their body or result; if
-their server dies before answering, they are marked failed with a message saying why.
+Recovery does not look at process ids. Each server instance (an ``owner``: a random id) holds a
+*lease* on the unfinished tasks it runs, renewed while it lives; with a database file it also
+holds an OS lock on a small file named after itself, which the kernel releases the moment the
+process ends, however it ends. Another server takes over an unfinished task when its lease has
+expired or its owner's lock is free. Every change of state is conditional, so a finished task is
+never claimed or run again; only a task that was being judged when its server died is judged a
+second time (at-least-once judging for work in flight at a crash).
+
+Requests with ``data_retention="none"`` are stored without their body or result; if their server
+dies before answering, they are marked failed with a message saying why.
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import hmac
 import json
 import os
+import secrets
 import sqlite3
 import threading
 import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
-__all__ = ["KEEP_FINISHED_SECONDS", "StoredTask", "TaskStore", "TaskStoreError"]
+__all__ = [
+    "DEFAULT_LEASE_SECONDS",
+    "KEEP_FINISHED_SECONDS",
+    "IdempotencyConflict",
+    "StoredTask",
+    "TaskStore",
+    "TaskStoreError",
+]
 
 KEEP_FINISHED_SECONDS = 7 * 24 * 3600  # finished tasks are forgotten after a week
+DEFAULT_LEASE_SECONDS = 30.0
 
-# Owners of the stores open in this process. A server restarted under the same pid (the usual
-# case in a container, where it is pid 1 every time) must still see its predecessor as gone.
-_open_owners: set[str] = set()
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - not on Windows: leases alone decide there
+    fcntl = None  # type: ignore[assignment]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS tasks (
@@ -39,9 +58,21 @@ CREATE TABLE IF NOT EXISTS tasks (
     created REAL NOT NULL,
     updated REAL NOT NULL
 );
+CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
+"""
+# Columns added after the first release; older files gain them on open.
+_ADDED_COLUMNS = {
+    "lease_until": "REAL",
+    "client": "TEXT",
+    "idem": "TEXT",
+    "idem_request": "TEXT",
+}
+_INDEXES = """
 CREATE INDEX IF NOT EXISTS tasks_unfinished ON tasks (status)
     WHERE status IN ('pending', 'running');
+CREATE UNIQUE INDEX IF NOT EXISTS tasks_idem ON tasks (idem) WHERE idem IS NOT NULL;
 """
+_UNFINISHED = "status IN ('pending', 'running')"
 _LOST = (
     "the server stopped before this task finished and, as data_retention='none' asked, its "
     "content was never written to disk, so it cannot be resumed; submit it again"
@@ -50,6 +81,10 @@ _LOST = (
 
 class TaskStoreError(ValueError):
     """The task database cannot be created, opened or written at the configured path."""
+
+
+class IdempotencyConflict(ValueError):
+    """An ``Idempotency-Key`` already names a task with a different request."""
 
 
 @dataclass(frozen=True)
@@ -61,24 +96,20 @@ class StoredTask:
     request: str | None
     result: dict[str, Any] | None
     error: str | None
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, OSError):
-        return True
-    return True
+    client: str | None = None
 
 
 class TaskStore:
-    """A small synchronous store; every call is one short transaction under a lock."""
+    """A small synchronous store; every call is one short transaction under a lock.
 
-    def __init__(self, path: Path | None) -> None:
+    ``lease_seconds`` is how long a task stays with a server that stops renewing it.
+    """
+
+    def __init__(self, path: Path | None, lease_seconds: float = DEFAULT_LEASE_SECONDS) -> None:
         self.path = path
-        self.owner = f"{os.getpid()}:{uuid.uuid4().hex}"
+        self.lease_seconds = lease_seconds
+        self.owner = uuid.uuid4().hex
+        self._lock_file: IO[bytes] | None = None
         try:
             if path is not None:
                 path.parent.mkdir(parents=True, exist_ok=True)
@@ -97,63 +128,180 @@ class TaskStore:
                     self._db.execute("PRAGMA journal_mode=WAL")
                     self._db.execute("PRAGMA synchronous=NORMAL")
                 self._db.executescript(_SCHEMA)
+                have = {row[1] for row in self._db.execute("PRAGMA table_info(tasks)")}
+                for column, kind in _ADDED_COLUMNS.items():
+                    if column not in have:
+                        self._db.execute(f"ALTER TABLE tasks ADD COLUMN {column} {kind}")
+                self._db.executescript(_INDEXES)
+                self._db.execute(
+                    "INSERT OR IGNORE INTO meta (name, value) VALUES ('salt', ?)",
+                    (secrets.token_hex(16),),
+                )
+                (salt,) = self._db.execute("SELECT value FROM meta WHERE name = 'salt'").fetchone()
+                self._salt = bytes.fromhex(salt)
                 self._db.execute(
                     "DELETE FROM tasks WHERE status IN ('succeeded', 'failed') AND updated < ?",
                     (time.time() - KEEP_FINISHED_SECONDS,),
                 )
             if path is not None:
                 os.chmod(path, 0o600)
+                self._lock_file = self._hold_owner_lock(path)
         except (OSError, sqlite3.Error) as exc:
             self._db.close()
             raise TaskStoreError(f"cannot use the task database {path}: {exc}") from exc
-        _open_owners.add(self.owner)
+
+    # -- liveness -------------------------------------------------------------------------------
+
+    def _owners_dir(self) -> Path:
+        assert self.path is not None
+        return self.path.with_name(f".{self.path.name}.owners")
+
+    def _hold_owner_lock(self, path: Path) -> IO[bytes] | None:
+        """Lock a file named after this owner for as long as the process lives."""
+        if fcntl is None:  # pragma: no cover
+            return None
+        folder = self._owners_dir()
+        folder.mkdir(mode=0o700, exist_ok=True)
+        handle = open(folder / f"{self.owner}.lock", "wb")  # noqa: SIM115 (held until close)
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return handle
+
+    def _owner_gone(self, owner: str) -> bool:
+        """True when ``owner`` left a lock file that no live process holds."""
+        if fcntl is None or self.path is None or not owner.isalnum():
+            return False
+        lock_path = self._owners_dir() / f"{owner}.lock"
+        try:
+            with open(lock_path, "rb") as handle:
+                try:
+                    fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except OSError:
+                    return False  # held: its server is alive
+        except FileNotFoundError:
+            return False  # unknown to the lock files: only the lease can tell
+        except OSError:
+            return False
+        with contextlib.suppress(OSError):
+            lock_path.unlink()
+        return True
 
     def close(self) -> None:
-        _open_owners.discard(self.owner)
+        """Close the database. The owner's lock file stays (unlocked, which says this server is
+        gone) while tasks are still recorded as its own."""
         with self._lock:
+            holds = self._db.execute(
+                f"SELECT 1 FROM tasks WHERE owner = ? AND {_UNFINISHED} LIMIT 1", (self.owner,)
+            ).fetchone()
             self._db.close()
+        if self._lock_file is not None:
+            if holds is None:
+                with contextlib.suppress(OSError):
+                    (self._owners_dir() / f"{self.owner}.lock").unlink()
+            self._lock_file.close()
+            self._lock_file = None
 
-    def add(self, task_id: str, kind: str, request: str | None) -> None:
-        """Record an accepted task; ``request=None`` keeps its content off disk."""
+    # -- who may see a task ---------------------------------------------------------------------
+
+    def client_id(self, api_key: str | bytes | None) -> str | None:
+        """A salted digest of the API key a task belongs to; the key itself is never stored."""
+        if not api_key:
+            return None
+        raw = api_key.encode() if isinstance(api_key, str) else api_key
+        return hmac.new(self._salt, raw, hashlib.sha256).hexdigest()
+
+    def _idem_id(self, client: str | None, idempotency_key: str) -> str:
+        return hmac.new(
+            self._salt, f"{client or ''}\0{idempotency_key}".encode(), hashlib.sha256
+        ).hexdigest()
+
+    # -- writes ---------------------------------------------------------------------------------
+
+    def add(
+        self,
+        task_id: str,
+        kind: str,
+        request: str | None,
+        client: str | None = None,
+        idempotency_key: str | None = None,
+        request_digest: str | None = None,
+    ) -> str:
+        """Record an accepted task, leased to this server; ``request=None`` keeps its content
+        off disk. With ``idempotency_key``, a task already accepted under the same key (for the
+        same client) is returned instead of a new one. Returns the task id."""
         now = time.time()
+        idem = None if idempotency_key is None else self._idem_id(client, idempotency_key)
         with self._lock:
+            if idem is not None:
+                row = self._db.execute(
+                    "SELECT task_id, idem_request FROM tasks WHERE idem = ?", (idem,)
+                ).fetchone()
+                if row is not None:
+                    seen = row[1]
+                    if seen is not None and request_digest is not None and seen != request_digest:
+                        raise IdempotencyConflict(idempotency_key)
+                    return str(row[0])
             self._db.execute(
-                "INSERT INTO tasks"
-                " (task_id, kind, status, retain, request, owner, created, updated)"
-                " VALUES (?, ?, 'pending', ?, ?, ?, ?, ?)",
-                (task_id, kind, int(request is not None), request, self.owner, now, now),
+                "INSERT INTO tasks (task_id, kind, status, retain, request, owner, created,"
+                " updated, lease_until, client, idem, idem_request)"
+                " VALUES (?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    task_id,
+                    kind,
+                    int(request is not None),
+                    request,
+                    self.owner,
+                    now,
+                    now,
+                    now + self.lease_seconds,
+                    client,
+                    idem,
+                    request_digest if idem is not None else None,
+                ),
             )
+        return task_id
 
-    def set_running(self, task_id: str) -> None:
-        self._update(task_id, "running", None, None)
-
-    def finish(self, task_id: str, result: dict[str, Any] | None, error: str | None) -> None:
-        """Mark done; the result is written only for tasks that may keep content."""
-        self._update(task_id, "failed" if error is not None else "succeeded", result, error)
-
-    def _update(
-        self, task_id: str, status: str, result: dict[str, Any] | None, error: str | None
-    ) -> None:
+    def start(self, task_id: str) -> bool:
+        """Mark the task running, if this server still owns it and it is unfinished. ``False``
+        means another server took it over (or it is finished): do not run it."""
         with self._lock:
-            self._db.execute(
-                "UPDATE tasks SET status = ?, error = ?, updated = ?,"
-                " result = CASE WHEN retain = 1 THEN ? ELSE NULL END,"
-                " request = CASE WHEN ? IN ('succeeded', 'failed') THEN NULL ELSE request END"
-                " WHERE task_id = ?",
+            cur = self._db.execute(
+                "UPDATE tasks SET status = 'running', updated = ?, lease_until = ?"
+                f" WHERE task_id = ? AND owner = ? AND {_UNFINISHED}",
+                (time.time(), time.time() + self.lease_seconds, task_id, self.owner),
+            )
+        return cur.rowcount == 1
+
+    def finish(self, task_id: str, result: dict[str, Any] | None, error: str | None) -> bool:
+        """Mark done (the first answer wins); the result is written only for tasks that may
+        keep content. ``False`` when the task was already finished."""
+        status = "failed" if error is not None else "succeeded"
+        with self._lock:
+            cur = self._db.execute(
+                "UPDATE tasks SET status = ?, error = ?, updated = ?, lease_until = NULL,"
+                " result = CASE WHEN retain = 1 THEN ? ELSE NULL END, request = NULL"
+                f" WHERE task_id = ? AND {_UNFINISHED}",
                 (
                     status,
                     error,
                     time.time(),
                     None if result is None else json.dumps(result),
-                    status,
                     task_id,
                 ),
+            )
+        return cur.rowcount == 1
+
+    def renew(self) -> None:
+        """Extend this server's lease on every task it holds."""
+        with self._lock:
+            self._db.execute(
+                f"UPDATE tasks SET lease_until = ? WHERE owner = ? AND {_UNFINISHED}",
+                (time.time() + self.lease_seconds, self.owner),
             )
 
     def get(self, task_id: str) -> StoredTask | None:
         with self._lock:
             row = self._db.execute(
-                "SELECT task_id, kind, status, retain, request, result, error FROM tasks"
+                "SELECT task_id, kind, status, retain, request, result, error, client FROM tasks"
                 " WHERE task_id = ?",
                 (task_id,),
             ).fetchone()
@@ -167,59 +315,70 @@ class TaskStore:
             request=row[4],
             result=None if row[5] is None else json.loads(row[5]),
             error=row[6],
+            client=row[7],
         )
 
-    def claim_orphans(self) -> list[StoredTask]:
-        """Take over unfinished tasks whose server is gone; return those that can be resumed."""
+    def claim(self) -> list[StoredTask]:
+        """Take over unfinished tasks whose lease expired or whose server is gone; return those
+        that can be resumed (the rest, kept only in their server's memory, are marked failed)."""
+        now = time.time()
         with self._lock:
             rows = self._db.execute(
-                "SELECT task_id, owner FROM tasks WHERE status IN ('pending', 'running')"
+                f"SELECT DISTINCT owner FROM tasks WHERE {_UNFINISHED}"
+                " AND owner IS NOT NULL AND owner != ? AND lease_until >= ?",
+                (self.owner, now),
             ).fetchall()
-            orphans = [tid for tid, owner in rows if self._is_orphan(owner)]
+        gone = [owner for (owner,) in rows if self._owner_gone(owner)]
+        with self._lock:
             claimed: list[str] = []
-            for tid in orphans:
+            for (tid,) in self._db.execute(
+                f"SELECT task_id FROM tasks WHERE {_UNFINISHED} AND owner IS NOT ? AND"
+                " (owner IS NULL OR lease_until IS NULL OR lease_until < ?)",
+                (self.owner, now),
+            ).fetchall():
+                claimed.append(tid)
+            for owner in gone:
+                claimed += [
+                    tid
+                    for (tid,) in self._db.execute(
+                        f"SELECT task_id FROM tasks WHERE {_UNFINISHED} AND owner = ?", (owner,)
+                    ).fetchall()
+                ]
+            taken: list[str] = []
+            for tid in claimed:
+                # Conditional on what was seen: a task finished or claimed meanwhile is skipped.
                 cur = self._db.execute(
-                    "UPDATE tasks SET owner = ?, status = 'pending', updated = ?"
-                    " WHERE task_id = ? AND status IN ('pending', 'running') AND"
-                    " owner IS ? ",
-                    (self.owner, time.time(), tid, dict(rows)[tid]),
+                    "UPDATE tasks SET owner = ?, status = 'pending', updated = ?, lease_until = ?"
+                    f" WHERE task_id = ? AND {_UNFINISHED} AND owner IS NOT ? AND"
+                    " (owner IS NULL OR lease_until IS NULL OR lease_until < ? OR owner IN"
+                    f" ({','.join('?' * len(gone)) or 'NULL'}))",
+                    (self.owner, now, now + self.lease_seconds, tid, self.owner, now, *gone),
                 )
                 if cur.rowcount:
-                    claimed.append(tid)
-            self._db.execute(
-                "UPDATE tasks SET status = 'failed', error = ?, updated = ?"
-                " WHERE owner = ? AND retain = 0 AND status = 'pending'",
-                (_LOST, time.time(), self.owner),
-            )
-        tasks = [self.get(tid) for tid in claimed]
+                    taken.append(tid)
+            if taken:
+                self._db.execute(
+                    "UPDATE tasks SET status = 'failed', error = ?, updated = ?, lease_until = NULL"
+                    f" WHERE owner = ? AND retain = 0 AND {_UNFINISHED} AND task_id IN"
+                    f" ({','.join('?' * len(taken))})",
+                    (_LOST, now, self.owner, *taken),
+                )
+        tasks = [self.get(tid) for tid in taken]
         return [
             t for t in tasks if t is not None and t.status == "pending" and t.request is not None
         ]
 
-    def _is_orphan(self, owner: str | None) -> bool:
-        if owner is None:
-            return True
-        if owner == self.owner:
-            return False
-        pid_text, _, _ = owner.partition(":")
-        try:
-            pid = int(pid_text)
-        except ValueError:
-            return True
-        if pid == os.getpid():
-            return owner not in _open_owners
-        return not _pid_alive(pid)
-
     def release_unfinished(self) -> None:
         """On a clean stop: hand unfinished tasks to whichever server starts next."""
+        now = time.time()
         with self._lock:
             self._db.execute(
-                "UPDATE tasks SET owner = NULL, status = 'pending', updated = ?"
-                " WHERE owner = ? AND status IN ('pending', 'running') AND retain = 1",
-                (time.time(), self.owner),
+                "UPDATE tasks SET owner = NULL, status = 'pending', updated = ?, lease_until = NULL"
+                f" WHERE owner = ? AND {_UNFINISHED} AND retain = 1",
+                (now, self.owner),
             )
             self._db.execute(
-                "UPDATE tasks SET status = 'failed', error = ?, updated = ?"
-                " WHERE owner = ? AND status IN ('pending', 'running') AND retain = 0",
-                (_LOST, time.time(), self.owner),
+                "UPDATE tasks SET status = 'failed', error = ?, updated = ?, lease_until = NULL"
+                f" WHERE owner = ? AND {_UNFINISHED} AND retain = 0",
+                (_LOST, now, self.owner),
             )

@@ -1,9 +1,12 @@
 """Background evaluations: accepted into the store, run on the server's event loop, resumed after
-a restart. Content of ``data_retention="none"`` tasks lives only in memory."""
+a restart (see :mod:`composo.server._store` for the guarantee). Content of
+``data_retention="none"`` tasks lives only in memory."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import hashlib
 import logging
 import time
 import uuid
@@ -30,35 +33,66 @@ KEEP_RESULTS_SECONDS = KEEP_FINISHED_SECONDS
 MAX_KEPT_RESULTS = 10_000
 
 
+def criterion_of(request: RewardRequest | TraceRequest) -> str | None:
+    """What a task's result names as its criterion: the same value a blocking call reports."""
+    return request.evaluation_criteria or request.evaluator_name
+
+
 class TaskManager:
-    """Owns the running background tasks; at most ``concurrency`` run at once."""
+    """Owns the running background tasks; at most ``concurrency`` run at once. While it runs it
+    renews its lease and takes over the expired work of servers that stopped."""
 
     def __init__(self, store: TaskStore, runner: Runner, concurrency: int = 32) -> None:
         self.store = store
         self._runner = runner
         self._slots = asyncio.Semaphore(concurrency)
         self._running: set[asyncio.Task[None]] = set()
+        self._active: set[str] = set()
         self._requests: dict[str, RewardRequest | TraceRequest] = {}
         self._results: dict[str, tuple[float, dict[str, Any]]] = {}
+        self._keeper: asyncio.Task[None] | None = None
 
-    async def submit(self, request: RewardRequest | TraceRequest) -> str:
-        """Accept ``request``: on disk before this returns, unless ``data_retention="none"``.
-        The store is called from worker threads (here and below), so that a slow disk or a
-        database locked by another server never stalls the event loop."""
+    async def submit(
+        self,
+        request: RewardRequest | TraceRequest,
+        api_key: bytes | None = None,
+        idempotency_key: str | None = None,
+    ) -> str:
+        """Accept ``request`` for the client holding ``api_key``: on disk before this returns,
+        unless ``data_retention="none"``. A repeated ``idempotency_key`` returns the task it
+        first created. The store is called from worker threads (here and below), so that a slow
+        disk or a database locked by another server never stalls the event loop.
+
+        Raises:
+            IdempotencyConflict: the key was used before for a different request.
+        """
         task_id = str(uuid.uuid4())
         kind = "trace" if isinstance(request, TraceRequest) else "reward"
         keep = request.data_retention != "none"
         stored = request.model_dump_json(exclude_none=True) if keep else None
-        await asyncio.to_thread(self.store.add, task_id, kind, stored)
+        digest = None if stored is None else hashlib.sha256(stored.encode()).hexdigest()
+        client = self.store.client_id(api_key)
+        got = await asyncio.to_thread(
+            self.store.add, task_id, kind, stored, client, idempotency_key, digest
+        )
+        if got != task_id:
+            return got  # a repeat: the first submission's task, already under way
         if not keep:
             self._requests[task_id] = request
         self._start(task_id, request)
         return task_id
 
-    def resume(self) -> int:
-        """Start the unfinished tasks left by servers that stopped; returns how many."""
+    def start(self) -> int:
+        """Resume what stopped servers left, then keep the lease; returns how many resumed."""
+        resumed = self._take_over(self.store.claim())
+        self._keeper = asyncio.get_running_loop().create_task(self._keep())
+        return resumed
+
+    def _take_over(self, tasks: list[StoredTask]) -> int:
         resumed = 0
-        for task in self.store.claim_orphans():
+        for task in tasks:
+            if task.task_id in self._active:
+                continue
             request = self._load(task)
             if request is not None:
                 self._start(task.task_id, request)
@@ -66,6 +100,17 @@ class TaskManager:
         if resumed:
             _log.info("resumed %d background task(s) left unfinished", resumed)
         return resumed
+
+    async def _keep(self) -> None:
+        """Renew the lease a few times per lease period, and pick up expired work."""
+        period = max(0.2, self.store.lease_seconds / 3)
+        while True:
+            await asyncio.sleep(period)
+            try:
+                await asyncio.to_thread(self.store.renew)
+                self._take_over(await asyncio.to_thread(self.store.claim))
+            except Exception as exc:  # a locked or full disk: try again next period
+                _log.warning("task lease upkeep failed: %s", exc)
 
     def _load(self, task: StoredTask) -> RewardRequest | TraceRequest | None:
         model = TraceRequest if task.kind == "trace" else RewardRequest
@@ -76,33 +121,41 @@ class TaskManager:
             return None
 
     def _start(self, task_id: str, request: RewardRequest | TraceRequest) -> None:
+        self._active.add(task_id)
         t = asyncio.get_running_loop().create_task(self._run(task_id, request))
         self._running.add(t)
         t.add_done_callback(self._running.discard)
 
     async def _run(self, task_id: str, request: RewardRequest | TraceRequest) -> None:
-        async with self._slots:
-            await asyncio.to_thread(self.store.set_running, task_id)
-            try:
-                result = await self._runner(request)
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                _log.warning("background task %s failed: %s", task_id, type(exc).__name__)
-                error = str(exc) or type(exc).__name__
-                await asyncio.to_thread(self.store.finish, task_id, None, error)
-            else:
-                if request.data_retention == "none":
-                    self._results[task_id] = (time.monotonic(), result)
-                    self._prune_results()
-                await asyncio.to_thread(self.store.finish, task_id, result, None)
-            finally:
-                self._requests.pop(task_id, None)
+        try:
+            async with self._slots:
+                if not await asyncio.to_thread(self.store.start, task_id):
+                    return  # finished, or taken over by another server: never judged twice here
+                try:
+                    result = await self._runner(request)
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:
+                    _log.warning("background task %s failed: %s", task_id, type(exc).__name__)
+                    error = str(exc) or type(exc).__name__
+                    await asyncio.to_thread(self.store.finish, task_id, None, error)
+                else:
+                    result = {**result, "criterion": criterion_of(request)}
+                    if request.data_retention == "none":
+                        self._results[task_id] = (time.monotonic(), result)
+                        self._prune_results()
+                    await asyncio.to_thread(self.store.finish, task_id, result, None)
+        finally:
+            self._requests.pop(task_id, None)
+            self._active.discard(task_id)
 
-    async def info(self, task_id: str) -> dict[str, Any] | None:
-        """The task as ``GET /api/v1/evals/tasks/{task_id}`` answers it, or ``None`` if unknown."""
+    async def info(self, task_id: str, api_key: bytes | None = None) -> dict[str, Any] | None:
+        """The task as ``GET /api/v1/evals/tasks/{task_id}`` answers it, or ``None`` if unknown
+        or submitted with another API key."""
         task = await asyncio.to_thread(self.store.get, task_id)
         if task is None:
+            return None
+        if task.client is not None and task.client != self.store.client_id(api_key):
             return None
         body: dict[str, Any] = {"task_id": task_id, "status": task.status}
         if task.status == "succeeded":
@@ -127,6 +180,10 @@ class TaskManager:
 
     async def aclose(self) -> None:
         """Stop running tasks and hand the unfinished ones to the next server start."""
+        if self._keeper is not None:
+            self._keeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._keeper
         for t in list(self._running):
             t.cancel()
         if self._running:

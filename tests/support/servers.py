@@ -127,7 +127,13 @@ class ServerProcess:
     # -- development switch (only with dev_faults=True) ----------------------------------------
 
     def _dev(self, method: str, path: str, json: Any = None) -> Any:
-        r = httpx.request(method, self.base_url + "/_dev/" + path, json=json, timeout=5)
+        r = httpx.request(
+            method,
+            self.base_url + "/_dev/" + path,
+            json=json,
+            headers={"API-Key": self.api_key},
+            timeout=5,
+        )
         r.raise_for_status()
         return r.json()
 

@@ -1,7 +1,12 @@
 """Judges score a :class:`~composo.server._cases.Case`. They are plugins: any package can add one
 through the ``composo_judges`` hook, returning ``{name: factory}`` where ``factory(options)``
 (options: :class:`~composo.server._config.JudgeOptions`) builds an object with
-``async judge(case) -> Verdict`` and ``async aclose()``.
+``async judge(case) -> Verdict`` and ``async aclose()``. A judge whose work is computation
+rather than waiting may also offer ``judge_sync(case) -> Verdict``: the server then judges a
+large trace's agents with it in a worker thread, off the event loop.
+
+Judges are given cases in one shape whatever the request carried (see
+:func:`~composo.server._cases.reward_case`), so they never meet a shape they cannot read.
 """
 
 from __future__ import annotations

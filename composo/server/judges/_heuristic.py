@@ -380,6 +380,11 @@ class HeuristicJudge:
 
     name = "heuristic"
 
+    def judge_sync(self, case: Case) -> Verdict:
+        """The same verdict without awaiting: the server calls this from a worker thread to
+        judge a large trace's agents in one go."""
+        return score_case(case)
+
     async def judge(self, case: Case) -> Verdict:
         if _size(case) > _INLINE_CHARS:
             return await asyncio.to_thread(score_case, case)

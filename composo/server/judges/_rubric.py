@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
 from composo._core.wire import is_binary
-from composo.server._cases import Case, content_text
+from composo.server._cases import Case, content_text, json_text
 
 __all__ = ["RUBRIC", "render_case", "verdict_instructions"]
 
@@ -60,7 +59,8 @@ def _line(m: Mapping[str, Any]) -> str:
         for block in content:
             if isinstance(block, Mapping) and block.get("type") == "tool_use":
                 parts.append(
-                    f"tool call {block.get('name', '')}({json.dumps(block.get('input', {}))})"
+                    f"tool call {json_text(block.get('name', ''))}"
+                    f"({json_text(block.get('input', {}))})"
                 )
     if role == "tool":
         role = f"tool result{' ' + str(m['name']) if m.get('name') else ''}"

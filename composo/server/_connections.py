@@ -1,0 +1,162 @@
+"""Connection limits that an ASGI application cannot see: uvicorn's HTTP/1.1 protocol with a
+deadline for each request head and a cap on open connections.
+
+uvicorn itself bounds the size of a request head (h11's incomplete-event limit, 16 KiB), closes
+idle keep-alive connections (``timeout_keep_alive``) and stops reading a body the application is
+not reading (flow control at 64 KiB). It does not time out a connection that opens and sends
+nothing, sends part of a head, or stops sending a body it announced; nor does it refuse
+connections past a number (its ``limit_concurrency`` answers 503 to their requests but keeps them
+open). Those are here, as timers on the connection: cheaper than a timeout around every read in
+the application. What a body may hold is the gate's (:mod:`composo.server._gate`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from composo.server._bodies import dumps
+
+__all__ = ["guarded_protocol"]
+
+
+def _raw_answer(status: int, reason: str, detail: str) -> bytes:
+    body = dumps({"detail": detail})
+    head = (
+        f"HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\n"
+        f"content-length: {len(body)}\r\nconnection: close\r\n\r\n"
+    )
+    return head.encode() + body
+
+
+class _GuardedH11(H11Protocol):
+    read_timeout: float = 10.0
+    max_connections: int = 1000
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._head_timer: asyncio.TimerHandle | None = None
+        self._body_timer: asyncio.TimerHandle | None = None
+        self._body_seen = 0.0
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        if len(self.server_state.connections) >= self.max_connections:
+            # Refuse before reading anything: a held connection is memory.
+            transport.write(
+                _raw_answer(
+                    503,
+                    "Service Unavailable",
+                    f"this server already holds {self.max_connections} connections "
+                    "(its --max-connections); retry shortly",
+                )
+            )
+            transport.close()
+            return
+        super().connection_made(transport)
+        self._arm()
+
+    def _arm(self) -> None:
+        if self._head_timer is None:
+            self._head_timer = self.loop.call_later(self.read_timeout, self._head_timed_out)
+
+    def _disarm(self) -> None:
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+            self._head_timer = None
+
+    def _awaiting_head(self) -> bool:
+        return self.cycle is None or bool(self.cycle.response_complete)
+
+    def data_received(self, data: bytes) -> None:
+        if self._awaiting_head():
+            self._arm()  # the next head (and the end of any body left unread) must come in time
+        cycle = self.cycle
+        super().data_received(data)
+        if self.cycle is not cycle:
+            self._disarm()  # a complete head arrived
+        self._watch_body()
+
+    def _receiving_body(self) -> bool:
+        cycle = self.cycle
+        return (
+            cycle is not None
+            and bool(cycle.more_body)
+            and not cycle.response_started
+            and not cycle.disconnected
+        )
+
+    def _watch_body(self) -> None:
+        """While a body is still coming, it must keep coming."""
+        if not self._receiving_body():
+            if self._body_timer is not None:
+                self._body_timer.cancel()
+                self._body_timer = None
+            return
+        self._body_seen = self.loop.time()
+        if self._body_timer is None:
+            self._body_timer = self.loop.call_later(self.read_timeout, self._body_check)
+
+    def _body_check(self) -> None:
+        self._body_timer = None
+        if not self._receiving_body() or self.transport.is_closing():
+            return
+        quiet = self.loop.time() - self._body_seen
+        if quiet < self.read_timeout or self.flow.read_paused:
+            # Progress since, or the server itself is not reading yet: look again later.
+            wait = max(self.read_timeout - quiet, 0.05)
+            self._body_timer = self.loop.call_later(wait, self._body_check)
+            return
+        self.transport.write(
+            _raw_answer(
+                408,
+                "Request Timeout",
+                f"the request body stopped arriving for {self.read_timeout:g}s; closing",
+            )
+        )
+        self.cycle.disconnected = True  # the application's reads end, its answer is dropped
+        self.cycle.message_event.set()
+        self.transport.close()
+
+    def on_response_complete(self) -> None:
+        cycle = self.cycle
+        if cycle is not None and cycle.more_body:
+            cycle.body = bytearray()  # a body answered before it was read is not kept
+        super().on_response_complete()
+        if self.cycle is not cycle:
+            self._disarm()  # a pipelined request started
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        if self._body_timer is not None:
+            self._body_timer.cancel()
+            self._body_timer = None
+        if self.transport is None:
+            return  # refused in connection_made: nothing was set up
+        super().connection_lost(exc)
+
+    def _head_timed_out(self) -> None:
+        self._head_timer = None
+        if self.transport.is_closing():
+            return
+        import h11
+
+        if self.conn.our_state is h11.IDLE and self.conn.their_state is h11.IDLE:
+            self.transport.write(
+                _raw_answer(
+                    408,
+                    "Request Timeout",
+                    f"the request did not arrive within {self.read_timeout:g}s; closing",
+                )
+            )
+        self.transport.close()
+
+
+def guarded_protocol(read_timeout: float, max_connections: int) -> type[asyncio.Protocol]:
+    """The protocol class uvicorn is given (``Config(http=...)``) for these limits."""
+    return type(
+        "GuardedH11Protocol",
+        (_GuardedH11,),
+        {"read_timeout": read_timeout, "max_connections": max_connections},
+    )
