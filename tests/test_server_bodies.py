@@ -149,7 +149,10 @@ def test_trace_refusals_name_real_fields_not_union_branches(live: ServerProcess,
 def test_model_core_refusal_says_what_is_expected(live: ServerProcess) -> None:
     body = {"messages": [QUESTION, QUESTION], "evaluation_criteria": REWARD, "model_core": "x"}
     text = detail(live, "/api/v1/evals/reward", body)
-    assert text.startswith("model_core: expected 'align-20251111'")
+    # The field is named once, then what was sent and what would be accepted.
+    assert text.startswith("model_core: 'x' is not a model core; use one of align-20251111")
+    assert text.count("model_core") == 1
+    assert "\n" not in text
 
 
 def test_a_body_that_is_not_json_is_one_line(live: ServerProcess) -> None:
