@@ -1,30 +1,18 @@
 """Composo: score LLM answers, tool calls and agent runs against plain-English criteria.
 
-Importing this package loads only httpx, pydantic, tenacity and pluggy. Tracing names
-(``ComposoTracer``, ``Instruments``, ``AgentTracer``, ``agent_tracer``) load OpenTelemetry on
-first use and need the ``tracing`` extra.
+Importing this package loads only the criteria, the errors and the version; every other name
+loads its module on first use (``from composo import Composo`` loads the client and httpx, and
+pydantic's models are built by the first call). Tracing names (``ComposoTracer``,
+``Instruments``, ``AgentTracer``, ``agent_tracer``) load OpenTelemetry on first use and need the
+``tracing`` extra.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from composo import criteria
-from composo._core.client import Composo
-from composo._core.plugins import hookimpl
-from composo._core.responses import EvaluationResponse, MultiAgentTraceResponse, TaskInfo
-from composo._core.trace import (
-    AgentInstance,
-    InputMessage,
-    LLMInteraction,
-    MultiAgentTrace,
-    OutputMessage,
-    ToolCall,
-    ToolResponse,
-    ToolSpec,
-    trace_from_messages,
-)
-from composo._core.wire import MODEL_CORES, ModelCore
+from composo._core.lazy import lazy_exports
 from composo._version import __version__
 from composo.errors import (
     APIConnectionError,
@@ -45,32 +33,24 @@ from composo.errors import (
 
 if TYPE_CHECKING:
     from composo._core.async_client import AsyncComposo
+    from composo._core.client import Composo
+    from composo._core.cores import MODEL_CORES, ModelCore
     from composo._core.options import EvaluateOptions
     from composo._core.plan import BatchResult
+    from composo._core.plugins import hookimpl
+    from composo._core.responses import EvaluationResponse, MultiAgentTraceResponse, TaskInfo
+    from composo._core.trace import (
+        AgentInstance,
+        InputMessage,
+        LLMInteraction,
+        MultiAgentTrace,
+        OutputMessage,
+        ToolCall,
+        ToolResponse,
+        ToolSpec,
+        trace_from_messages,
+    )
     from composo.tracing import AgentTracer, ComposoTracer, Instruments, agent_tracer
-
-# Loaded on first use: AsyncComposo pulls in asyncio, tracing OpenTelemetry; batch is rarely
-# needed by a plain evaluate().
-_LAZY = {
-    "AsyncComposo": "composo._core.async_client",
-    "BatchResult": "composo._core.plan",
-    "EvaluateOptions": "composo._core.options",
-    "ComposoTracer": "composo.tracing",
-    "Instruments": "composo.tracing",
-    "AgentTracer": "composo.tracing",
-    "agent_tracer": "composo.tracing",
-}
-
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'composo' has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
 
 
 __all__ = [
@@ -114,3 +94,37 @@ __all__ = [
     "hookimpl",
     "trace_from_messages",
 ]
+
+# Loaded on first use: the clients (httpx), the models (pydantic builds a model class in about a
+# millisecond, and the first one loads its model machinery), the plugin manager (pluggy),
+# AsyncComposo (asyncio), tracing (OpenTelemetry).
+_RESPONSES = "composo._core.responses"
+_TRACE = "composo._core.trace"
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "Composo": "composo._core.client",
+        "AsyncComposo": "composo._core.async_client",
+        "MODEL_CORES": "composo._core.cores",
+        "ModelCore": "composo._core.cores",
+        "EvaluateOptions": "composo._core.options",
+        "BatchResult": "composo._core.plan",
+        "hookimpl": "composo._core.plugins",
+        "EvaluationResponse": _RESPONSES,
+        "MultiAgentTraceResponse": _RESPONSES,
+        "TaskInfo": _RESPONSES,
+        "AgentInstance": _TRACE,
+        "InputMessage": _TRACE,
+        "LLMInteraction": _TRACE,
+        "MultiAgentTrace": _TRACE,
+        "OutputMessage": _TRACE,
+        "ToolCall": _TRACE,
+        "ToolResponse": _TRACE,
+        "ToolSpec": _TRACE,
+        "trace_from_messages": _TRACE,
+        "ComposoTracer": "composo.tracing",
+        "Instruments": "composo.tracing",
+        "AgentTracer": "composo.tracing",
+        "agent_tracer": "composo.tracing",
+    },
+)

@@ -10,27 +10,26 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from composo._core import batch_async
 from composo._core.base_client import TASK_PATH, BaseClient
 from composo._core.limits import (
     DEFAULT_MAX_CONCURRENT_REQUESTS,
     DEFAULT_NUM_RETRIES,
     DEFAULT_TIMEOUT,
 )
-from composo._core.responses import EvaluationResponse, MultiAgentTraceResponse, TaskInfo
 from composo._core.retry import async_retrying
 from composo._core.transport import ShardedAsyncTransport
-from composo._core.wire import RewardRequest, TraceRequest
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the model modules and the batch engine load on first use
     from typing_extensions import Unpack
 
     from composo._core.options import EvaluateOptions
     from composo._core.plan import BatchResult
+    from composo._core.responses import EvaluationResponse, MultiAgentTraceResponse, TaskInfo
+    from composo._core.wire import RewardRequest, TraceRequest
+
+    Request = RewardRequest | TraceRequest
 
 __all__ = ["AsyncComposo"]
-
-Request = RewardRequest | TraceRequest
 
 
 class AsyncComposo(BaseClient):
@@ -185,6 +184,8 @@ class AsyncComposo(BaseClient):
         Raises:
             NotFoundError: No such task.
         """
+        from composo._core.responses import TaskInfo
+
         body = await self._call("GET", TASK_PATH.format(task_id=task_id), None)
         return TaskInfo.model_validate(body)
 
@@ -270,6 +271,8 @@ class AsyncComposo(BaseClient):
 
     def _many(self, items: Any, *args: Any) -> tuple[Any, AsyncIterator[BatchResult]]:
         """Check everything now, then stream the results through the task engine."""
+        from composo._core import batch_async
+
         plan, window, bar = self._plan(items, *args)
         return plan, batch_async.astream(
             self._send, batch_async.ajobs_from(items), plan, window, bar

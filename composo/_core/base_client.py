@@ -8,14 +8,10 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import httpx
-from pydantic import ValidationError
 
-from composo._core import build
-from composo._core.build import check_model_core
+from composo._core.cores import check_model_core
 from composo._core.options import check_names
-from composo._core.responses import EvaluationResponse, MultiAgentTraceResponse, TaskInfo
 from composo._core.retry import parse_retry_after
-from composo._core.wire import RewardRequest, TraceRequest
 from composo._version import __version__
 from composo.errors import (
     APIConnectionError,
@@ -26,8 +22,10 @@ from composo.errors import (
     status_error,
 )
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the model modules load on first use, not with the client
     from composo._core.plan import Plan, Progress
+    from composo._core.responses import EvaluationResponse, MultiAgentTraceResponse, TaskInfo
+    from composo._core.wire import RewardRequest, TraceRequest
 
 __all__ = ["DEFAULT_BASE_URL", "BaseClient"]
 
@@ -86,7 +84,10 @@ class BaseClient:
             )
         self.base_url = url.rstrip("/")
         self.num_retries = num_retries
-        self.model_core = check_model_core(model_core)
+        try:
+            self.model_core = check_model_core(model_core)
+        except ValueError as exc:
+            raise ComposoValidationError(str(exc)) from None
         self.timeout = float(timeout)
         self.max_concurrent_requests = max_concurrent_requests
 
@@ -117,6 +118,8 @@ class BaseClient:
         system: str | None,
         tools: Any,
     ) -> tuple[list[RewardRequest], bool]:
+        from composo._core import build
+
         conversation = {"messages": messages, "input": input, "result": result}
         return build.reward_requests(
             criteria,
@@ -130,6 +133,8 @@ class BaseClient:
     def _trace_requests(
         self, trace: Any, criteria: Any, evaluator_name: Any, options: Mapping[str, Any]
     ) -> tuple[list[TraceRequest], bool]:
+        from composo._core import build
+
         return build.trace_requests(
             criteria, evaluator_name, self._options(options, "evaluate_trace"), trace=trace
         )
@@ -171,6 +176,8 @@ class BaseClient:
 
     @staticmethod
     def _path(request: RewardRequest | TraceRequest, block: bool) -> str:
+        from composo._core.wire import TraceRequest
+
         path = TRACE_PATH if isinstance(request, TraceRequest) else REWARD_PATH
         return path if block else path + "/background"
 
@@ -193,6 +200,11 @@ class BaseClient:
 
     @staticmethod
     def _parse(request: RewardRequest | TraceRequest, body: Any, block: bool) -> Any:
+        from pydantic import ValidationError
+
+        from composo._core.responses import EvaluationResponse, MultiAgentTraceResponse
+        from composo._core.wire import TraceRequest
+
         if not isinstance(body, dict):
             raise ComposoError(f"unexpected response body: {str(body)[:200]}", response_body=body)
         if not block:
@@ -225,6 +237,8 @@ class BaseClient:
             )
         if info.status != "succeeded" or info.result is None:
             return None
+        from composo._core.responses import EvaluationResponse, MultiAgentTraceResponse
+
         if "results_by_agent_name" in info.result:
             return MultiAgentTraceResponse.model_validate(info.result)
         return EvaluationResponse.model_validate(info.result)

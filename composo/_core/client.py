@@ -6,7 +6,6 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -18,20 +17,21 @@ from composo._core.limits import (
     DEFAULT_NUM_RETRIES,
     DEFAULT_TIMEOUT,
 )
-from composo._core.responses import EvaluationResponse, MultiAgentTraceResponse, TaskInfo
 from composo._core.retry import retrying
-from composo._core.runner import bounded
-from composo._core.wire import RewardRequest, TraceRequest
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the model modules and the thread pool load on first use
+    from concurrent.futures import ThreadPoolExecutor
+
     from typing_extensions import Unpack
 
     from composo._core.options import EvaluateOptions
     from composo._core.plan import BatchResult
+    from composo._core.responses import EvaluationResponse, MultiAgentTraceResponse, TaskInfo
+    from composo._core.wire import RewardRequest, TraceRequest
+
+    Request = RewardRequest | TraceRequest
 
 __all__ = ["Composo"]
-
-Request = RewardRequest | TraceRequest
 
 
 class Composo(BaseClient):
@@ -66,10 +66,11 @@ class Composo(BaseClient):
             api_key, base_url, num_retries, model_core, timeout, max_concurrent_requests
         )
         self._owns_http = http_client is None
-        connections = max(max_concurrent_requests, 10)
-        self._http = http_client or httpx.Client(
-            limits=httpx.Limits(max_connections=connections, max_keepalive_connections=connections),
-        )
+        # An owned httpx.Client is built on the first request (see _http): building one loads
+        # the CA bundle, tens of milliseconds that a client made and never used should not pay.
+        self._http_client = http_client
+        self._http_lock = threading.Lock()
+        self._closed = False
         self._slots = threading.BoundedSemaphore(max_concurrent_requests)
         self._pool: ThreadPoolExecutor | None = None
         self._pool_lock = threading.Lock()
@@ -81,8 +82,9 @@ class Composo(BaseClient):
         if self._pool is not None:
             self._pool.shutdown(wait=False)
             self._pool = None
-        if self._owns_http:
-            self._http.close()
+        self._closed = True
+        if self._owns_http and self._http_client is not None:
+            self._http_client.close()
 
     def __enter__(self) -> Composo:
         return self
@@ -185,6 +187,8 @@ class Composo(BaseClient):
         Raises:
             NotFoundError: No such task.
         """
+        from composo._core.responses import TaskInfo
+
         return TaskInfo.model_validate(self._call("GET", TASK_PATH.format(task_id=task_id), None))
 
     def wait(
@@ -285,9 +289,28 @@ class Composo(BaseClient):
         plan, window, bar = self._plan(items, *args)
         return plan, batch.stream(self._send, batch.jobs_from(items), plan, window, bar)
 
+    @property
+    def _http(self) -> httpx.Client:
+        """The ``http_client`` given, else the client's own, built on first use."""
+        http = self._http_client
+        if http is None:
+            with self._http_lock:
+                http = self._http_client
+                if http is None:
+                    connections = max(self.max_concurrent_requests, 10)
+                    limits = httpx.Limits(
+                        max_connections=connections, max_keepalive_connections=connections
+                    )
+                    http = self._http_client = httpx.Client(limits=limits)
+                    if self._closed:  # closed before its first request: refused as before
+                        http.close()
+        return http
+
     def _executor(self) -> ThreadPoolExecutor:
         with self._pool_lock:
             if self._pool is None:
+                from concurrent.futures import ThreadPoolExecutor
+
                 self._pool = ThreadPoolExecutor(
                     max_workers=self.max_concurrent_requests, thread_name_prefix="composo"
                 )
@@ -298,6 +321,8 @@ class Composo(BaseClient):
             out = self._send(requests[0], block)
             return out if single else [out]
         results: list[Any] = [None] * len(requests)
+        from composo._core.runner import bounded
+
         send = self._send if block else self._submit
         window = self.max_concurrent_requests
         for outcome in bounded(send, requests, window, pool=self._executor()):

@@ -10,6 +10,9 @@ from uuid import UUID
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
 
+# The model-core names and their rule are in cores.py, which needs no pydantic: the clients
+# check model_core= when constructed, before this module is loaded.
+from composo._core.cores import MODEL_CORES, ModelCore, check_model_core
 from composo._core.limits import (
     MAX_CRITERION_LENGTH,
     MAX_EVALUATOR_NAME_LENGTH,
@@ -37,14 +40,6 @@ __all__ = [
     "is_binary",
 ]
 
-ModelCore = Literal[
-    "align-20251111",
-    "align-20250529",
-    "align-20260109",
-    "align-lightning-20251127",
-    "align-lightning-20250731",
-]
-MODEL_CORES: tuple[str, ...] = ModelCore.__args__  # type: ignore[attr-defined]
 DEFAULT_MODEL_CORE = "align-20251111"
 LIGHTNING_MODEL_CORES = frozenset(c for c in MODEL_CORES if "lightning" in c)
 
@@ -88,15 +83,6 @@ def check_evaluator_name(name: object, field: str = "evaluator_name") -> str:
     if not isinstance(name, str) or not name.strip() or len(name) > MAX_EVALUATOR_NAME_LENGTH:
         raise ValueError(f"{field}: expected a name of 1 to {MAX_EVALUATOR_NAME_LENGTH} characters")
     return name
-
-
-def check_model_core(model_core: object) -> str | None:
-    """``None`` or one of :data:`MODEL_CORES`, or ``ValueError`` listing them."""
-    if model_core is not None and model_core not in MODEL_CORES:
-        raise ValueError(
-            f"model_core: {model_core!r} is not a model core; use one of {', '.join(MODEL_CORES)}"
-        )
-    return None if model_core is None else str(model_core)
 
 
 def check_tags(tags: object) -> dict[str, str] | None:

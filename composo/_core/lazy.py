@@ -1,8 +1,8 @@
 """``lazy_exports``: a module's public names, imported on first use.
 
-Packages whose names pull in heavy or optional imports (``composo.tracing``, ``composo.ext``, the
-integration packages) list where each name lives and let the first attribute access import it,
-so importing the package itself costs next to nothing.
+Packages whose names pull in heavy or optional imports (``composo`` itself, ``composo.tracing``,
+``composo.ext``, the integration packages) list where each name lives and let the first
+attribute access import it, so importing the package itself costs next to nothing.
 """
 
 from __future__ import annotations
