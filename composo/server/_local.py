@@ -11,9 +11,12 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from composo.server._config import JudgeOptions, ServerConfig
+
+if TYPE_CHECKING:
+    from composo.server._received import Received
 
 __all__ = ["LocalServer", "require_server_extra", "serve_forever"]
 
@@ -63,8 +66,9 @@ def serve_forever(
     import uvicorn
 
     from composo.server._app import build_app
+    from composo.server._received import judge_header_app
 
-    app = build_app(config)
+    app = judge_header_app(build_app(config), config.judge)
     if on_ready is not None:
         on_ready()
     uvicorn.Server(_uvicorn_config(app, config, access_log)).run()
@@ -93,7 +97,24 @@ class LocalServer:
         read_timeout: float | None = None,
         max_connections: int | None = None,
         task_lease_seconds: float | None = None,
+        record_requests: bool | int = False,
     ) -> None:
+        """Args:
+        record_requests: Keep what the server receives in :attr:`requests`: ``True`` keeps
+            the last 1000 requests, a number that many; off by default.
+        """
+        from composo.server._received import ReceivedLog
+
+        if isinstance(record_requests, bool):
+            keep = 1000 if record_requests else 0
+        elif isinstance(record_requests, int) and record_requests > 0:
+            keep = record_requests
+        else:
+            raise ValueError(
+                f"record_requests: expected True, False or a positive number of requests to "
+                f"keep, got {record_requests!r}"
+            )
+        self._received = ReceivedLog(keep) if keep else None
         extra: dict[str, Any] = {}
         if max_body_bytes is not None:
             extra["max_body_bytes"] = max_body_bytes
@@ -128,6 +149,24 @@ class LocalServer:
         return f"LocalServer(base_url={url!r}, judge={self.config.judge!r})"
 
     @property
+    def requests(self) -> list[Received]:
+        """The requests received so far, oldest first (the last ``record_requests`` of them).
+
+        Raises:
+            RuntimeError: The server was made without ``record_requests=True``.
+        """
+        if self._received is None:
+            raise RuntimeError(
+                "requests are not recorded; make the server with LocalServer(record_requests=True)"
+            )
+        return self._received.snapshot()
+
+    def clear_requests(self) -> None:
+        """Forget the requests recorded so far."""
+        if self._received is not None:
+            self._received.clear()
+
+    @property
     def base_url(self) -> str:
         if self.port is None:
             raise RuntimeError("the server is not started; call start() or use it in a with block")
@@ -148,7 +187,10 @@ class LocalServer:
         sock.bind((self.config.host, self.config.port))
         self._socket = sock
         self.port = sock.getsockname()[1]
-        server = uvicorn.Server(_uvicorn_config(build_app(self.config), self.config, False))
+        from composo.server._received import judge_header_app
+
+        app = judge_header_app(build_app(self.config), self.config.judge, self._received)
+        server = uvicorn.Server(_uvicorn_config(app, self.config, False))
         self._server = server
         self._thread = threading.Thread(
             target=server.run, kwargs={"sockets": [sock]}, name="composo-server", daemon=True
