@@ -69,9 +69,36 @@ def serve_forever(
     from composo.server._received import judge_header_app
 
     app = judge_header_app(build_app(config), config.judge)
-    if on_ready is not None:
-        on_ready()
-    uvicorn.Server(_uvicorn_config(app, config, access_log)).run()
+    sock = _bind(config.host, config.port)
+    try:
+        if on_ready is not None:
+            on_ready()
+        uvicorn.Server(_uvicorn_config(app, config, access_log)).run(sockets=[sock])
+    finally:
+        sock.close()
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    """The listening socket, bound here so a port in use is one clear error (``ValueError``)
+    rather than uvicorn's log and shutdown lines."""
+    import errno
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise ValueError(
+                f"port {port} on {host} is already in use (another server?); stop it or pick "
+                "another with --port"
+            ) from None
+        if exc.errno == errno.EADDRNOTAVAIL:
+            raise ValueError(f"--host {host}: not an address of this machine") from None
+        raise ValueError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    return sock
 
 
 class LocalServer:
@@ -181,10 +208,7 @@ class LocalServer:
 
         if self._thread is not None:
             return self
-        family = socket.AF_INET6 if ":" in self.config.host else socket.AF_INET
-        sock = socket.socket(family, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((self.config.host, self.config.port))
+        sock = _bind(self.config.host, self.config.port)
         self._socket = sock
         self.port = sock.getsockname()[1]
         from composo.server._received import judge_header_app
