@@ -317,3 +317,25 @@ def test_a_port_in_use_is_one_line() -> None:
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1 and f"port {port}" in done.stderr
     assert "already in use" in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["evaluate_trace.py", "responses_builtin_tools.py", "responses_mcp.py", "trace_agents.py"],
+)
+def test_examples_that_call_openai_say_what_they_need_without_a_key(name: str) -> None:
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("COMPOSO_", "OPENAI_"))}
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / name)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT / "examples",
+    )
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1 and "OPENAI_API_KEY" in done.stderr
