@@ -4,6 +4,19 @@ Needs OPENAI_API_KEY (and OPENAI_BASE_URL for anything but OpenAI itself) beside
 variables. Pass the Response object itself as result=, and the same input= you sent to OpenAI.
 """
 
+import os
+import sys
+
+if not os.environ.get("OPENAI_API_KEY"):
+    # Any OpenAI-compatible endpoint works: set OPENAI_BASE_URL to it as well.
+    print(
+        "this example calls OpenAI: set OPENAI_API_KEY (and OPENAI_BASE_URL for an "
+        "OpenAI-compatible endpoint), plus COMPOSO_API_KEY or COMPOSO_BASE_URL",
+        file=sys.stderr,
+    )
+    sys.exit(2)
+
+
 from openai import OpenAI
 
 from composo import Composo

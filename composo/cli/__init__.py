@@ -47,7 +47,25 @@ def _version() -> str:
     return f"composo {__version__}"
 
 
+def _unknown_command(argv: Sequence[str]) -> str | None:
+    """A one-line error, with the closest command, for a first word that is no command."""
+    import difflib
+
+    first = next((a for a in argv if not a.startswith("-")), None)
+    if first is None or first in SUBCOMMANDS or argv[0] != first:
+        return None
+    close = difflib.get_close_matches(first, list(SUBCOMMANDS), n=1, cutoff=0.6)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    return f"composo: error: no command {first!r}{hint} (commands: {', '.join(SUBCOMMANDS)})"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    # -- did you mean: a mistyped command --
+    unknown = _unknown_command(list(sys.argv[1:] if argv is None else argv))
+    if unknown is not None:
+        print(unknown, file=sys.stderr)
+        return 2
+    # -- end did you mean --
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:

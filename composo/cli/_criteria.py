@@ -41,6 +41,19 @@ def label(text: str, width: int = 60) -> str:
     return text if len(text) <= width else text[: width - 1].rstrip() + "…"
 
 
+def _close_name(value: str, named: dict[str, str]) -> str | None:
+    """The ready-made name (or group) ``value`` looks like a typo of: one word, no spaces, so a
+    criterion written out is never mistaken for one."""
+    import difflib
+
+    if not value or " " in value:
+        return None
+    choices = [*named, *GROUPS, "ALL"]
+    lowered = {c.lower(): c for c in choices}
+    close = difflib.get_close_matches(value.lower(), list(lowered), n=1, cutoff=0.6)
+    return lowered[close[0]] if close else None
+
+
 def resolve(values: Sequence[str]) -> list[str]:
     """``-c`` values as criterion texts: a library name (``rag_faithfulness``), a group name
     (``RAG``, ``ALL``) or a criterion written out. Raises ``ValueError`` naming the bad one."""
@@ -56,6 +69,12 @@ def resolve(values: Sequence[str]) -> list[str]:
         elif key.upper() in (*GROUPS, "ALL") and " " not in key:
             out.extend(getattr(criteria, key.upper()))
         else:
+            close = _close_name(key, named)
+            if close is not None:
+                raise ValueError(
+                    f"-c {value!r}: no ready-made criterion by that name; did you mean "
+                    f"{close!r}? (`composo criteria` lists them)"
+                )
             try:
                 out.append(check_criterion(value, "-c"))
             except ValueError as exc:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from composo import Composo
     from composo._core.plan import Progress
-    from composo.cli._results import CriterionStats, Resume, RowWriter
+    from composo.cli._results import CriterionStats, Resume, RowWriter, RunInfo
     from composo.types import BatchResult, EvaluateOptions
 
 __all__ = ["add_arguments", "run"]
@@ -102,7 +102,13 @@ def _usage(message: str) -> int:
 
 def run(args: argparse.Namespace) -> int:
     from composo.cli._criteria import resolve
-    from composo.cli._results import RowWriter, iter_rows, prepare_resume, summarize
+    from composo.cli._results import (
+        RowWriter,
+        iter_rows,
+        prepare_resume,
+        print_summary,
+        summarize,
+    )
     from composo.errors import ComposoValidationError
 
     try:
@@ -151,6 +157,16 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     tally: dict[str, CriterionStats] | None = {} if args.output is None else None
+    # -- the run's header: judge, model core, criteria (composo.cli._results.RunInfo) --
+    from composo.cli._results import RunInfo
+
+    info = RunInfo(
+        local=args.local,
+        model_core=args.model_core,
+        criteria=criteria,
+        input=None if source is None else str(source.resolve()),
+    )
+    # -- end run header --
     interrupted = False
     run_state: _Run | None = None
     try:
@@ -161,7 +177,7 @@ def run(args: argparse.Namespace) -> int:
 
                 srv = stack.enter_context(LocalServer(judge="heuristic", latency=0.0))
                 base_url, api_key = srv.base_url, srv.api_key
-            client = stack.enter_context(_client(api_key, base_url, args.concurrency))
+            client = stack.enter_context(_client(api_key, base_url, args.concurrency, info))
             options: EvaluateOptions = {"model_core": args.model_core, "tags": tags or None}
             run_state = _Run(criteria, resume, writer, tally, options)
             run_state.main(client, source, args.concurrency)
@@ -177,7 +193,9 @@ def run(args: argparse.Namespace) -> int:
         writer.close()
 
     stats = summarize(iter_rows(args.output)) if args.output is not None else (tally or {})
-    _print_summary(stats, criteria)
+    if args.output is not None:
+        info.save(args.output)
+    print_summary(stats, criteria, info, str(args.output) if args.output else "stdout")
     if interrupted:
         print("interrupted; run the same command again to resume", file=sys.stderr)
         return EXIT_INTERRUPTED
@@ -193,16 +211,20 @@ def run(args: argparse.Namespace) -> int:
 
 
 @contextlib.contextmanager
-def _client(api_key: str | None, base_url: str | None, concurrency: int) -> Iterator[Composo]:
+def _client(
+    api_key: str | None, base_url: str | None, concurrency: int, info: RunInfo | None = None
+) -> Iterator[Composo]:
     """A client allowed ``concurrency`` requests at once, with as many kept-alive connections
-    (fewer would close and reopen connections all run long)."""
+    (fewer would close and reopen connections all run long); ``info`` learns the judge's name
+    from the server's answers."""
     import httpx
 
     from composo import Composo
 
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    hooks = {"response": [info.observe]} if info is not None else {}
     with (
-        httpx.Client(limits=limits) as http,
+        httpx.Client(limits=limits, event_hooks=hooks) as http,
         Composo(
             api_key=api_key,
             base_url=base_url,
@@ -384,57 +406,3 @@ class _open_lines:
     def __exit__(self, *exc: object) -> None:
         if self._file is not None:
             self._file.close()
-
-
-def _fmt(value: float | None) -> str:
-    return "-" if value is None else f"{value:.2f}"
-
-
-def _summary_rows(stats: dict[str, CriterionStats], criteria: list[str]) -> list[list[str]]:
-    from composo.cli._criteria import label
-
-    order = [c for c in criteria if c in stats] + [c for c in stats if c not in criteria]
-    rows = []
-    for criterion in order:
-        s = stats[criterion]
-        f = s.figures()
-        rows.append(
-            [
-                label(criterion, 48),
-                str(s.count),
-                _fmt(f["mean"]),
-                _fmt(f["median"]),
-                _fmt(f["min"]),
-                _fmt(f["max"]),
-                str(s.not_applicable),
-                str(s.errors),
-            ]
-        )
-    return rows
-
-
-_SUMMARY_HEADERS = ("criterion", "count", "mean", "median", "min", "max", "n/a", "errors")
-
-
-def _print_summary(stats: dict[str, CriterionStats], criteria: list[str]) -> None:
-    rows = _summary_rows(stats, criteria)
-    try:
-        from rich.console import Console
-        from rich.table import Table
-    except ImportError:  # core install without the `cli` extra: a plain table
-        widths = [max(len(r[i]) for r in [list(_SUMMARY_HEADERS), *rows]) for i in range(8)]
-        print("composo evaluate: summary", file=sys.stderr)
-        for row in [list(_SUMMARY_HEADERS), *rows]:
-            cells = [row[0].ljust(widths[0])]
-            cells += [c.rjust(w) for c, w in zip(row[1:], widths[1:], strict=True)]
-            print("  ".join(cells), file=sys.stderr)
-        return
-
-    table = Table(title="composo evaluate: summary", title_justify="left")
-    for header in _SUMMARY_HEADERS:
-        table.add_column(header, justify="left" if header == "criterion" else "right")
-    for row in rows:
-        errors = row[-1]
-        table.add_row(*row[:-1], errors if errors == "0" else f"[red]{errors}[/red]")
-    width = None if sys.stderr.isatty() else int(os.environ.get("COLUMNS", "120"))
-    Console(stderr=True, width=width).print(table)

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from composo.cli._compare import Comparison, CriterionComparison
-    from composo.cli._results import CriterionStats
+    from composo.cli._results import CriterionStats, RunInfo
 
 __all__ = ["add_arguments", "render", "run"]
 
@@ -41,6 +41,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=_LOWEST,
         metavar="N",
         help="lowest-scoring conversations shown per criterion (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--data",
+        type=Path,
+        metavar="INPUT.jsonl",
+        help="the evaluated dataset, for the questions and answers of the lowest scores and the "
+        "breakdown by tag (default: the INPUT `composo evaluate` recorded next to the results)",
     )
     parser.add_argument(
         "--baseline",
@@ -116,6 +123,89 @@ def _slim(row: dict[str, Any]) -> dict[str, Any]:
     return {k: row.get(k) for k in ("index", "id", "score", "explanation")}
 
 
+_SHOWN_CHARS = 280  # question and answer shown in full up to this; longer ones fold
+_KEPT_CHARS = 4000  # beyond this a folded text is cut (a report stays small)
+_TAG_VALUES = 12  # a tag with more distinct values than this is an id, not a group
+
+
+def _text(content: Any) -> str:
+    """The readable text of a message's content: a string or a list of text parts."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return " ".join(_text(p.get("text") if isinstance(p, dict) else p) for p in content)
+    return str(content)
+
+
+def _question_answer(item: dict[str, Any]) -> tuple[str, str]:
+    """The last user turn and the judged (last assistant) answer of a dataset line."""
+    messages = item.get("messages")
+    if not isinstance(messages, list):
+        inp, res = item.get("input"), item.get("result")
+        messages = (inp if isinstance(inp, list) else [{"role": "user", "content": inp}]) + (
+            res if isinstance(res, list) else [{"role": "assistant", "content": res}]
+        )
+    turns = [m for m in messages if isinstance(m, dict)]
+    answer_at = max((i for i, m in enumerate(turns) if m.get("role") == "assistant"), default=None)
+    answer = ""
+    if answer_at is not None:
+        m = turns[answer_at]
+        answer = _text(m.get("content"))
+        calls = [c.get("function", c) for c in m.get("tool_calls") or () if isinstance(c, dict)]
+        called = ", ".join(f"{c.get('name')}({c.get('arguments', '')})" for c in calls)
+        if called:
+            answer = (answer + " " if answer else "") + f"[tool calls: {called}]"
+    before = turns[:answer_at] if answer_at is not None else turns
+    users = [_text(m.get("content")) for m in before if m.get("role") == "user"]
+    return (users[-1] if users else ""), answer
+
+
+@dataclass
+class _Dataset:
+    """What the report needs from the evaluated dataset: each line's tags, and the question
+    and answer of the lines it shows."""
+
+    tags: dict[int, dict[str, str]]
+    texts: dict[int, tuple[str, str]]
+
+    @classmethod
+    def read(cls, path: Path, wanted: set[int]) -> _Dataset:
+        import json
+
+        tags: dict[int, dict[str, str]] = {}
+        texts: dict[int, tuple[str, str]] = {}
+        with path.open("rb") as f:
+            for index, raw in enumerate(f):
+                if not raw.strip():
+                    continue
+                try:
+                    item = json.loads(raw)
+                except ValueError:
+                    continue
+                if not isinstance(item, dict):
+                    continue
+                if isinstance(item.get("tags"), dict):
+                    tags[index] = {str(k): str(v) for k, v in item["tags"].items()}
+                if index in wanted:
+                    q, a = _question_answer(item)
+                    texts[index] = (q[:_KEPT_CHARS], a[:_KEPT_CHARS])
+        return cls(tags, texts)
+
+
+def _folded(text: str, label: str) -> str:
+    """``text`` escaped; a long one shows its start and folds the rest."""
+    if not text:
+        return '<span class="sub">(empty)</span>'
+    if len(text) <= _SHOWN_CHARS:
+        return _esc(text)
+    return (
+        f"{_esc(text[: _SHOWN_CHARS - 20].rstrip())}…<details><summary>full {label}</summary>"
+        f'<div class="qa">{_esc(text)}</div></details>'
+    )
+
+
 def run(args: argparse.Namespace) -> int:
     from composo.cli._results import iter_rows
 
@@ -141,9 +231,31 @@ def run(args: argparse.Namespace) -> int:
             return 2
         base_criteria, _, base_items, _ = _collect(iter(base_rows), 0)
         baseline = _Baseline(args.baseline.name, base_criteria, len(base_items), comparison)
+    from composo.cli._results import RunInfo
+
+    info = RunInfo.load(args.results)
+    data_path = args.data
+    if data_path is None and info is not None and info.input:
+        data_path = Path(info.input) if Path(info.input).is_file() else None
+    elif data_path is not None and not data_path.is_file():
+        print(f"composo report: error: --data: no such file: {data_path}", file=sys.stderr)
+        return 2
+    wanted = {int(r["index"]) for c in criteria.values() for *_, r in c.lowest}
+    dataset = _Dataset.read(data_path, wanted) if data_path is not None else None
     # weakest first: the page opens on what needs attention
     ranked = dict(sorted(criteria.items(), key=lambda kv: _rank(kv[1])))
-    page = render(ranked, errors, len(items), error_total, args.title, args.results.name, baseline)
+    page = render(
+        ranked,
+        errors,
+        len(items),
+        error_total,
+        args.title,
+        args.results.name,
+        baseline,
+        info=info,
+        dataset=dataset,
+        rows=iter_rows(args.results) if dataset is not None else None,
+    )
     args.output.write_text(page, encoding="utf-8")
     print(f"wrote {args.output}", file=sys.stderr)
     return 0
@@ -160,6 +272,10 @@ h1{font-size:26px;margin:0 0 4px}h2{font-size:18px;margin:0}h3{font-size:14px;ma
 color:var(--mute);text-transform:uppercase;letter-spacing:.04em}.sub{color:var(--mute)}
 .totals{display:flex;gap:12px;flex-wrap:wrap;margin:18px 0 26px}.tot{background:var(--card);
 border:1px solid var(--line);border-radius:10px;padding:10px 16px;min-width:120px}
+.run{background:var(--card);border:1px solid var(--line);border-radius:10px;padding:10px 16px;
+margin:16px 0 0}.run.dev{border-color:#d99f06;background:#fffbeb}
+.run td{border:0;padding:2px 10px 2px 0}
+.qa{margin:0 0 4px;max-width:420px;overflow-wrap:anywhere}.na{color:#64748b}.nodata{margin:4px 0}
 .tot b{display:block;font-size:22px}.card{background:var(--card);border:1px solid var(--line);
 border-radius:12px;padding:20px 22px;margin:0 0 22px}.crit{color:var(--mute);font-size:13px;
 margin:4px 0 14px}.row{display:flex;gap:26px;flex-wrap:wrap;align-items:flex-start}
@@ -210,13 +326,11 @@ def _histogram(entry: _Criterion) -> str:
             low, high = i / BINS, (i + 1) / BINS
             bars.append((n, _color((i + 0.5) / BINS), "", f"scores {low:.1f} to {high:.1f}"))
     scored = len(bars)
-    bars += [
-        (entry.stats.not_applicable, "#94a3b8", "n/a", "not applicable"),
-        (entry.stats.errors, "#b91c1c", "error", "errors"),
-    ]
+    # Not-applicable and error counts are written beside the chart, not drawn on its scale: a
+    # tall n/a bar would flatten the scores a reader came to see.
     top = max(b[0] for b in bars) or 1
     width, height, pad = 520, 170, 22
-    slot = (width - 8) / (BINS + 3)
+    slot = (width - 8) / BINS
     base = pad + height
     parts = [
         f'<svg viewBox="0 0 {width} {height + 2 * pad}" width="{width}" height="{height + 2 * pad}"'
@@ -224,10 +338,8 @@ def _histogram(entry: _Criterion) -> str:
     ]
     wide = (BINS / scored) if scored < BINS else 1.0  # binary bars share the score area
     x = 4.0
-    for i, (n, fill, label, tip) in enumerate(bars):
-        if i == scored:
-            x += slot  # a gap between the scores and n/a, errors
-        w = slot * (wide if i < scored else 1.0)
+    for n, fill, label, tip in bars:
+        w = slot * wide
         h = 0 if not n else max(2.0, height * n / top)
         parts.append(
             f'<rect x="{x + 1.5:.1f}" y="{base - h:.1f}" width="{w - 3:.1f}" height="{h:.1f}" '
@@ -251,12 +363,25 @@ def _histogram(entry: _Criterion) -> str:
     parts.append(
         f'<line x1="0" x2="{width}" y1="{base + 0.5}" y2="{base + 0.5}" stroke="#cbd2df"/></svg>'
     )
+    if not entry.stats.scores:
+        parts.append('<div class="sub nodata">no scored items: no distribution to show</div>')
+    s = entry.stats
+    parts.append(
+        f'<div class="legend">{len(s.scores)} scored · <span class="na">{s.not_applicable} not '
+        f"applicable</span> (the criterion did not apply) · "
+        f'<span class="{"err" if s.errors else ""}">{s.errors} error(s)</span> (not judged)</div>'
+    )
     return "".join(parts)
 
 
-def _pill(score: float | None) -> str:
+def _pill(score: float | None, missing: str = "n/a") -> str:
+    """A score's coloured pill; ``missing`` says why there is none: ``"n/a"`` (the criterion did
+    not apply) or ``"no data"`` (nothing was scored to average)."""
     if score is None:
-        return '<span class="pill" style="background:#94a3b8">n/a</span>'
+        title = "not applicable" if missing == "n/a" else "no scored items"
+        return (
+            f'<span class="pill" style="background:#94a3b8" title="{title}">{_esc(missing)}</span>'
+        )
     return f'<span class="pill" style="background:{_color(score)}">{score:.2f}</span>'
 
 
@@ -284,12 +409,9 @@ _BANDS = (
 
 
 def _strip(entry: _Criterion) -> str:
-    """One stacked bar: how many scored low, middling, high, not applicable, failed."""
+    """One stacked bar of the scored items: how many low, middling, high (not-applicable and
+    error counts have their own columns)."""
     parts = [(name, sum(entry.bins[a:b]), color) for name, a, b, color in _BANDS]
-    parts += [
-        ("n/a", entry.stats.not_applicable, "#94a3b8"),
-        ("error", entry.stats.errors, "#b91c1c"),
-    ]
     total = sum(n for _, n, _ in parts) or 1
     width, x, rects = 260.0, 0.0, []
     for name, n, color in parts:
@@ -314,14 +436,18 @@ def _overview(criteria: dict[str, _Criterion], baseline: _Baseline | None = None
         if baseline is not None:
             extra = _baseline_cells(entry.text, baseline)
         rows.append(
-            f"<tr><td>{_esc(_label(entry.text))}</td><td>{_pill(mean)}</td>{extra}"
+            f"<tr><td>{_esc(_label(entry.text))}</td><td>{_pill(mean, 'no data')}</td>{extra}"
             f"<td>{_strip(entry)}</td><td>{entry.stats.not_applicable}</td>"
             f"<td>{f'<span class=err>{errors}</span>' if errors else 0}</td></tr>"
         )
     heads = "<th>baseline</th><th>change (95% interval)</th>" if baseline is not None else ""
     legend = " ".join(
         f'<span class="key" style="background:{c}"></span>{_esc(n)}'
-        for n, c in [(b[0], b[3]) for b in _BANDS] + [("n/a", "#94a3b8"), ("error", "#b91c1c")]
+        for n, c in [(b[0], b[3]) for b in _BANDS]
+    )
+    legend += (
+        " · scores bar: scored items only; n/a: the criterion did not apply; no data: nothing "
+        "scored"
     )
     return (
         '<section class="card"><h2>At a glance</h2><table><tr><th>criterion</th><th>mean</th>'
@@ -330,7 +456,9 @@ def _overview(criteria: dict[str, _Criterion], baseline: _Baseline | None = None
     )
 
 
-def _card(entry: _Criterion, baseline: _Baseline | None = None) -> str:
+def _card(
+    entry: _Criterion, baseline: _Baseline | None = None, dataset: _Dataset | None = None
+) -> str:
     s = entry.stats
     f = s.figures()
 
@@ -340,7 +468,7 @@ def _card(entry: _Criterion, baseline: _Baseline | None = None) -> str:
     stats = "".join(
         f"<tr><td>{k}</td><td><b>{v}</b></td></tr>"
         for k, v in [
-            ("evaluated", s.count),
+            ("scored", len(s.scores)),
             ("mean", num(f["mean"])),
             ("median", num(f["median"])),
             ("min", num(f["min"])),
@@ -350,14 +478,28 @@ def _card(entry: _Criterion, baseline: _Baseline | None = None) -> str:
         ]
     )
     lowest = sorted(entry.lowest, key=lambda t: (-t[0], -t[1]))
+
+    def qa(r: dict[str, Any]) -> str:
+        if dataset is None:
+            return ""
+        found = dataset.texts.get(int(r["index"]))
+        if found is None:
+            return '<td class="sub">not in the dataset</td>'
+        q, a = found
+        return (
+            f'<td><div class="qa"><b>Q</b> {_folded(q, "question")}</div>'
+            f'<div class="qa"><b>A</b> {_folded(a, "answer")}</div></td>'
+        )
+
     rows = "".join(
         f'<tr><td class="id">{_esc(_item(r))}'
-        f"</td><td>{_pill(r['score'])}</td><td>{_explanation(r['explanation'])}</td></tr>"
+        f"</td><td>{_pill(r['score'])}</td>{qa(r)}<td>{_explanation(r['explanation'])}</td></tr>"
         for *_, r in lowest
     )
+    qa_head = "<th>question and answer</th>" if dataset is not None else ""
     low = (
-        f"<h3>Lowest scores</h3><table><tr><th>item</th><th>score</th><th>why</th></tr>{rows}"
-        "</table>"
+        f"<h3>Lowest scores</h3><table><tr><th>item</th><th>score</th>{qa_head}<th>why</th></tr>"
+        f"{rows}</table>"
         if rows
         else ""
     )
@@ -400,11 +542,11 @@ def _baseline_cells(criterion: str, baseline: _Baseline) -> str:
     mean = base.stats.figures()["mean"]
     c = baseline.entry(criterion)
     if c is None or c.interval is None:
-        return f"<td>{_pill(mean)}</td><td>–</td>"
+        return f"<td>{_pill(mean, 'no data')}</td><td>–</td>"
     lo, hi = c.interval
     cls = "err" if hi < 0 else ""
     return (
-        f"<td>{_pill(mean)}</td><td><span class='{cls}'>{_signed(c.mean_diff)}</span> "
+        f"<td>{_pill(mean, 'no data')}</td><td><span class='{cls}'>{_signed(c.mean_diff)}</span> "
         f'<span class="sub">[{_signed(lo)}, {_signed(hi)}] over {len(c.pairs)}; '
         f"{c.improved} up, {c.regressed} down</span></td>"
     )
@@ -449,6 +591,10 @@ def render(
     title: str,
     source: str,
     baseline: _Baseline | None = None,
+    *,
+    info: RunInfo | None = None,
+    dataset: _Dataset | None = None,
+    rows: Any = None,
 ) -> str:
     """The whole page as one string."""
     from datetime import datetime, timezone
@@ -465,7 +611,8 @@ def render(
             ("errors", f'<span class="err">{error_total}</span>' if error_total else 0),
         ]
     )
-    cards = "".join(_card(c, baseline) for c in criteria.values())
+    cards = "".join(_card(c, baseline, dataset) for c in criteria.values())
+    by_tag = _by_tag(criteria, dataset, rows) if dataset is not None and rows is not None else ""
     error_rows = "".join(
         f'<tr><td class="id">{_esc(_item(r))}</td>'
         f"<td>{'<br>'.join(_esc(_label(c)) for c in r['criteria'])}</td>"
@@ -492,7 +639,77 @@ def render(
         '<meta name="viewport" content="width=device-width,initial-scale=1">'
         f"<title>{_esc(title)}</title><style>{_CSS}</style></head><body><main>"
         f'<h1>{_esc(title)}</h1><div class="sub">{_esc(source)}{against} · generated {stamp}'
-        f'</div><div class="totals">{totals}</div>{_overview(criteria, baseline)}{cards}'
+        f"</div>{_run_header(info, criteria)}"
+        f'<div class="totals">{totals}</div>{_overview(criteria, baseline)}{by_tag}{cards}'
         f"{error_block}"
         "</main></body></html>\n"
+    )
+
+
+# -- the run's header and the breakdown by tag ------------------------------------------------
+
+
+def _run_header(info: RunInfo | None, criteria: dict[str, _Criterion]) -> str:
+    """Who judged, with which model core, against which criteria: one box at the top."""
+    from composo.cli._results import RunInfo, judge_text
+
+    info = info or RunInfo()
+    dev = info.judge == "heuristic" or (info.judge is None and info.local)
+    if info.judge is None and not info.local and not info.criteria:
+        judge = "not recorded (results written by an older version, or moved without their "
+        judge += ".run.json)"
+    else:
+        judge = judge_text(info.judge, info.local)
+    names = "".join(
+        f"<li><b>{_esc(_label(c))}</b>" + (f" — {_esc(c)}" if _label(c) != c else "") + "</li>"
+        for c in criteria
+    )
+    cells = [
+        ("judge", _esc(judge)),
+        ("model core", _esc(info.model_core or "the server's default")),
+        ("criteria", f'{len(criteria)}<ul style="margin:2px 0 0 0;padding-left:18px">{names}</ul>'),
+    ]
+    body = "".join(f"<tr><td>{k}</td><td>{v}</td></tr>" for k, v in cells)
+    return f'<section class="run{" dev" if dev else ""}"><table>{body}</table></section>'
+
+
+def _by_tag(criteria: dict[str, _Criterion], dataset: _Dataset, rows: Any) -> str:
+    """Mean score per tag value and criterion (the items scored under each), for tags with a
+    handful of values — e.g. the bundled data's ``expected``: good against flawed."""
+    import statistics
+
+    # tag key -> value -> criterion -> scores
+    groups: dict[str, dict[str, dict[str, list[float]]]] = {}
+    for row in rows:
+        score = row.get("score")
+        if row.get("error") is not None or not isinstance(score, (int, float)):
+            continue
+        for key, value in dataset.tags.get(row["index"], {}).items():
+            per = groups.setdefault(key, {}).setdefault(value, {})
+            per.setdefault(row["criterion"], []).append(float(score))
+    tables = []
+    for key in sorted(groups):
+        values = groups[key]
+        if len(values) > _TAG_VALUES or len(values) < 2:
+            continue
+        heads = "".join(f"<th>{_esc(_label(c))}</th>" for c in criteria)
+        body = []
+        for value in sorted(values):
+            cells = []
+            for c in criteria:
+                got = values[value].get(c)
+                cells.append(
+                    f'<td>{_pill(statistics.fmean(got))} <span class="sub">({len(got)})</span></td>'
+                    if got
+                    else f"<td>{_pill(None, 'no data')}</td>"
+                )
+            body.append(f"<tr><td><b>{_esc(value)}</b></td>{''.join(cells)}</tr>")
+        tables.append(
+            f"<h3>{_esc(key)}</h3><table><tr><th>value</th>{heads}</tr>{''.join(body)}</table>"
+        )
+    if not tables:
+        return ""
+    return (
+        '<section class="card"><h2>By tag</h2><p class="sub">mean score of the scored items '
+        "with each tag value (their number in brackets)</p>" + "".join(tables) + "</section>"
     )

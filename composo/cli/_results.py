@@ -13,7 +13,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-__all__ = ["CriterionStats", "Resume", "RowWriter", "iter_rows", "prepare_resume", "summarize"]
+__all__ = [
+    "CriterionStats",
+    "Resume",
+    "RowWriter",
+    "RunInfo",
+    "iter_rows",
+    "judge_text",
+    "prepare_resume",
+    "print_summary",
+    "summarize",
+]
 
 _log = logging.getLogger("composo")
 
@@ -162,6 +172,16 @@ class CriterionStats:
     def count(self) -> int:
         return len(self.scores) + self.not_applicable + self.errors
 
+    @property
+    def scored(self) -> int:
+        return len(self.scores)
+
+    def pass_rate(self) -> float | None:
+        """For a binary criterion: the share of scored items that passed (score 1)."""
+        return (
+            statistics.fmean(1.0 if x >= 0.5 else 0.0 for x in self.scores) if self.scores else None
+        )
+
     def add(self, row: dict[str, Any]) -> None:
         if row.get("error") is not None:
             self.errors += 1
@@ -186,3 +206,183 @@ def summarize(rows: Iterator[dict[str, Any]]) -> dict[str, CriterionStats]:
     for row in rows:
         out.setdefault(row["criterion"], CriterionStats()).add(row)
     return out
+
+
+# -- what a run was: the judge, the model core, the criteria -----------------------------------
+
+
+@dataclass
+class RunInfo:
+    """Who judged a run and against what: shown atop the summary and the report, and kept next
+    to the results file (``OUT.jsonl.run.json``) so ``composo report`` can say it too."""
+
+    judge: str | None = None  # the name a server gave in its x-composo-judge header
+    local: bool = False  # the CLI started its own local server (--local)
+    model_core: str | None = None
+    criteria: list[str] = field(default_factory=list)
+    input: str | None = None  # the dataset, for the report's questions, answers and tags
+
+    def observe(self, response: Any) -> None:
+        """An httpx response hook: remember the judge a server names."""
+        name = response.headers.get("x-composo-judge")
+        if name:
+            self.judge = name
+
+    @staticmethod
+    def sidecar(results: Path) -> Path:
+        return results.with_name(results.name + ".run.json")
+
+    def save(self, results: Path) -> None:
+        data = {
+            "judge": self.judge,
+            "local": self.local,
+            "model_core": self.model_core,
+            "criteria": self.criteria,
+            "input": self.input,
+        }
+        try:
+            self.sidecar(results).write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+        except OSError as exc:  # the results are what matter; say so and go on
+            _log.warning("could not write %s: %s", self.sidecar(results), exc)
+
+    @classmethod
+    def load(cls, results: Path) -> RunInfo | None:
+        try:
+            data = json.loads(cls.sidecar(results).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        if not isinstance(data, dict):
+            return None
+        crit = data.get("criteria")
+        return cls(
+            judge=data.get("judge") if isinstance(data.get("judge"), str) else None,
+            local=data.get("local") is True,
+            model_core=data.get("model_core") if isinstance(data.get("model_core"), str) else None,
+            criteria=[c for c in crit if isinstance(c, str)] if isinstance(crit, list) else [],
+            input=data.get("input") if isinstance(data.get("input"), str) else None,
+        )
+
+    def header_lines(self) -> list[tuple[str, str]]:
+        """(label, text) pairs: judge, model core."""
+        return [
+            ("judge", judge_text(self.judge, self.local)),
+            ("model core", self.model_core or "the server's default"),
+        ]
+
+
+def judge_text(judge: str | None, local: bool = False) -> str:
+    """How a judge is named to a reader, with what its scores are worth."""
+    if judge == "heuristic" or (judge is None and local):
+        return "heuristic, the offline development stand-in (surface signals, not quality scores)"
+    if judge:
+        return f"{judge} (a local Composo-compatible server)"
+    return "the Composo platform"
+
+
+def _fmt(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+_SUMMARY_HEADERS = ("criterion", "count", "mean", "median", "min", "max", "n/a", "errors")
+_SUMMARY_NOTE = (
+    "count = items scored; mean, median, min and max cover those only. n/a = the criterion did "
+    "not apply; errors = not judged (see the error rows). Pass/fail criteria show their pass "
+    "rate in the mean column."
+)
+
+
+def _summary_rows(stats: dict[str, CriterionStats], order: list[str]) -> list[list[str]]:
+    from composo._core.wire import is_binary
+    from composo.cli._criteria import label
+
+    rows = []
+    for criterion in order:
+        s = stats[criterion]
+        f = s.figures()
+        if is_binary(criterion):
+            rate = s.pass_rate()
+            figures = ["-" if rate is None else f"pass {rate:.0%}", "-", "-", "-"]
+        else:
+            figures = [_fmt(f["mean"]), _fmt(f["median"]), _fmt(f["min"]), _fmt(f["max"])]
+        rows.append(
+            [label(criterion, 48), str(s.scored), *figures, str(s.not_applicable), str(s.errors)]
+        )
+    return rows
+
+
+def _legend(order: list[str], width: int) -> list[str]:
+    """Each criterion's full sentence under its short name."""
+    import textwrap
+
+    from composo.cli._criteria import label
+
+    lines = []
+    for criterion in order:
+        short = label(criterion, 48)
+        lines.append(f"  {short}" if short == criterion else f"  {short}:")
+        if short != criterion:
+            lines += textwrap.wrap(
+                criterion,
+                width=max(40, width - 6),
+                initial_indent="      ",
+                subsequent_indent="      ",
+            )
+    return lines
+
+
+def print_summary(
+    stats: dict[str, CriterionStats],
+    criteria: list[str],
+    info: RunInfo | None = None,
+    written_to: str | None = None,
+    stream: IO[str] | None = None,
+) -> None:
+    """The closing screen of ``composo evaluate``: who judged, the table, the criteria in full,
+    and where the results went."""
+    import sys
+
+    out = stream if stream is not None else sys.stderr
+    order = [c for c in criteria if c in stats] + [c for c in stats if c not in criteria]
+    rows = _summary_rows(stats, order)
+    width = int(os.environ.get("COLUMNS", "100") or 100)
+    head = [f"{k}: {v}" for k, v in (info or RunInfo()).header_lines()]
+    head.append(f"criteria: {len(order)}")
+    legend = _legend(order, width)
+    try:
+        from rich.console import Console
+        from rich.markup import escape
+        from rich.table import Table
+    except ImportError:  # core install without the `cli` extra: a plain table
+        print("composo evaluate: summary", file=out)
+        for line in head:
+            print(f"  {line}", file=out)
+        print(_SUMMARY_NOTE, file=out)
+        widths = [max(len(r[i]) for r in [list(_SUMMARY_HEADERS), *rows]) for i in range(8)]
+        for row in [list(_SUMMARY_HEADERS), *rows]:
+            cells = [row[0].ljust(widths[0])]
+            cells += [c.rjust(w) for c, w in zip(row[1:], widths[1:], strict=True)]
+            print("  ".join(cells), file=out)
+        print("criteria in full:", file=out)
+        for line in legend:
+            print(line, file=out)
+        if written_to:
+            print(f"results written to {written_to}", file=out)
+        return
+
+    console = Console(file=out, width=None if out.isatty() else width, highlight=False)
+    console.print("composo evaluate: summary", style="bold")
+    for line in head:
+        console.print(f"  {escape(line)}")
+    table = Table(caption=_SUMMARY_NOTE, caption_justify="left")
+    for header in _SUMMARY_HEADERS:
+        table.add_column(header, justify="left" if header == "criterion" else "right")
+    for row in rows:
+        errors = row[-1]
+        cells = [escape(c) for c in row[:-1]]
+        table.add_row(*cells, errors if errors == "0" else f"[red]{errors}[/red]")
+    console.print(table)
+    console.print("criteria in full:")
+    for line in legend:
+        console.print(escape(line))
+    if written_to:
+        console.print(f"results written to {escape(written_to)}")

@@ -6,5 +6,6 @@ uvicorn load only when a server starts.
 
 from composo.server._config import DEFAULT_MAX_BODY_BYTES, ServerConfig
 from composo.server._local import LocalServer
+from composo.server._received import JUDGE_HEADER, Received
 
-__all__ = ["DEFAULT_MAX_BODY_BYTES", "LocalServer", "ServerConfig"]
+__all__ = ["DEFAULT_MAX_BODY_BYTES", "JUDGE_HEADER", "LocalServer", "Received", "ServerConfig"]

@@ -11,9 +11,12 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from composo.server._config import JudgeOptions, ServerConfig
+
+if TYPE_CHECKING:
+    from composo.server._received import Received
 
 __all__ = ["LocalServer", "require_server_extra", "serve_forever"]
 
@@ -63,11 +66,39 @@ def serve_forever(
     import uvicorn
 
     from composo.server._app import build_app
+    from composo.server._received import judge_header_app
 
-    app = build_app(config)
-    if on_ready is not None:
-        on_ready()
-    uvicorn.Server(_uvicorn_config(app, config, access_log)).run()
+    app = judge_header_app(build_app(config), config.judge)
+    sock = _bind(config.host, config.port)
+    try:
+        if on_ready is not None:
+            on_ready()
+        uvicorn.Server(_uvicorn_config(app, config, access_log)).run(sockets=[sock])
+    finally:
+        sock.close()
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    """The listening socket, bound here so a port in use is one clear error (``ValueError``)
+    rather than uvicorn's log and shutdown lines."""
+    import errno
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise ValueError(
+                f"port {port} on {host} is already in use (another server?); stop it or pick "
+                "another with --port"
+            ) from None
+        if exc.errno == errno.EADDRNOTAVAIL:
+            raise ValueError(f"--host {host}: not an address of this machine") from None
+        raise ValueError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    return sock
 
 
 class LocalServer:
@@ -93,7 +124,24 @@ class LocalServer:
         read_timeout: float | None = None,
         max_connections: int | None = None,
         task_lease_seconds: float | None = None,
+        record_requests: bool | int = False,
     ) -> None:
+        """Args:
+        record_requests: Keep what the server receives in :attr:`requests`: ``True`` keeps
+            the last 1000 requests, a number that many; off by default.
+        """
+        from composo.server._received import ReceivedLog
+
+        if isinstance(record_requests, bool):
+            keep = 1000 if record_requests else 0
+        elif isinstance(record_requests, int) and record_requests > 0:
+            keep = record_requests
+        else:
+            raise ValueError(
+                f"record_requests: expected True, False or a positive number of requests to "
+                f"keep, got {record_requests!r}"
+            )
+        self._received = ReceivedLog(keep) if keep else None
         extra: dict[str, Any] = {}
         if max_body_bytes is not None:
             extra["max_body_bytes"] = max_body_bytes
@@ -128,6 +176,24 @@ class LocalServer:
         return f"LocalServer(base_url={url!r}, judge={self.config.judge!r})"
 
     @property
+    def requests(self) -> list[Received]:
+        """The requests received so far, oldest first (the last ``record_requests`` of them).
+
+        Raises:
+            RuntimeError: The server was made without ``record_requests=True``.
+        """
+        if self._received is None:
+            raise RuntimeError(
+                "requests are not recorded; make the server with LocalServer(record_requests=True)"
+            )
+        return self._received.snapshot()
+
+    def clear_requests(self) -> None:
+        """Forget the requests recorded so far."""
+        if self._received is not None:
+            self._received.clear()
+
+    @property
     def base_url(self) -> str:
         if self.port is None:
             raise RuntimeError("the server is not started; call start() or use it in a with block")
@@ -142,13 +208,13 @@ class LocalServer:
 
         if self._thread is not None:
             return self
-        family = socket.AF_INET6 if ":" in self.config.host else socket.AF_INET
-        sock = socket.socket(family, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((self.config.host, self.config.port))
+        sock = _bind(self.config.host, self.config.port)
         self._socket = sock
         self.port = sock.getsockname()[1]
-        server = uvicorn.Server(_uvicorn_config(build_app(self.config), self.config, False))
+        from composo.server._received import judge_header_app
+
+        app = judge_header_app(build_app(self.config), self.config.judge, self._received)
+        server = uvicorn.Server(_uvicorn_config(app, self.config, False))
         self._server = server
         self._thread = threading.Thread(
             target=server.run, kwargs={"sockets": [sock]}, name="composo-server", daemon=True

@@ -180,6 +180,17 @@ _CRITERION_NOISE = frozenset(
         "users",
     ]
 )
+# Dismissive or rude phrasing, and hedging that leaves the user without an answer.
+_RUDE = re.compile(
+    r"\b(?:calm\s+down|read\s+the\s+(?:terms|manual|docs|faq)|next\s+time|obviously|"
+    r"figure\s+it\s+out|not\s+my\s+problem|stupid|whatever)\b",
+    re.IGNORECASE,
+)
+_HEDGE = re.compile(
+    r"\b(?:maybe|probably|possibly|not\s+sure|i\s+think|i\s+guess|or\s+something|perhaps)\b",
+    re.IGNORECASE,
+)
+_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 _TOOL_TERMS = frozenset({"tool", "tools", "function", "functions"})
 _REFUSE_TERMS = frozenset({"refuse", "refuses", "refusal", "refusals", "decline", "declines"})
 _NEGATIVE_PREFIXES = ("penalize", "penalise", "fails if")
@@ -202,6 +213,9 @@ class _Parts:
     answer: str
     calls: list[ToolUse]
     all_calls: list[ToolUse]
+    # What the answer could draw on besides the question: system prompt, tool results.
+    material: str = ""
+    tool_results: str = ""
 
 
 def _split(case: Case) -> _Parts:
@@ -225,7 +239,17 @@ def _split(case: Case) -> _Parts:
         users = [content_text(m.get("content")) for m in messages if m.get("role") == "user"]
     question = users[-1] if users else ""
     calls = [c for c in all_calls if c.message_index in judged]
-    return _Parts(question, answer, calls, all_calls)
+    last = max(judged) if judged else len(messages)
+    before = messages[:last]
+    tool_results = " ".join(
+        content_text(m.get("content")) for m in before if m.get("role") in ("tool", "function")
+    )
+    systems = [case.system or ""]
+    systems += [content_text(m.get("content")) for m in before if m.get("role") == "system"]
+    # Anthropic-style tool results arrive inside user turns; all user turns are material too.
+    users_text = " ".join(content_text(m.get("content")) for m in before if m.get("role") == "user")
+    material = " ".join([*systems, tool_results, users_text]).strip()
+    return _Parts(question, answer, calls, all_calls, material, tool_results)
 
 
 def _tool_names(tools: Iterable[Mapping[str, Any]]) -> set[str]:
@@ -235,6 +259,11 @@ def _tool_names(tools: Iterable[Mapping[str, Any]]) -> set[str]:
         if isinstance(fn, Mapping) and fn.get("name"):
             names.add(str(fn["name"]))
     return names
+
+
+def _numbers(text: str) -> set[str]:
+    """Figures in ``text``, normalised (``1,500`` and ``1500`` are the same figure)."""
+    return {n.replace(",", "") for n in _NUMBER.findall(text)}
 
 
 def _ratio(found: int, total: int) -> float:
@@ -253,11 +282,11 @@ def score_case(case: Case) -> Verdict:
     about_refusal = bool(crit_words & _REFUSE_TERMS)
     parts = _split(case)
     who = f"agent {case.agent_name!r}" if case.agent_name else "the response"
-    head = "Heuristic judge (a development stand-in, not a quality judgement). "
+    tail = " (Heuristic signals, not a quality judgement.)"
 
     if about_tools and not parts.all_calls:
         reason = f"Not applicable: the criterion is about tool use and {who} made no tool call."
-        return Verdict(None, head + reason, reason)
+        return Verdict(None, reason + tail, reason)
 
     signals: list[str] = []
     answer_terms = _terms(parts.answer)
@@ -290,17 +319,30 @@ def score_case(case: Case) -> Verdict:
         length_ok = 1.0 if words >= 5 or parts.calls else 0.4
         if length_ok < 1:
             signals.append("very short answer")
+        penalty, grounded = _grounding(parts, answer_terms, signals)
         if negative:
             # The criterion names what is bad: the more of it the answer shows, the lower the score.
             quality = 0.85 - 0.55 * coverage + 0.15 * q_overlap
+        elif grounded is None:
+            quality = 0.2 + 0.4 * q_overlap + 0.3 * coverage + 0.1 * length_ok - penalty
         else:
-            quality = 0.2 + 0.4 * q_overlap + 0.3 * coverage + 0.1 * length_ok
+            # Context to draw on: how much of the answer it supports weighs most, then how much
+            # the answer says (a few words rarely resolve anything).
+            substance = min(1.0, words / 25)
+            quality = (
+                0.15
+                + 0.2 * q_overlap
+                + 0.15 * coverage
+                + 0.15 * substance
+                + 0.35 * grounded
+                - penalty
+            )
         if refused:
             signals.append("the answer refuses")
             if about_refusal:
                 quality = 0.1 if negative else 0.95
             else:
-                quality *= 0.25
+                quality *= 0.25 if grounded is None else 0.6
         elif about_refusal and not negative:
             signals.append("no refusal found")
             quality = min(quality, 0.3)
@@ -311,12 +353,49 @@ def score_case(case: Case) -> Verdict:
     if binary:
         score = 1.0 if quality >= 0.5 else 0.0
         verdict = "passes" if score else "fails"
-        summary = f"Binary criterion: {who} {verdict} (signal strength {quality:.2f})."
+        summary = f"{who.capitalize()} {verdict} (signal strength {quality:.2f})"
     else:
         score = round(quality, 3)
-        summary = f"Score {score:.3f} for {who}."
-    body = "Signals: " + "; ".join(signals) + ". " + summary
-    return Verdict(score, head + body, body)
+        summary = f"Score {score:.3f} for {who}"
+    # The verdict first, then the signals behind it; the caveat last and short.
+    body = summary + ": " + "; ".join(signals) + "."
+    return Verdict(score, body + tail, body)
+
+
+def _grounding(
+    parts: _Parts, answer_terms: set[str], signals: list[str]
+) -> tuple[float, float | None]:
+    """Signals of an answer that is unfounded or unhelpful: figures and words not found in what
+    it could draw on (system prompt, user turns, tool results), tool results it ignores, rude or
+    hedging phrasing. Returns the penalty and the grounded share (``None`` when the question is
+    all there is to draw on)."""
+    penalty = 0.0
+    grounded: float | None = None
+    material_terms = _terms(parts.material)
+    if parts.material and material_terms - _terms(parts.question):
+        grounded = _ratio(len(answer_terms & material_terms), len(answer_terms))
+        signals.append(f"words found in the context {grounded:.2f}")
+        # Figures of two digits or more: single digits are too often counts and steps.
+        figures = {n for n in _numbers(parts.answer) if len(n.replace(".", "")) > 1}
+        unfounded = sorted(figures - _numbers(parts.material))
+        if unfounded:
+            signals.append(f"figure(s) not in the context: {', '.join(unfounded[:4])}")
+            penalty += min(0.2, 0.1 * len(unfounded))
+    if parts.tool_results and parts.answer:
+        used = _ratio(
+            len(_terms(parts.answer) & _terms(parts.tool_results)), len(_terms(parts.answer))
+        )
+        if used < 0.2:
+            signals.append(f"little of the tool results used ({used:.2f})")
+            penalty += 0.15
+    if _RUDE.search(parts.answer):
+        signals.append("dismissive or rude phrasing")
+        penalty += 0.3
+    hedges = len(_HEDGE.findall(parts.answer))
+    if hedges >= 2:
+        signals.append(f"hedging ({hedges} hedges)")
+        penalty += 0.2
+    return penalty, grounded
 
 
 def _tool_adjust(

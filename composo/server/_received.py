@@ -1,0 +1,134 @@
+"""The outermost ASGI layer of a running server: names the judge on every answer
+(``x-composo-judge``, so a client can say where its scores came from) and, when asked, keeps a
+bounded record of the requests received (``LocalServer.requests``) for debugging an adapter
+without a proxy."""
+
+from __future__ import annotations
+
+import collections
+import json
+import threading
+import time
+from collections.abc import Awaitable, Callable, MutableMapping
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["JUDGE_HEADER", "Received", "ReceivedLog", "judge_header_app"]
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+JUDGE_HEADER = "x-composo-judge"
+_SECRET_HEADERS = frozenset({"authorization", "api-key", "x-api-key"})
+
+
+@dataclass(frozen=True)
+class Received:
+    """One request as the server received it.
+
+    Attributes:
+        method: The HTTP method.
+        path: The request path (without the query string).
+        headers: Request headers, lower-cased; credentials are replaced by ``"***"``.
+        body: The raw body (cut at the log's ``max_body_bytes``).
+        status: The status the server answered with (``None`` if it never answered).
+        at: When it arrived (``time.time()``).
+    """
+
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: bytes
+    status: int | None
+    at: float = field(default=0.0)
+
+    def json(self) -> Any:
+        """The body parsed as JSON.
+
+        Returns:
+            The decoded body.
+
+        Raises:
+            ValueError: The body is not JSON (or was cut at the size limit).
+        """
+        return json.loads(self.body)
+
+
+class ReceivedLog:
+    """The last ``limit`` requests, oldest first; thread-safe (the server runs in its own
+    thread, the caller reads from another)."""
+
+    def __init__(self, limit: int, max_body_bytes: int = 1 << 20) -> None:
+        self._items: collections.deque[Received] = collections.deque(maxlen=limit)
+        self._lock = threading.Lock()
+        self.max_body_bytes = max_body_bytes
+
+    def add(self, item: Received) -> None:
+        with self._lock:
+            self._items.append(item)
+
+    def snapshot(self) -> list[Received]:
+        with self._lock:
+            return list(self._items)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+
+
+def judge_header_app(app: ASGIApp, judge: str, log: ReceivedLog | None = None) -> ASGIApp:
+    """``app`` with the judge's name on every HTTP answer and, with ``log``, each request kept."""
+    name = judge.encode("latin-1", "replace")
+
+    async def wrapped(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope.get("type") != "http":
+            await app(scope, receive, send)
+            return
+        body = bytearray()
+        kept: list[bool] = []
+
+        def keep(status: int | None) -> None:
+            if log is None or kept:
+                return
+            kept.append(True)
+            headers = {}
+            for k, v in scope.get("headers", []):
+                key = k.decode("latin-1").lower()
+                headers[key] = "***" if key in _SECRET_HEADERS else v.decode("latin-1")
+            log.add(
+                Received(
+                    method=str(scope.get("method", "")),
+                    path=str(scope.get("path", "")),
+                    headers=headers,
+                    body=bytes(body),
+                    status=status,
+                    at=time.time(),
+                )
+            )
+
+        async def recv() -> Message:
+            message = await receive()
+            if log is not None and message.get("type") == "http.request":
+                room = log.max_body_bytes - len(body)
+                if room > 0:
+                    body.extend(message.get("body", b"")[:room])
+            return message
+
+        async def snd(message: Message) -> None:
+            if message.get("type") == "http.response.start":
+                # Kept before the answer leaves, so a caller that has its answer sees the entry.
+                keep(int(message["status"]))
+                headers = list(message.get("headers", []))
+                headers.append((JUDGE_HEADER.encode(), name))
+                message = {**message, "headers": headers}
+            await send(message)
+
+        try:
+            await app(scope, recv if log is not None else receive, snd)
+        finally:
+            keep(None)
+
+    return wrapped
