@@ -27,7 +27,7 @@ from composo.errors import (
 )
 
 if TYPE_CHECKING:
-    from composo._core.plan import Plan, Progress
+    from composo._core.plan import BatchResults, Plan, Progress
 
 __all__ = ["DEFAULT_BASE_URL", "BaseClient"]
 
@@ -157,7 +157,7 @@ class BaseClient:
         )
 
     @staticmethod
-    def _ordered(results: Iterable[Any], plan: Plan) -> list[Any]:
+    def _ordered(results: Iterable[Any], plan: Plan) -> BatchResults:
         from composo._core.plan import ordered
 
         return ordered(results, plan)
