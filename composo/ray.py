@@ -96,7 +96,8 @@ class RequestBudget:
             )
         self.max_concurrent_requests = max_concurrent_requests
         self.requests_per_minute = requests_per_minute
-        actor = ray.remote(num_cpus=0, max_concurrency=10_000)(_Permits)
+        remote: Any = ray.remote  # its typed overloads do not cover actor options
+        actor = remote(num_cpus=0, max_concurrency=10_000)(_Permits)
         if name is not None:
             actor = actor.options(name=name, get_if_exists=True)
         self.actor = actor.remote(max_concurrent_requests, requests_per_minute)
