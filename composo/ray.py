@@ -38,6 +38,8 @@ class _Permits:
         self.in_flight = 0
         self.peak = 0
         self.granted = 0
+        self.first = 0.0
+        self.last = 0.0
         self._next = 0.0
         self._free: asyncio.Semaphore | None = None
         self._clock: asyncio.Lock | None = None
@@ -56,14 +58,22 @@ class _Permits:
         self.in_flight += 1
         self.peak = max(self.peak, self.in_flight)
         self.granted += 1
+        if self.granted == 1:
+            self.first = time.monotonic()
 
     async def release(self) -> None:
         assert self._free is not None
         self.in_flight -= 1
+        self.last = time.monotonic()
         self._free.release()
 
-    async def stats(self) -> dict[str, int]:
-        return {"in_flight": self.in_flight, "peak": self.peak, "granted": self.granted}
+    async def stats(self) -> dict[str, float]:
+        return {
+            "in_flight": self.in_flight,
+            "peak": self.peak,
+            "granted": self.granted,
+            "seconds": max(0.0, self.last - self.first),
+        }
 
 
 class RequestBudget:
@@ -110,9 +120,10 @@ class RequestBudget:
         """Give a permit back (the request finished)."""
         self.actor.release.remote()
 
-    def stats(self) -> dict[str, int]:
-        """``in_flight`` now, the ``peak`` reached and the permits ``granted`` so far."""
-        out: dict[str, int] = ray.get(self.actor.stats.remote())
+    def stats(self) -> dict[str, float]:
+        """``in_flight`` now, the ``peak`` reached, the permits ``granted`` so far and the
+        ``seconds`` from the first permit to the last one given back."""
+        out: dict[str, float] = ray.get(self.actor.stats.remote())
         return out
 
 
