@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_batch import Server  # noqa: E402
+from bench_batch import Server
 
 CRITERION = "Reward answers that explain the refund policy"
 LATENCY = 0.05

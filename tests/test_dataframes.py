@@ -177,3 +177,16 @@ def test_batch_results_convert_to_pandas_and_polars(client: Composo) -> None:
     polar = results.to_polars()
     assert polar.shape == (4, 6) and polar["id"].to_list() == ["a", "a", "b", "b"]
     assert polar["score"][1] == results[1].score
+
+
+def test_import_composo_loads_no_table_library() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, composo; from composo import Composo; "
+        "print([m for m in ('pandas', 'polars', 'pyarrow', 'datasets', 'ray', 'sqlite3') "
+        "if m in sys.modules])"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
