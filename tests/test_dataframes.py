@@ -190,3 +190,29 @@ def test_import_composo_loads_no_table_library() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+def test_batch_evaluator_takes_any_batch_form_and_travels_by_pickle(live: ServerProcess) -> None:
+    import pickle
+    import time
+
+    import pyarrow as pa
+
+    from composo.dataframes import BatchEvaluator
+
+    evaluate = BatchEvaluator(
+        {"refund": REFUND}, api_key=live.api_key, base_url=live.base_url, requests_per_minute=1200
+    )
+    assert live.api_key not in repr(evaluate)
+    copy = pickle.loads(pickle.dumps(evaluate))  # what a worker receives
+    df = qa_frame().reset_index(drop=True)
+    start = time.monotonic()
+    from_pandas = copy(df)
+    assert time.monotonic() - start >= 2 * 60 / 1200  # three requests, paced 50 ms apart
+    from_columns = copy({c: df[c].to_numpy() for c in df.columns})
+    from_arrow = copy(pa.Table.from_pandas(df))
+    with Composo(api_key=live.api_key, base_url=live.base_url) as client:
+        local = client.evaluate_dataframe(df, {"refund": REFUND})
+    for out in (from_pandas, from_columns, from_arrow):
+        assert list(out["refund_score"]) == list(local["refund_score"])
+        assert list(out["id"]) == ["a", "b", "c"]

@@ -104,6 +104,20 @@ def test_an_instance_works_as_a_task_function(local_ray: None, slow_server: Serv
     assert sorted(out["id"]) == sorted(df["id"]) and out["refund_score"].notna().all()
 
 
+def test_the_budget_paces_requests_per_minute(local_ray: None, slow_server: ServerProcess) -> None:
+    budget = RequestBudget(4, requests_per_minute=600)  # one request every 100 ms
+    evaluate = ComposoBatch(
+        {"refund": CRITERIA["refund"]},
+        budget=budget,
+        api_key=slow_server.api_key,
+        base_url=slow_server.base_url,
+    )
+    out = evaluate(frame().head(6))
+    assert out["error"].isna().all()
+    stats = budget.stats()
+    assert stats["granted"] == 6 and stats["seconds"] >= 5 * 0.1
+
+
 def test_bad_settings_fail_on_the_driver(local_ray: None) -> None:
     with pytest.raises(ComposoValidationError, match="max_concurrent_requests"):
         RequestBudget(0)

@@ -81,7 +81,8 @@ class DataRun:
             args.output = args.output.with_name(args.output.name + ".jsonl")
         self.output: Path | None = args.output
         self.cache: Any = None
-        if not args.no_cache:
+        # --local starts a server on a new port each time: its answers could never be reused.
+        if not args.no_cache and not args.local:
             from composo._core.cache import ResultCache
 
             self.cache = ResultCache(args.cache_dir)
