@@ -137,11 +137,18 @@ def csv_file(path: Path, n: int) -> Path:
     return path
 
 
+# The child's own high-water mark: VmHWM belongs to the process's memory map, made fresh at exec
+# (ru_maxrss on Linux keeps the parent's peak across exec, which would hide the child's).
 CHILD = (
     "import resource, sys\n"
     "from composo.cli import main\n"
     "code = main(sys.argv[1:])\n"
-    "print('PEAK', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, code, file=sys.stderr)\n"
+    "try:\n"
+    "    status = open('/proc/self/status').read().split('VmHWM:')[1]\n"
+    "    peak = int(status.split()[0])\n"
+    "except (OSError, IndexError):\n"
+    "    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+    "print('PEAK', peak, code, file=sys.stderr)\n"
 )
 
 

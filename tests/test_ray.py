@@ -49,6 +49,7 @@ def frame() -> pd.DataFrame:
     )
 
 
+@pytest.mark.timeout(300)  # a local Ray starts its workers first
 def test_ray_data_run_stays_within_the_budget_and_matches_a_local_run(
     local_ray: None, slow_server: ServerProcess
 ) -> None:
