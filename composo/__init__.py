@@ -45,6 +45,7 @@ from composo.errors import (
 
 if TYPE_CHECKING:
     from composo._core.async_client import AsyncComposo
+    from composo._core.cache import CachingTransport, ResultCache
     from composo._core.options import EvaluateOptions
     from composo._core.plan import BatchResult
     from composo.tracing import AgentTracer, ComposoTracer, Instruments, agent_tracer
@@ -54,6 +55,8 @@ if TYPE_CHECKING:
 _LAZY = {
     "AsyncComposo": "composo._core.async_client",
     "BatchResult": "composo._core.plan",
+    "CachingTransport": "composo._core.cache",
+    "ResultCache": "composo._core.cache",
     "EvaluateOptions": "composo._core.options",
     "ComposoTracer": "composo.tracing",
     "Instruments": "composo.tracing",
@@ -85,6 +88,7 @@ __all__ = [
     "AuthenticationError",
     "BadRequestError",
     "BatchResult",
+    "CachingTransport",
     "Composo",
     "ComposoError",
     "ComposoTracer",
@@ -103,6 +107,7 @@ __all__ = [
     "PermissionDeniedError",
     "RateLimitError",
     "RequestTooLargeError",
+    "ResultCache",
     "TaskFailedError",
     "TaskInfo",
     "ToolCall",

@@ -177,3 +177,20 @@ def test_the_default_cache_follows_the_user_cache_directory(
     )  # fmt: skip
     assert done.returncode == 0 and str(home / "composo" / "results.sqlite3") in done.stdout
     assert "entries: 0" in done.stdout
+
+
+def test_own_http_client_caches_through_the_public_transport(
+    live: ServerProcess, tmp_path: Path
+) -> None:
+    import httpx
+
+    import composo
+
+    transport = composo.CachingTransport(httpx.HTTPTransport(), composo.ResultCache(tmp_path))
+    with (
+        httpx.Client(transport=transport) as http,
+        Composo(api_key=live.api_key, base_url=live.base_url, http_client=http) as client,
+    ):
+        first = client.evaluate(MESSAGES, criteria=REFUND)
+        assert client.evaluate(MESSAGES, criteria=REFUND) == first
+    assert sent(live) == 1 and (transport.hits, transport.misses) == (1, 1)

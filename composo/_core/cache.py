@@ -186,8 +186,8 @@ def open_cache(cache: CacheOption, http_client: object = None) -> ResultCache | 
     if http_client is not None:
         raise ComposoValidationError(
             "cache: cannot be combined with http_client (the cache lives in the client's own "
-            "transport); give your httpx client transport=CachingTransport(...) instead, or drop "
-            "http_client"
+            "transport); give your httpx client transport=composo.CachingTransport(inner, "
+            "composo.ResultCache()) instead, or drop http_client"
         )
     if isinstance(cache, ResultCache):
         return cache
