@@ -33,6 +33,7 @@ from composo.errors import (
 
 if TYPE_CHECKING:
     from composo._core.async_client import AsyncComposo
+    from composo._core.cache import CachingTransport, ResultCache
     from composo._core.client import Composo
     from composo._core.cores import MODEL_CORES, ModelCore
     from composo._core.options import EvaluateOptions
@@ -65,6 +66,7 @@ __all__ = [
     "AuthenticationError",
     "BadRequestError",
     "BatchResult",
+    "CachingTransport",
     "Composo",
     "ComposoError",
     "ComposoTracer",
@@ -83,6 +85,7 @@ __all__ = [
     "PermissionDeniedError",
     "RateLimitError",
     "RequestTooLargeError",
+    "ResultCache",
     "TaskFailedError",
     "TaskInfo",
     "ToolCall",
@@ -104,6 +107,8 @@ __getattr__, __dir__ = lazy_exports(
     __name__,
     {
         "Composo": "composo._core.client",
+        "CachingTransport": "composo._core.cache",
+        "ResultCache": "composo._core.cache",
         "AsyncComposo": "composo._core.async_client",
         "MODEL_CORES": "composo._core.cores",
         "ModelCore": "composo._core.cores",

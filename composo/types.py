@@ -10,7 +10,7 @@ any of them by hand is supported; their module paths are not: import them from h
 from __future__ import annotations
 
 from composo._core.options import EvaluateOptions
-from composo._core.plan import BatchResult
+from composo._core.plan import BatchResult, BatchResults
 from composo._core.responses import EvaluationResponse, MultiAgentTraceResponse, TaskInfo
 from composo._core.trace import (
     AgentInstance,
@@ -28,6 +28,7 @@ __all__ = [
     "MODEL_CORES",
     "AgentInstance",
     "BatchResult",
+    "BatchResults",
     "EvaluateOptions",
     "EvaluationResponse",
     "InputMessage",

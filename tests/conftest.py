@@ -11,6 +11,16 @@ from tests.support.openai_standin import OpenAIStandIn
 from tests.support.servers import ServerProcess
 
 
+@pytest.fixture(autouse=True)
+def _private_cache(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each test gets an empty result cache of its own (the command line caches by default), never
+    the user's: XDG_CACHE_HOME is what the cache directory follows, and subprocesses inherit it."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("cache")))
+    monkeypatch.delenv("COMPOSO_CACHE_DIR", raising=False)
+
+
 @pytest.fixture(scope="session")
 def server() -> Iterator[ServerProcess]:
     """The local Composo server (heuristic judge, dev fault switch on), over loopback HTTP."""

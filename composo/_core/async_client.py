@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 import httpx
 
 from composo._core.base_client import TASK_PATH, BaseClient
+from composo._core.cache import CacheOption, async_transport, open_cache
 from composo._core.limits import (
     DEFAULT_MAX_CONCURRENT_REQUESTS,
     DEFAULT_NUM_RETRIES,
@@ -23,7 +24,7 @@ if TYPE_CHECKING:  # the model modules and the batch engine load on first use
     from typing_extensions import Unpack
 
     from composo._core.options import EvaluateOptions
-    from composo._core.plan import BatchResult
+    from composo._core.plan import BatchResult, BatchResults
     from composo._core.responses import EvaluationResponse, MultiAgentTraceResponse, TaskInfo
     from composo._core.wire import RewardRequest, TraceRequest
 
@@ -43,6 +44,8 @@ class AsyncComposo(BaseClient):
         timeout: Seconds one call may take, retries and waits included.
         max_concurrent_requests: Requests in flight at once (the platform advises about 5).
         http_client: An ``httpx.AsyncClient`` to use; it is not closed by :meth:`aclose`.
+        cache: As for :class:`Composo`: ``True``, a path or a ``ResultCache`` answers repeated
+            requests from disk.
 
     Raises:
         ComposoValidationError: A setting is unusable.
@@ -57,10 +60,12 @@ class AsyncComposo(BaseClient):
         timeout: float = DEFAULT_TIMEOUT,
         max_concurrent_requests: int = DEFAULT_MAX_CONCURRENT_REQUESTS,
         http_client: httpx.AsyncClient | None = None,
+        cache: CacheOption = None,
     ) -> None:
         super().__init__(
             api_key, base_url, num_retries, model_core, timeout, max_concurrent_requests
         )
+        self.cache = open_cache(cache, http_client)
         self._owns_http = http_client is None
         self._http = http_client
         self._slots: asyncio.Semaphore | None = None
@@ -76,9 +81,8 @@ class AsyncComposo(BaseClient):
             if self._owns_http:
                 # Several small pools: httpcore's async pool costs CPU per request in its size.
                 # The previous loop's connections cannot be used from this one; they are dropped.
-                self._http = httpx.AsyncClient(
-                    transport=ShardedAsyncTransport(max(self.max_concurrent_requests, 10))
-                )
+                pools = ShardedAsyncTransport(max(self.max_concurrent_requests, 10))
+                self._http = httpx.AsyncClient(transport=async_transport(self.cache, pools))
         assert self._http is not None
         return self._http, self._slots
 
@@ -221,7 +225,7 @@ class AsyncComposo(BaseClient):
         concurrency: int | None = None,
         progress: bool | Callable[[int, int | None], None] = False,
         **options: Unpack[EvaluateOptions],
-    ) -> list[BatchResult]:
+    ) -> BatchResults:
         """Score every item against every criterion (see :meth:`Composo.evaluate_many`).
 
         Args:
@@ -301,3 +305,47 @@ class AsyncComposo(BaseClient):
                         raise self._transport_error(exc, url) from None
                 return self._decode(response)
         raise AssertionError("unreachable")  # pragma: no cover
+
+    # -- tables (composo._core.frames) --------------------------------------------------------
+
+    async def evaluate_dataframe(
+        self,
+        df: Any,
+        criteria: str | Sequence[str] | Mapping[str, str] | None = None,
+        *,
+        columns: Mapping[str, str] | None = None,
+        evaluator_name: str | Sequence[str] | Mapping[str, str] | None = None,
+        concurrency: int | None = None,
+        progress: bool | Callable[[int, int | None], None] = False,
+        **options: Unpack[EvaluateOptions],
+    ) -> Any:
+        """Score every row of a pandas or polars DataFrame or a Hugging Face ``Dataset``.
+
+        Args:
+            df: The table. Rows are read by column name: a ``messages`` column (message dicts,
+                or their JSON text), or ``question`` and ``answer`` columns (with an optional
+                ``context``); optional ``system``, ``tools``, ``id`` and ``tags`` columns.
+            criteria: A criterion, a list, or ``{name: criterion}`` (the names prefix the
+                result columns; otherwise a short form of each criterion does).
+            columns: Role -> your column's name where they differ, e.g.
+                ``{"question": "prompt", "answer": "response"}``.
+            evaluator_name: Saved evaluator name(s) (or ``{name: evaluator}``), instead of
+                ``criteria``.
+            concurrency: Requests in flight (at most ``max_concurrent_requests``).
+            progress: ``True`` for a bar, or a ``(done, total)`` callable.
+            **options: :class:`~composo.types.EvaluateOptions` for every row.
+
+        Returns:
+            A new table of the same kind, in the input's row order: the input's columns, then
+            ``<name>_score`` and ``<name>_explanation`` per criterion and an ``error`` column
+            (``None`` where every criterion was scored).
+
+        Raises:
+            ComposoValidationError: A missing or misnamed column, or unusable criteria or
+                options, before any request (a bad cell fails only its own row).
+        """
+        from composo._core.frames import aevaluate_frame
+
+        return await aevaluate_frame(
+            self, df, criteria, evaluator_name, columns, concurrency, progress, options
+        )

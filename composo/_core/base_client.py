@@ -23,7 +23,7 @@ from composo.errors import (
 )
 
 if TYPE_CHECKING:  # the model modules load on first use, not with the client
-    from composo._core.plan import Plan, Progress
+    from composo._core.plan import BatchResults, Plan, Progress
     from composo._core.responses import EvaluationResponse, MultiAgentTraceResponse, TaskInfo
     from composo._core.wire import RewardRequest, TraceRequest
 
@@ -162,7 +162,7 @@ class BaseClient:
         )
 
     @staticmethod
-    def _ordered(results: Iterable[Any], plan: Plan) -> list[Any]:
+    def _ordered(results: Iterable[Any], plan: Plan) -> BatchResults:
         from composo._core.plan import ordered
 
         return ordered(results, plan)

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 import httpx
 
 from composo._core.base_client import TASK_PATH, BaseClient
+from composo._core.cache import CacheOption, open_cache, sync_transport
 from composo._core.limits import (
     DEFAULT_MAX_CONCURRENT_REQUESTS,
     DEFAULT_NUM_RETRIES,
@@ -25,7 +26,7 @@ if TYPE_CHECKING:  # the model modules and the thread pool load on first use
     from typing_extensions import Unpack
 
     from composo._core.options import EvaluateOptions
-    from composo._core.plan import BatchResult
+    from composo._core.plan import BatchResult, BatchResults
     from composo._core.responses import EvaluationResponse, MultiAgentTraceResponse, TaskInfo
     from composo._core.wire import RewardRequest, TraceRequest
 
@@ -47,6 +48,9 @@ class Composo(BaseClient):
         http_client: An ``httpx.Client`` to use (tests, proxies); it is not closed by
             :meth:`close`.
         max_concurrent_requests: Requests in flight at once across all calls.
+        cache: ``True`` keeps answers in the user's cache directory (a path: there; a
+            :class:`~composo._core.cache.ResultCache`: that one), so a repeated request is not
+            sent again. Errors and ``data_retention="none"`` requests are never stored.
 
     Raises:
         ComposoValidationError: A setting is unusable (no API key, a bad URL or model core...).
@@ -61,6 +65,7 @@ class Composo(BaseClient):
         timeout: float = DEFAULT_TIMEOUT,
         http_client: httpx.Client | None = None,
         max_concurrent_requests: int = DEFAULT_MAX_CONCURRENT_REQUESTS,
+        cache: CacheOption = None,
     ) -> None:
         super().__init__(
             api_key, base_url, num_retries, model_core, timeout, max_concurrent_requests
@@ -71,6 +76,7 @@ class Composo(BaseClient):
         self._http_client = http_client
         self._http_lock = threading.Lock()
         self._closed = False
+        self.cache = open_cache(cache, http_client)
         self._slots = threading.BoundedSemaphore(max_concurrent_requests)
         self._pool: ThreadPoolExecutor | None = None
         self._pool_lock = threading.Lock()
@@ -223,7 +229,7 @@ class Composo(BaseClient):
         concurrency: int | None = None,
         progress: bool | Callable[[int, int | None], None] = False,
         **options: Unpack[EvaluateOptions],
-    ) -> list[BatchResult]:
+    ) -> BatchResults:
         """Score every item against every criterion; a failed pair does not stop the others.
 
         Args:
@@ -301,7 +307,9 @@ class Composo(BaseClient):
                     limits = httpx.Limits(
                         max_connections=connections, max_keepalive_connections=connections
                     )
-                    http = self._http_client = httpx.Client(limits=limits)
+                    http = self._http_client = httpx.Client(
+                        limits=limits, transport=sync_transport(self.cache, limits)
+                    )
                     if self._closed:  # closed before its first request: refused as before
                         http.close()
         return http
@@ -350,3 +358,47 @@ class Composo(BaseClient):
                     raise self._transport_error(exc, url) from None
                 return self._decode(response)
         raise AssertionError("unreachable")  # pragma: no cover
+
+    # -- tables (composo._core.frames) --------------------------------------------------------
+
+    def evaluate_dataframe(
+        self,
+        df: Any,
+        criteria: str | Sequence[str] | Mapping[str, str] | None = None,
+        *,
+        columns: Mapping[str, str] | None = None,
+        evaluator_name: str | Sequence[str] | Mapping[str, str] | None = None,
+        concurrency: int | None = None,
+        progress: bool | Callable[[int, int | None], None] = False,
+        **options: Unpack[EvaluateOptions],
+    ) -> Any:
+        """Score every row of a pandas or polars DataFrame or a Hugging Face ``Dataset``.
+
+        Args:
+            df: The table. Rows are read by column name: a ``messages`` column (message dicts,
+                or their JSON text), or ``question`` and ``answer`` columns (with an optional
+                ``context``); optional ``system``, ``tools``, ``id`` and ``tags`` columns.
+            criteria: A criterion, a list, or ``{name: criterion}`` (the names prefix the
+                result columns; otherwise a short form of each criterion does).
+            columns: Role -> your column's name where they differ, e.g.
+                ``{"question": "prompt", "answer": "response"}``.
+            evaluator_name: Saved evaluator name(s) (or ``{name: evaluator}``), instead of
+                ``criteria``.
+            concurrency: Requests in flight (at most ``max_concurrent_requests``).
+            progress: ``True`` for a bar, or a ``(done, total)`` callable.
+            **options: :class:`~composo.types.EvaluateOptions` for every row.
+
+        Returns:
+            A new table of the same kind, in the input's row order: the input's columns, then
+            ``<name>_score`` and ``<name>_explanation`` per criterion and an ``error`` column
+            (``None`` where every criterion was scored).
+
+        Raises:
+            ComposoValidationError: A missing or misnamed column, or unusable criteria or
+                options, before any request (a bad cell fails only its own row).
+        """
+        from composo._core.frames import evaluate_frame
+
+        return evaluate_frame(
+            self, df, criteria, evaluator_name, columns, concurrency, progress, options
+        )

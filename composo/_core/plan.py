@@ -23,6 +23,7 @@ from composo.errors import ComposoError, ComposoValidationError, validation_erro
 __all__ = [
     "ITEM_FIELDS",
     "BatchResult",
+    "BatchResults",
     "Job",
     "Pending",
     "Plan",
@@ -366,9 +367,27 @@ def setup(
     return plan, window, bar
 
 
-def ordered(results: Iterable[BatchResult], plan: Plan) -> list[BatchResult]:
+class BatchResults(list[BatchResult]):
+    """The results of ``evaluate_many``: a list, which also converts to a table."""
+
+    def to_pandas(self) -> Any:
+        """A pandas DataFrame, one row per (item, criterion): ``index``, ``id``, ``criterion``,
+        ``score``, ``explanation``, ``error`` (needs the ``pandas`` extra)."""
+        from composo._core.frames import results_frame
+
+        return results_frame(self, "pandas")
+
+    def to_polars(self) -> Any:
+        """A polars DataFrame with the columns of :meth:`to_pandas` (needs the ``polars``
+        extra)."""
+        from composo._core.frames import results_frame
+
+        return results_frame(self, "polars")
+
+
+def ordered(results: Iterable[BatchResult], plan: Plan) -> BatchResults:
     """A list in item order, then in the order the criteria were given."""
-    out = sorted(results, key=lambda r: (r.index, plan.position(r.criterion)))
+    out = BatchResults(sorted(results, key=lambda r: (r.index, plan.position(r.criterion))))
     failed = sum(1 for r in out if r.error is not None)
     if failed:
         _log.warning(

@@ -13,11 +13,15 @@ __all__ = ["main"]
 # subcommand -> (module, one-line help). Each module defines ``add_arguments(parser)`` and
 # ``run(args) -> int``.
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
-    "evaluate": ("composo.cli._evaluate", "evaluate a JSONL dataset against criteria"),
+    "evaluate": (
+        "composo.cli._evaluate",
+        "evaluate a JSONL, CSV or Parquet dataset against criteria",
+    ),
     "report": ("composo.cli._report", "turn evaluation results into a self-contained HTML report"),
     "compare": ("composo.cli._compare", "compare two runs' results, criterion by criterion"),
     "criteria": ("composo.cli._criteria", "list the ready-made criteria"),
     "serve": ("composo.cli._serve", "run a local Composo-compatible evaluation server"),
+    "cache": ("composo.cli._cache", "show or clear the result cache"),
 }
 
 # subcommand -> module with ``check_args(args) -> str | None``: options another module adds to the

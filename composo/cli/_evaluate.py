@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from composo import Composo
     from composo._core.plan import Progress
+    from composo.cli._data import DataRun
     from composo.cli._results import CriterionStats, Resume, RowWriter, RunInfo
     from composo.types import BatchResult, EvaluateOptions
 
@@ -30,7 +31,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "input",
         metavar="INPUT",
         help="JSONL file, one conversation per line ('messages', or 'input' and 'result'; "
-        "optional 'id', 'system', 'tools', 'tags'), or - for stdin",
+        "optional 'id', 'system', 'tools', 'tags'), a CSV or Parquet file (columns mapped by "
+        "name, see --question-column...), or - for stdin",
     )
     parser.add_argument(
         "-c",
@@ -49,7 +51,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="OUT.jsonl",
         help="results file (default: stdout). Re-running with the same INPUT and file resumes: "
         "rows are matched by line number and criterion, scored pairs are skipped, failed ones "
-        "retried",
+        "retried. A name ending .parquet also writes Parquet at the end",
     )
     parser.add_argument(
         "--concurrency",
@@ -78,6 +80,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="start a local server with the offline heuristic judge (no account needed; "
         "a development stand-in, not a quality judge)",
     )
+    # -- tables and the result cache (composo.cli._data) --
+    from composo.cli._data import add_arguments as add_data_arguments
+
+    add_data_arguments(parser)
+    # -- end tables and the result cache --
     # -- quality gates and CI files (composo.cli._gates) --
     from composo.cli._gates import add_arguments as add_gate_arguments
 
@@ -130,6 +137,14 @@ def run(args: argparse.Namespace) -> int:
             return _usage(f"INPUT: no such file: {args.input}")
     if args.output is not None and source is not None and args.output.resolve() == source.resolve():
         return _usage("-o: the results file cannot be the input file")
+    # -- tables and the result cache: the input's reader, a Parquet -o, the cache --
+    from composo.cli import _data
+
+    try:
+        data = _data.DataRun(args, source)
+    except _data.DataUsageError as exc:
+        return _usage(str(exc))
+    # -- end tables and the result cache --
     if args.local:
         try:
             import fastapi  # noqa: F401
@@ -177,9 +192,12 @@ def run(args: argparse.Namespace) -> int:
 
                 srv = stack.enter_context(LocalServer(judge="heuristic", latency=0.0))
                 base_url, api_key = srv.base_url, srv.api_key
-            client = stack.enter_context(_client(api_key, base_url, args.concurrency, info))
+            client = stack.enter_context(
+                _client(api_key, base_url, args.concurrency, info, data.transport(args.concurrency))
+            )
             options: EvaluateOptions = {"model_core": args.model_core, "tags": tags or None}
             run_state = _Run(criteria, resume, writer, tally, options)
+            run_state.data = data
             run_state.main(client, source, args.concurrency)
     except ComposoValidationError as exc:  # the client refused its settings
         return _usage(str(exc))
@@ -191,11 +209,13 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_FAILED
     finally:
         writer.close()
+        data.close()
 
     stats = summarize(iter_rows(args.output)) if args.output is not None else (tally or {})
     if args.output is not None:
         info.save(args.output)
     print_summary(stats, criteria, info, str(args.output) if args.output else "stdout")
+    data.finish(run_state.fatal if run_state is not None else None, interrupted)  # cache, Parquet
     if interrupted:
         print("interrupted; run the same command again to resume", file=sys.stderr)
         return EXIT_INTERRUPTED
@@ -212,11 +232,15 @@ def run(args: argparse.Namespace) -> int:
 
 @contextlib.contextmanager
 def _client(
-    api_key: str | None, base_url: str | None, concurrency: int, info: RunInfo | None = None
+    api_key: str | None,
+    base_url: str | None,
+    concurrency: int,
+    info: RunInfo | None = None,
+    transport: Any = None,
 ) -> Iterator[Composo]:
     """A client allowed ``concurrency`` requests at once, with as many kept-alive connections
     (fewer would close and reopen connections all run long); ``info`` learns the judge's name
-    from the server's answers."""
+    from the server's answers; ``transport``: the caching one."""
     import httpx
 
     from composo import Composo
@@ -224,7 +248,7 @@ def _client(
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
     hooks = {"response": [info.observe]} if info is not None else {}
     with (
-        httpx.Client(limits=limits, event_hooks=hooks) as http,
+        httpx.Client(limits=limits, transport=transport, event_hooks=hooks) as http,
         Composo(
             api_key=api_key,
             base_url=base_url,
@@ -258,6 +282,7 @@ class _Run:
         self.give_up_after = 20
         self.bar: Progress | None = None
         self.lines: dict[int, tuple[int, int]] = {}
+        self.data: DataRun | None = None
 
     def main(self, client: Composo, source: Path | None, concurrency: int) -> None:
         """Stream the lines through the client's public batch API and write each result."""
@@ -266,7 +291,8 @@ class _Run:
         # Item position in the stream -> (line index, results still due): a line is remembered
         # only while its requests are pending.
         self.lines = {}
-        with _open_lines(source) as lines:
+        assert self.data is not None
+        with self.data.records as lines:
             if bar is not None:
                 bar.start()
             try:
@@ -292,7 +318,10 @@ class _Run:
         if not sys.stderr.isatty() or importlib.util.find_spec("rich") is None:
             return None  # no terminal, or no rich (the `cli` extra): no bar
         total = None
-        if source is not None:
+        if self.data is not None and self.data.records.format != "jsonl":  # tables
+            rows = self.data.records.rows
+            total = None if rows is None else rows * len(self.criteria)
+        elif source is not None:
             total = 0
             with source.open("rb") as f:
                 for index, line in enumerate(f):
@@ -304,32 +333,28 @@ class _Run:
     def _remaining(self, index: int) -> list[str]:
         return self.resume.remaining(index, self.criteria) if self.resume else self.criteria
 
-    def items(self, lines: Iterable[bytes]) -> Iterator[dict[str, Any]]:
-        """One item per non-blank line that still has pairs to do, carrying the ``criteria`` it
-        still needs; a line that is not a JSON object gets its error rows written here."""
-        import json
+    def items(self, records: Iterable[tuple[int, Any]]) -> Iterator[dict[str, Any]]:
+        """One item per record (a line, a table row) that still has pairs to do, carrying the
+        ``criteria`` it still needs; a record that cannot be used gets its error rows here."""
+        from composo._core.readers import BadRow, UnreadableInput
 
         position = 0
-        for index, raw in enumerate(lines):
+        stream = iter(records)
+        while True:
             if self.fatal is not None:
                 return
-            if not raw.strip():
-                continue
+            try:
+                index, item = next(stream)
+            except StopIteration:
+                return
+            except UnreadableInput as exc:  # what was scored so far is already written
+                self.fatal = f"{exc}. Run the same command again to resume"
+                return
             wanted = self._remaining(index)
             if not wanted:
                 continue
-            try:
-                item: Any = json.loads(raw)
-            except json.JSONDecodeError as exc:
-                where = f"{exc.msg} at column {exc.colno}"
-                self._bad(index, wanted, f"line {index + 1}: not valid JSON ({where})")
-                continue
-            except UnicodeDecodeError:
-                self._bad(index, wanted, f"line {index + 1}: not UTF-8 text")
-                continue
-            if not isinstance(item, dict):
-                found = type(item).__name__
-                self._bad(index, wanted, f"line {index + 1}: expected a JSON object, got a {found}")
+            if isinstance(item, BadRow):
+                self._bad(index, wanted, item.message)
                 continue
             self.lines[position] = (index, len(wanted))
             position += 1
@@ -387,22 +412,3 @@ class _Run:
             return
         self.warned.add(index)
         print(message, file=sys.stderr)
-
-
-class _open_lines:
-    """The dataset as raw lines, from a file or stdin, read lazily."""
-
-    def __init__(self, source: Path | None) -> None:
-        self.source = source
-        self._file: Any = None
-
-    def __enter__(self) -> Iterable[bytes]:
-        if self.source is None:
-            return sys.stdin.buffer
-        self._file = self.source.open("rb")
-        lines: Iterable[bytes] = self._file
-        return lines
-
-    def __exit__(self, *exc: object) -> None:
-        if self._file is not None:
-            self._file.close()

@@ -1,0 +1,336 @@
+"""A result cache that survives re-runs: the same request to the same server is answered from disk.
+
+Entries are content-addressed: the key is a hash of the base URL, the path, the model core and the
+canonical request body (keys sorted, no whitespace), so any change to the conversation, the
+criterion or an option is a different entry. Only successful answers are stored, and never for
+``data_retention="none"`` (the user asked that nothing be kept). The store is one SQLite file in
+WAL mode, so several processes may read and write it at once.
+
+The cache sits in the HTTP transport (:class:`CachingTransport`, :class:`AsyncCachingTransport`),
+so the clients, the retry policy and the batch engines are unchanged by it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import httpx
+
+if TYPE_CHECKING:
+    import sqlite3
+
+__all__ = [
+    "AsyncCachingTransport",
+    "CacheInfo",
+    "CacheOption",
+    "CachingTransport",
+    "ResultCache",
+    "async_transport",
+    "default_cache_dir",
+    "open_cache",
+    "sync_transport",
+]
+
+CACHE_FILE = "results.sqlite3"
+HIT_HEADER = "x-composo-cache"
+_CACHED_PATHS = ("/api/v1/evals/reward", "/api/v1/evals/trace")
+_BUSY_TIMEOUT_MS = 30_000
+
+
+def default_cache_dir() -> Path:
+    """``COMPOSO_CACHE_DIR``, else the user's cache directory (platformdirs when installed, else
+    ``XDG_CACHE_HOME`` or the platform's usual place) with a ``composo`` folder."""
+    explicit = os.environ.get("COMPOSO_CACHE_DIR", "").strip()
+    if explicit:
+        return Path(explicit).expanduser()
+    try:
+        from platformdirs import user_cache_dir
+    except ImportError:
+        return _fallback_cache_root() / "composo"
+    return Path(user_cache_dir("composo", appauthor=False))
+
+
+def _fallback_cache_root() -> Path:
+    if sys.platform == "win32":
+        return Path(os.environ.get("LOCALAPPDATA") or Path.home() / "AppData" / "Local")
+    if sys.platform == "darwin":
+        return Path.home() / "Library" / "Caches"
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+
+
+@dataclass(frozen=True)
+class CacheInfo:
+    """What the cache holds.
+
+    Attributes:
+        path: The SQLite file.
+        entries: Stored answers.
+        size_bytes: The file's size on disk.
+    """
+
+    path: Path
+    entries: int
+    size_bytes: int
+
+
+class ResultCache:
+    """Stored answers keyed by request; safe for threads of one process and for many processes.
+
+    Args:
+        path: A directory (the file ``results.sqlite3`` is made in it) or a ``.sqlite3`` /
+            ``.db`` file. Default: :func:`default_cache_dir`.
+    """
+
+    def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
+        where = Path(path).expanduser() if path is not None else default_cache_dir()
+        if where.suffix not in (".sqlite3", ".sqlite", ".db"):
+            where = where / CACHE_FILE
+        self.path = where
+        self._lock = threading.Lock()
+        self._db: sqlite3.Connection | None = None
+
+    def _connect(self) -> sqlite3.Connection:
+        if self._db is None:
+            import sqlite3  # here, so that importing the client does not load it
+
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            db = sqlite3.connect(
+                self.path, timeout=_BUSY_TIMEOUT_MS / 1000, isolation_level=None,
+                check_same_thread=False,
+            )  # fmt: skip
+            db.execute(f"PRAGMA busy_timeout={_BUSY_TIMEOUT_MS}")
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")
+            db.execute(
+                "CREATE TABLE IF NOT EXISTS answers ("
+                "key TEXT PRIMARY KEY, body BLOB NOT NULL, stored REAL NOT NULL)"
+            )
+            self._db = db
+        return self._db
+
+    @staticmethod
+    def key(base_url: str, path: str, body: Any) -> str:
+        """The content address of one request: base URL, path, model core and canonical body."""
+        canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        model_core = body.get("model_core") if isinstance(body, dict) else None
+        material = "\n".join([base_url.rstrip("/"), path, str(model_core or ""), canonical])
+        return hashlib.sha256(material.encode()).hexdigest()
+
+    def get(self, key: str) -> bytes | None:
+        with self._lock:
+            row = self._connect().execute("SELECT body FROM answers WHERE key=?", (key,)).fetchone()
+        return None if row is None else bytes(row[0])
+
+    def put(self, key: str, body: bytes) -> None:
+        with self._lock:
+            self._connect().execute(
+                "INSERT OR REPLACE INTO answers (key, body, stored) VALUES (?, ?, ?)",
+                (key, body, time.time()),
+            )
+
+    def info(self) -> CacheInfo:
+        """How many answers are stored and how much disk they take."""
+        if not self.path.exists():
+            return CacheInfo(self.path, 0, 0)
+        with self._lock:
+            (count,) = self._connect().execute("SELECT COUNT(*) FROM answers").fetchone()
+        size = sum(
+            p.stat().st_size
+            for p in (self.path, Path(f"{self.path}-wal"), Path(f"{self.path}-shm"))
+            if p.exists()
+        )
+        return CacheInfo(self.path, int(count), size)
+
+    def clear(self) -> int:
+        """Remove every stored answer; the number removed."""
+        if not self.path.exists():
+            return 0
+        with self._lock:
+            db = self._connect()
+            removed = db.execute("DELETE FROM answers").rowcount
+            db.execute("VACUUM")
+        return int(removed)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._db is not None:
+                self._db.close()
+                self._db = None
+
+    def __getstate__(self) -> dict[str, Any]:  # a connection cannot travel to another process
+        return {"path": self.path}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.path = state["path"]
+        self._lock = threading.Lock()
+        self._db = None
+
+
+CacheOption = bool | str | os.PathLike[str] | ResultCache | None
+
+
+def open_cache(cache: CacheOption, http_client: object = None) -> ResultCache | None:
+    """The ``cache=`` argument of the clients: off, the default place, a path, or a cache."""
+    from composo.errors import ComposoValidationError
+
+    if cache is None or cache is False:
+        return None
+    if http_client is not None:
+        raise ComposoValidationError(
+            "cache: cannot be combined with http_client (the cache lives in the client's own "
+            "transport); give your httpx client transport=composo.CachingTransport(inner, "
+            "composo.ResultCache()) instead, or drop http_client"
+        )
+    if isinstance(cache, ResultCache):
+        return cache
+    if cache is True:
+        return ResultCache()
+    if isinstance(cache, (str, os.PathLike)):
+        return ResultCache(cache)
+    raise ComposoValidationError(
+        "cache: expected True, False, a directory path or a ResultCache, got "
+        f"{type(cache).__name__}"
+    )
+
+
+def sync_transport(cache: ResultCache | None, limits: httpx.Limits) -> httpx.BaseTransport | None:
+    """The sync client's transport when it caches (``None``: httpx's default)."""
+    return None if cache is None else CachingTransport(httpx.HTTPTransport(limits=limits), cache)
+
+
+def async_transport(
+    cache: ResultCache | None, inner: httpx.AsyncBaseTransport
+) -> httpx.AsyncBaseTransport:
+    """The async client's transport, wrapped when it caches."""
+    return inner if cache is None else AsyncCachingTransport(inner, cache)
+
+
+class _Counts:
+    """Hits and misses, shared by the threads of one transport."""
+
+    def __init__(self) -> None:
+        self.hits = 0
+        self.misses = 0
+        self._lock = threading.Lock()
+
+    def count(self, hit: bool) -> None:
+        with self._lock:
+            if hit:
+                self.hits += 1
+            else:
+                self.misses += 1
+
+
+def _lookup_key(request: httpx.Request) -> str | None:
+    """The request's key, or ``None`` if it must not be cached (not an evaluation, a background
+    submission, or ``data_retention="none"``)."""
+    if request.method != "POST" or request.url.path not in _CACHED_PATHS:
+        return None
+    try:
+        body = json.loads(request.content)
+    except ValueError:
+        return None
+    if not isinstance(body, dict) or body.get("data_retention") == "none":
+        return None
+    base = f"{request.url.scheme}://{request.url.netloc.decode()}"
+    return ResultCache.key(base, request.url.path, body)
+
+
+def _answer(request: httpx.Request, body: bytes) -> httpx.Response:
+    return httpx.Response(
+        200,
+        headers={"content-type": "application/json", HIT_HEADER: "hit"},
+        content=body,
+        request=request,
+    )
+
+
+def _storable(response: httpx.Response) -> bool:
+    if not response.is_success:
+        return False
+    try:
+        return isinstance(json.loads(response.content), dict)
+    except ValueError:
+        return False
+
+
+class CachingTransport(httpx.BaseTransport):
+    """Answers a request from the cache when it can; stores what the server answers well.
+
+    Args:
+        inner: The transport that reaches the server.
+        cache: Where answers are kept.
+    """
+
+    def __init__(self, inner: httpx.BaseTransport, cache: ResultCache) -> None:
+        self.inner = inner
+        self.cache = cache
+        self._counts = _Counts()
+
+    @property
+    def hits(self) -> int:
+        return self._counts.hits
+
+    @property
+    def misses(self) -> int:
+        return self._counts.misses
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        key = _lookup_key(request)
+        if key is None:
+            return self.inner.handle_request(request)
+        stored = self.cache.get(key)
+        self._counts.count(stored is not None)
+        if stored is not None:
+            return _answer(request, stored)
+        response = self.inner.handle_request(request)
+        response.read()
+        if _storable(response):
+            self.cache.put(key, response.content)
+        return response
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+class AsyncCachingTransport(httpx.AsyncBaseTransport):
+    """The async form of :class:`CachingTransport` (SQLite lookups take well under a
+    millisecond, so they run on the loop)."""
+
+    def __init__(self, inner: httpx.AsyncBaseTransport, cache: ResultCache) -> None:
+        self.inner = inner
+        self.cache = cache
+        self._counts = _Counts()
+
+    @property
+    def hits(self) -> int:
+        return self._counts.hits
+
+    @property
+    def misses(self) -> int:
+        return self._counts.misses
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        key = _lookup_key(request)
+        if key is None:
+            return await self.inner.handle_async_request(request)
+        stored = self.cache.get(key)
+        self._counts.count(stored is not None)
+        if stored is not None:
+            return _answer(request, stored)
+        response = await self.inner.handle_async_request(request)
+        await response.aread()
+        if _storable(response):
+            self.cache.put(key, response.content)
+        return response
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()

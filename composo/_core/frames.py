@@ -1,0 +1,471 @@
+"""Tables in, tables out: pandas and polars DataFrames, Hugging Face datasets and rows read from
+CSV or Parquet files, mapped to conversations by column name, scored, and given back as columns.
+
+The column mapping is the one place a row becomes an item: ``evaluate_dataframe`` on both
+clients, the command line's CSV/Parquet/JSONL reader and the Ray/Spark batch function all use
+:func:`row_item`. pandas, polars and datasets are imported only when their object is passed.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from composo.errors import ComposoValidationError
+
+__all__ = [
+    "ROLES",
+    "ColumnMap",
+    "FrameJob",
+    "results_frame",
+    "row_item",
+]
+
+ROLES = ("messages", "question", "answer", "context", "system", "tools", "id", "tags")
+"""What a column can hold; by default each is read from the column of the same name."""
+_TEXT_ROLES = ("question", "answer", "context", "system")
+_OPTIONAL = ("context", "system", "tools", "id", "tags")
+_MAPPING_HINT = "map yours with columns={'question': 'prompt', 'answer': 'response'}"
+
+
+def _empty(value: Any) -> bool:
+    """A missing cell: ``None``, NaN, pandas' ``NA``/``NaT``."""
+    if value is None:
+        return True
+    if isinstance(value, float):
+        return math.isnan(value)
+    return type(value).__name__ in ("NAType", "NaTType")
+
+
+def _plain(value: Any) -> Any:
+    """numpy scalars and arrays (what pandas and Arrow hand out) as Python values."""
+    if isinstance(value, (str, bytes, dict, list)):
+        return value
+    if hasattr(value, "tolist") and callable(value.tolist):
+        return value.tolist()
+    if hasattr(value, "item") and callable(value.item) and not isinstance(value, Mapping):
+        return value.item()
+    return value
+
+
+@dataclass(frozen=True)
+class ColumnMap:
+    """Which column holds what: role (``messages``, ``question``, ``answer``, ``context``,
+    ``system``, ``tools``, ``id``, ``tags``) -> column name, for the columns a table has."""
+
+    columns: Mapping[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def resolve(cls, given: Mapping[str, str] | None, available: Sequence[str]) -> ColumnMap:
+        """Check ``given`` against the table's columns and fill in the default names.
+
+        Raises:
+            ComposoValidationError: An unknown role, a named column the table lacks, or neither
+                a messages column nor question and answer columns.
+        """
+        given = dict(given or {})
+        names = list(available)
+        for role, column in given.items():
+            if role not in ROLES:
+                raise ComposoValidationError(
+                    f"columns: unknown role {role!r}; the roles are {', '.join(ROLES)}"
+                )
+            if not isinstance(column, str) or column not in names:
+                raise ComposoValidationError(
+                    f"columns: {role}={column!r} is not a column of this table; its columns are "
+                    f"{_listing(names)}"
+                )
+        chosen = {role: given.get(role, role) for role in ROLES}
+        chosen = {role: col for role, col in chosen.items() if col in names}
+        if "messages" in given:
+            chosen = {r: c for r, c in chosen.items() if r not in ("question", "answer", "context")}
+        elif "messages" in chosen and ("question" in given or "answer" in given):
+            del chosen["messages"]
+        if "messages" not in chosen:
+            missing = [r for r in ("question", "answer") if r not in chosen]
+            if missing:
+                raise ComposoValidationError(
+                    f"columns: no 'messages' column and no {' or '.join(map(repr, missing))} "
+                    f"column; this table has {_listing(names)}; {_MAPPING_HINT}"
+                )
+        return cls(chosen)
+
+    def required(self) -> list[str]:
+        return list(self.columns.values())
+
+    def item(self, cells: Mapping[str, Any], row: int) -> dict[str, Any]:
+        """One row's item for the batch engine (``cells``: column -> value)."""
+        return row_item({role: cells.get(col) for role, col in self.columns.items()}, self, row)
+
+
+def _listing(names: Sequence[str]) -> str:
+    shown = ", ".join(repr(n) for n in names[:20])
+    return shown + (f" and {len(names) - 20} more" if len(names) > 20 else "") if names else "none"
+
+
+def _text(value: Any, role: str, mapping: ColumnMap, row: int) -> str:
+    value = _plain(value)
+    column = mapping.columns[role]
+    if isinstance(value, list) and role == "context" and all(isinstance(v, str) for v in value):
+        return "\n\n".join(value)
+    if not isinstance(value, str):
+        found = "an empty cell" if _empty(value) else f"a {type(value).__name__}"
+        raise ComposoValidationError(
+            f"row {row}, column {column!r}: expected text, got {found}; fill it in or drop the row"
+        )
+    return value
+
+
+def _structured(value: Any, role: str, mapping: ColumnMap, row: int, kind: type[Any]) -> Any:
+    """A list (messages, tools) or dict (tags) cell, or the JSON text of one (CSV cells)."""
+    value = _plain(value)
+    column = mapping.columns[role]
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError as exc:
+            raise ComposoValidationError(
+                f"row {row}, column {column!r}: not valid JSON ({exc.msg} at character {exc.pos})"
+            ) from None
+    if kind is list and isinstance(value, tuple):
+        value = list(value)
+    if not isinstance(value, kind):
+        found = "an empty cell" if _empty(value) else f"a {type(value).__name__}"
+        want = "a list (or its JSON text)" if kind is list else "an object (or its JSON text)"
+        raise ComposoValidationError(f"row {row}, column {column!r}: expected {want}, got {found}")
+    if isinstance(value, list):
+        value = [_plain(v) if not isinstance(v, dict) else _clean_dict(v) for v in value]
+    return value
+
+
+def _clean_dict(value: Mapping[str, Any]) -> dict[str, Any]:
+    """A struct cell from Arrow: nested numpy values made plain, unset fields dropped."""
+    out: dict[str, Any] = {}
+    for k, v in value.items():
+        v = _plain(v)
+        if isinstance(v, dict):
+            v = _clean_dict(v)
+        elif isinstance(v, list):
+            v = [_clean_dict(x) if isinstance(x, dict) else _plain(x) for x in v]
+        if v is not None:
+            out[k] = v
+    return out
+
+
+def row_item(values: Mapping[str, Any], mapping: ColumnMap, row: int) -> dict[str, Any]:
+    """Role -> cell value for one row, as an ``evaluate_many`` item.
+
+    Raises:
+        ComposoValidationError: A cell cannot be used, naming its row and column.
+    """
+    present = {r: v for r, v in values.items() if not (r in _OPTIONAL and _empty(_plain(v)))}
+    item: dict[str, Any] = {}
+    if "messages" in mapping.columns:
+        item["messages"] = _structured(present.get("messages"), "messages", mapping, row, list)
+    else:
+        question = _text(present.get("question"), "question", mapping, row)
+        answer = _text(present.get("answer"), "answer", mapping, row)
+        if "context" in present:
+            context = _text(present["context"], "context", mapping, row)
+            question = f"Context:\n{context}\n\nQuestion:\n{question}"
+        item["messages"] = [
+            {"role": "user", "content": question},
+            {"role": "assistant", "content": answer},
+        ]
+    if "system" in present:
+        item["system"] = _text(present["system"], "system", mapping, row)
+    if "tools" in present:
+        item["tools"] = _structured(present["tools"], "tools", mapping, row, list)
+    if "tags" in present:
+        tags = _structured(present["tags"], "tags", mapping, row, dict)
+        item["tags"] = {str(k): v if isinstance(v, str) else json.dumps(v) for k, v in tags.items()}
+    if "id" in present:
+        ident = _plain(present["id"])
+        if isinstance(ident, float) and ident.is_integer():
+            ident = int(ident)
+        if not isinstance(ident, (str, int)) or isinstance(ident, bool):
+            raise ComposoValidationError(
+                f"row {row}, column {mapping.columns['id']!r}: expected a string or an integer "
+                f"id, got a {type(ident).__name__}"
+            )
+        item["id"] = ident
+    return item
+
+
+# -- frames -------------------------------------------------------------------------------------
+
+
+def _kind(frame: Any) -> str:
+    module = type(frame).__module__.split(".", 1)[0]
+    if module in ("pandas", "polars", "datasets"):
+        return module
+    raise ComposoValidationError(
+        f"df: expected a pandas or polars DataFrame or a datasets.Dataset, got "
+        f"{type(frame).__name__}; for a list of dicts use evaluate_many()"
+    )
+
+
+def _columns_of(frame: Any, kind: str) -> list[str]:
+    if kind == "datasets":
+        return list(frame.column_names)
+    return [str(c) for c in frame.columns]
+
+
+def _column_values(frame: Any, kind: str, column: str) -> list[Any]:
+    if kind == "pandas":
+        return list(frame[column].tolist())
+    if kind == "polars":
+        return list(frame.get_column(column).to_list())
+    return list(frame[column])
+
+
+def _slug(text: str) -> str:
+    words = re.findall(r"[a-z0-9]+", text.lower())
+    out = ""
+    for word in words:
+        if len(out) + len(word) + 1 > 40:
+            break
+        out = f"{out}_{word}" if out else word
+    return out or "criterion"
+
+
+def prefixes(labels: Sequence[str], names: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Criterion -> the prefix of its result columns (the caller's name, or a short slug)."""
+    out: dict[str, str] = {}
+    taken: set[str] = set()
+    for label in labels:
+        base = names[label] if names and label in names else _slug(label)
+        name, n = base, 2
+        while name in taken:
+            name, n = f"{base}_{n}", n + 1
+        taken.add(name)
+        out[label] = name
+    return out
+
+
+@dataclass
+class FrameJob:
+    """One table to score: its rows as items, and the result columns filled as results arrive."""
+
+    frame: Any
+    kind: str
+    mapping: ColumnMap
+    criteria: list[str]
+    names: dict[str, str]
+    rows: int
+    scores: dict[str, list[float | None]] = field(default_factory=dict)
+    explanations: dict[str, list[str | None]] = field(default_factory=dict)
+    errors: list[dict[str, str]] = field(default_factory=list)
+    positions: list[int] = field(default_factory=list)
+
+    @classmethod
+    def create(
+        cls,
+        frame: Any,
+        criteria: Sequence[str],
+        columns: Mapping[str, str] | None,
+        names: Mapping[str, str] | None = None,
+    ) -> FrameJob:
+        """Check the table's columns and the result columns' names before any request."""
+        kind = _kind(frame)
+        available = _columns_of(frame, kind)
+        mapping = ColumnMap.resolve(columns, available)
+        labels = list(criteria)
+        chosen = prefixes(labels, names)
+        job = cls(frame, kind, mapping, labels, chosen, len(frame))
+        clash = [c for c in job.result_columns() if c in available]
+        if clash:
+            raise ComposoValidationError(
+                f"df: the table already has a column {clash[0]!r}, which the results would "
+                "replace; rename it, or name the criteria with a dict {name: criterion}"
+            )
+        for label in labels:
+            job.scores[label] = [None] * job.rows
+            job.explanations[label] = [None] * job.rows
+        job.errors = [{} for _ in range(job.rows)]
+        return job
+
+    def result_columns(self) -> list[str]:
+        out = []
+        for label in self.criteria:
+            out += [f"{self.names[label]}_score", f"{self.names[label]}_explanation"]
+        return [*out, "error"]
+
+    def items(self) -> Iterator[dict[str, Any]]:
+        """The usable rows as items, in order; a row that cannot be used gets its error now."""
+        used = self.mapping.columns
+        cells = {col: _column_values(self.frame, self.kind, col) for col in used.values()}
+        for row in range(self.rows):
+            values = {role: cells[col][row] for role, col in used.items()}
+            try:
+                item = row_item(values, self.mapping, row)
+            except ComposoValidationError as exc:
+                for label in self.criteria:
+                    self.errors[row][label] = f"{type(exc).__name__}: {exc}"
+                continue
+            self.positions.append(row)
+            yield item
+
+    def record(self, results: Sequence[Any]) -> None:
+        """File batch results (``index`` is the position among the usable rows)."""
+        from composo._core.plan import error_text
+
+        for result in results:
+            row = self.positions[result.index]
+            if result.error is not None:
+                self.errors[row][result.criterion] = error_text(result.error)
+                continue
+            self.scores[result.criterion][row] = result.score
+            self.explanations[result.criterion][row] = result.explanation
+
+    def error_column(self) -> list[str | None]:
+        out: list[str | None] = []
+        for errs in self.errors:
+            if not errs:
+                out.append(None)
+            elif len(set(errs.values())) == 1 and len(errs) == len(self.criteria):
+                out.append(next(iter(errs.values())))
+            else:
+                out.append("; ".join(f"{self.names[c]}: {e}" for c, e in errs.items()))
+        return out
+
+    def result(self) -> Any:
+        """The input table with the result columns added (a new object; the input is unchanged)."""
+        data: dict[str, list[Any]] = {}
+        for label in self.criteria:
+            data[f"{self.names[label]}_score"] = self.scores[label]
+            data[f"{self.names[label]}_explanation"] = self.explanations[label]
+        data["error"] = self.error_column()
+        return attach(self.frame, self.kind, data)
+
+
+def attach(frame: Any, kind: str, data: Mapping[str, list[Any]]) -> Any:
+    """``frame`` with ``data`` as new columns; score columns are floats (missing: null/NaN)."""
+    if kind == "pandas":
+        import pandas as pd
+
+        new = {
+            name: pd.Series(values, index=frame.index, dtype=_pandas_dtype(name))
+            for name, values in data.items()
+        }
+        return frame.assign(**new)
+    if kind == "polars":
+        import polars as pl
+
+        return frame.with_columns(
+            [
+                pl.Series(name, values, dtype=pl.Float64 if name.endswith("_score") else pl.Utf8)
+                for name, values in data.items()
+            ]
+        )
+    out = frame
+    for name, values in data.items():
+        out = out.add_column(name, values)
+    return out
+
+
+def _pandas_dtype(name: str) -> str:
+    return "float64" if name.endswith("_score") else "object"
+
+
+def results_frame(results: Sequence[Any], kind: str) -> Any:
+    """Batch results as a long table: one row per (item, criterion)."""
+    rows = [r.row() for r in results]
+    columns = ("index", "id", "criterion", "score", "explanation", "error")
+    data = {c: [row[c] for row in rows] for c in columns}
+    if kind == "pandas":
+        try:
+            import pandas as pd
+        except ImportError:
+            raise ImportError("to_pandas() needs pandas: pip install 'composo[pandas]'") from None
+        frame = pd.DataFrame(data, columns=list(columns))
+        frame["score"] = frame["score"].astype("float64")
+        return frame
+    try:
+        import polars as pl
+    except ImportError:
+        raise ImportError("to_polars() needs polars: pip install 'composo[polars]'") from None
+    return pl.DataFrame(
+        data,
+        schema={
+            "index": pl.Int64,
+            "id": pl.Utf8,
+            "criterion": pl.Utf8,
+            "score": pl.Float64,
+            "explanation": pl.Utf8,
+            "error": pl.Utf8,
+        },
+    )
+
+
+def criteria_and_names(
+    criteria: str | Sequence[str] | Mapping[str, str] | None, evaluator_name: Any
+) -> tuple[Any, dict[str, str] | None]:
+    """A ``{name: criterion}`` dict names the result columns; a list or string is passed on."""
+    if isinstance(criteria, Mapping):
+        return list(criteria.values()), {v: k for k, v in criteria.items()}
+    if isinstance(evaluator_name, Mapping):
+        return list(evaluator_name.values()), {v: k for k, v in evaluator_name.items()}
+    return criteria, None
+
+
+def prepare(
+    frame: Any,
+    criteria: Any,
+    evaluator_name: Any,
+    columns: Mapping[str, str] | None,
+    options: Mapping[str, Any],
+) -> tuple[FrameJob, dict[str, Any]]:
+    """The table's job and the ``evaluate_many`` arguments for it, all checked before a request."""
+    from composo._core.plan import Plan
+
+    criteria, names = criteria_and_names(criteria, None)
+    if isinstance(evaluator_name, Mapping):
+        evaluator_name, names = criteria_and_names(None, evaluator_name)
+    plan = Plan.create(criteria, evaluator_name, options)
+    job = FrameJob.create(frame, plan.criteria, columns, names)
+    return job, {"criteria": criteria, "evaluator_name": evaluator_name}
+
+
+def evaluate_frame(
+    client: Any,
+    frame: Any,
+    criteria: Any,
+    evaluator_name: Any,
+    columns: Mapping[str, str] | None,
+    concurrency: int | None,
+    progress: Any,
+    options: Mapping[str, Any],
+) -> Any:
+    """``Composo.evaluate_dataframe``: score every row, give back the table with result columns."""
+    job, chosen = prepare(frame, criteria, evaluator_name, columns, options)
+    job.record(
+        client.evaluate_many(
+            job.items(), **chosen, concurrency=concurrency, progress=progress, **options
+        )
+    )
+    return job.result()
+
+
+async def aevaluate_frame(
+    client: Any,
+    frame: Any,
+    criteria: Any,
+    evaluator_name: Any,
+    columns: Mapping[str, str] | None,
+    concurrency: int | None,
+    progress: Any,
+    options: Mapping[str, Any],
+) -> Any:
+    """``AsyncComposo.evaluate_dataframe``."""
+    job, chosen = prepare(frame, criteria, evaluator_name, columns, options)
+    job.record(
+        await client.evaluate_many(
+            job.items(), **chosen, concurrency=concurrency, progress=progress, **options
+        )
+    )
+    return job.result()

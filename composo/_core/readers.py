@@ -1,0 +1,242 @@
+"""Datasets read as a stream of records, whatever the file: JSONL, CSV or Parquet.
+
+Each reader yields ``(index, record)`` pairs, one row at a time (Parquet a batch of rows at a
+time), so memory stays flat for any input size. A row that cannot be used is yielded as a
+:class:`BadRow` carrying a message that names its line or row and column; a file that cannot be
+read any further raises :class:`UnreadableInput`. Rows of a table become items through the one
+column mapping (:class:`composo._core.frames.ColumnMap`).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import sys
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from composo._core.frames import ColumnMap
+from composo.errors import ComposoValidationError
+
+__all__ = ["FORMATS", "BadRow", "Records", "UnreadableInput", "detect_format", "open_records"]
+
+FORMATS = ("jsonl", "csv", "parquet")
+_SUFFIXES = {
+    ".jsonl": "jsonl",
+    ".ndjson": "jsonl",
+    ".json": "jsonl",
+    ".csv": "csv",
+    ".parquet": "parquet",
+    ".pq": "parquet",
+}
+_PARQUET_BATCH = 512
+_CONVERSATION_KEYS = ("messages", "input", "trace")
+
+
+@dataclass(frozen=True)
+class BadRow:
+    """A row that cannot be evaluated, and why (the message names the line or row)."""
+
+    message: str
+
+
+class UnreadableInput(Exception):
+    """The input file cannot be read (at all, or from some point on)."""
+
+
+def detect_format(path: Path | None, given: str | None) -> str:
+    """``--format`` if given, else the file's extension; stdin is JSONL unless told otherwise.
+
+    Raises:
+        ComposoValidationError: The extension is not one of the known ones.
+    """
+    if given is not None:
+        return given
+    if path is None:
+        return "jsonl"
+    fmt = _SUFFIXES.get(path.suffix.lower())
+    if fmt is None:
+        raise ComposoValidationError(
+            f"INPUT: cannot tell the format of {path.name!r} from its extension; name it .jsonl, "
+            ".csv or .parquet, or pass --format jsonl|csv|parquet"
+        )
+    return fmt
+
+
+class Records:
+    """An open dataset: iterate for ``(index, record | BadRow)``; close when done."""
+
+    def __init__(
+        self, source: Path | None, fmt: str, columns: Mapping[str, str] | None = None
+    ) -> None:
+        self.source = source
+        self.format = fmt
+        self.columns = dict(columns or {})
+        self.mapping: ColumnMap | None = None
+        self._file: IO[Any] | None = None
+        self._parquet: Any = None
+        self._csv: Iterator[list[str]] | None = None
+        self._header: list[str] = []
+        self._open()
+
+    def _open(self) -> None:
+        where = str(self.source) if self.source is not None else "stdin"
+        if self.format == "parquet":
+            if self.source is None:
+                raise UnreadableInput("INPUT: Parquet cannot be read from stdin; give a file")
+            try:
+                import pyarrow.parquet as pq
+            except ImportError:
+                raise UnreadableInput(
+                    "INPUT: reading Parquet needs pyarrow: pip install 'composo[parquet]'"
+                ) from None
+            try:
+                self._parquet = pq.ParquetFile(self.source)
+            except Exception as exc:
+                raise UnreadableInput(
+                    f"INPUT: {where} is not a readable Parquet file ({exc})"
+                ) from None
+            names = list(self._parquet.schema_arrow.names)
+            self.mapping = ColumnMap.resolve(self.columns, names)
+            return
+        if self.format == "csv":
+            stream = (
+                open(self.source, encoding="utf-8-sig", newline="")  # noqa: SIM115 (closed in close())
+                if self.source is not None
+                else open(sys.stdin.fileno(), encoding="utf-8-sig", newline="", closefd=False)  # noqa: SIM115
+            )
+            self._file = stream
+            csv.field_size_limit(2**31 - 1)
+            self._csv = csv.reader(stream)
+            try:
+                self._header = next(self._csv)
+            except StopIteration:
+                self._header = []
+            except (UnicodeDecodeError, csv.Error) as exc:
+                raise UnreadableInput(
+                    f"INPUT: {where}: cannot read the CSV header ({exc})"
+                ) from None
+            self.mapping = ColumnMap.resolve(self.columns, self._header)
+            return
+        self._file = self.source.open("rb") if self.source is not None else None
+
+    @property
+    def rows(self) -> int | None:
+        """How many rows there are, when the file says so without being read (Parquet)."""
+        if self._parquet is not None:
+            return int(self._parquet.metadata.num_rows)
+        return None
+
+    def __iter__(self) -> Iterator[tuple[int, dict[str, Any] | BadRow]]:
+        if self.format == "parquet":
+            return self._parquet_rows()
+        if self.format == "csv":
+            return self._csv_rows()
+        lines: Iterable[bytes] = self._file if self._file is not None else sys.stdin.buffer
+        return self._jsonl_rows(lines)
+
+    def _table_row(self, index: int, cells: Mapping[str, Any]) -> dict[str, Any] | BadRow:
+        assert self.mapping is not None
+        try:
+            return self.mapping.item(cells, index)
+        except ComposoValidationError as exc:
+            return BadRow(str(exc))
+
+    def _parquet_rows(self) -> Iterator[tuple[int, dict[str, Any] | BadRow]]:
+        assert self.mapping is not None
+        wanted = self.mapping.required()
+        index = 0
+        batches = self._parquet.iter_batches(batch_size=_PARQUET_BATCH, columns=wanted)
+        while True:
+            try:
+                batch = next(batches)
+            except StopIteration:
+                return
+            except Exception as exc:
+                raise UnreadableInput(
+                    f"INPUT: cannot read the Parquet file past row {index} ({exc})"
+                ) from None
+            for cells in batch.to_pylist():
+                yield index, self._table_row(index, cells)
+                index += 1
+
+    def _csv_rows(self) -> Iterator[tuple[int, dict[str, Any] | BadRow]]:
+        assert self._csv is not None
+        header, width = self._header, len(self._header)
+        index = 0
+        while True:
+            try:
+                cells = next(self._csv)
+            except StopIteration:
+                return
+            except (UnicodeDecodeError, csv.Error) as exc:
+                raise UnreadableInput(
+                    f"INPUT: cannot read the CSV past row {index} ({exc})"
+                ) from None
+            if not any(c.strip() for c in cells):
+                index += 1
+                continue
+            if len(cells) != width:
+                yield (
+                    index,
+                    BadRow(f"row {index}: {len(cells)} cells where the header has {width} columns"),
+                )
+            else:
+                values = {h: (c if c != "" else None) for h, c in zip(header, cells, strict=True)}
+                yield index, self._table_row(index, values)
+            index += 1
+
+    def _jsonl_rows(self, lines: Iterable[bytes]) -> Iterator[tuple[int, dict[str, Any] | BadRow]]:
+        """One record per non-blank line (index: the line's position); a table-shaped record
+        (``question``/``answer`` fields, or any column flag given) goes through the mapping."""
+        for index, raw in enumerate(lines):
+            if not raw.strip():
+                continue
+            try:
+                item: Any = json.loads(raw)
+            except json.JSONDecodeError as exc:
+                where = f"{exc.msg} at column {exc.colno}"
+                yield index, BadRow(f"line {index + 1}: not valid JSON ({where})")
+                continue
+            except UnicodeDecodeError:
+                yield index, BadRow(f"line {index + 1}: not UTF-8 text")
+                continue
+            if not isinstance(item, dict):
+                found = type(item).__name__
+                yield index, BadRow(f"line {index + 1}: expected a JSON object, got a {found}")
+                continue
+            if self.columns or (
+                "question" in item and not any(k in item for k in _CONVERSATION_KEYS)
+            ):
+                try:
+                    mapping = ColumnMap.resolve(self.columns, list(item))
+                    item = mapping.item(item, index)
+                except ComposoValidationError as exc:
+                    yield index, BadRow(f"line {index + 1}: {exc}")
+                    continue
+            yield index, item
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+    def __enter__(self) -> Records:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def open_records(
+    source: Path | None, fmt: str | None = None, columns: Mapping[str, str] | None = None
+) -> Records:
+    """Open a dataset for streaming.
+
+    Raises:
+        ComposoValidationError: Unknown format, or the column mapping does not fit the header.
+        UnreadableInput: The file cannot be opened as that format.
+    """
+    return Records(source, detect_format(source, fmt), columns)

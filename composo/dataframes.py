@@ -1,0 +1,196 @@
+"""Score tables batch by batch on a distributed engine (Ray Data, Spark's ``mapInPandas``).
+
+:class:`BatchEvaluator` is a picklable callable: built on the driver with the run's settings, it
+makes its client on the worker the first time it is called, and turns each pandas batch into the
+same table ``Composo.evaluate_dataframe`` returns (the batch's columns, a score and an
+explanation column per criterion, an ``error`` column). :mod:`composo.ray` adds a request budget
+shared by the whole cluster; on Spark, give each executor its share of the limits.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import httpx
+
+from composo._core.cache import CacheOption, CachingTransport, open_cache
+from composo._core.limits import (
+    DEFAULT_MAX_CONCURRENT_REQUESTS,
+    DEFAULT_NUM_RETRIES,
+    DEFAULT_TIMEOUT,
+)
+from composo.errors import ComposoValidationError
+
+__all__ = ["BatchEvaluator", "PacedTransport"]
+
+
+class PacedTransport(httpx.BaseTransport):
+    """At most ``requests_per_minute`` requests start per minute through this transport, evenly
+    spaced (a process's share of a rate limit)."""
+
+    def __init__(self, inner: httpx.BaseTransport, requests_per_minute: float) -> None:
+        if requests_per_minute <= 0:
+            raise ComposoValidationError(
+                f"requests_per_minute: must be positive, got {requests_per_minute!r}"
+            )
+        self.inner = inner
+        self._interval = 60.0 / requests_per_minute
+        self._next = 0.0
+        self._lock = threading.Lock()
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        with self._lock:
+            now = time.monotonic()
+            start = max(now, self._next)
+            self._next = start + self._interval
+        if start > now:
+            time.sleep(start - now)
+        return self.inner.handle_request(request)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+class BatchEvaluator:
+    """Evaluate a batch of rows (a pandas DataFrame, a pyarrow Table or a dict of columns).
+
+    Args:
+        criteria: A criterion, a list, or ``{name: criterion}`` (names prefix the result
+            columns).
+        columns: Role -> column name where yours differ (see ``evaluate_dataframe``).
+        evaluator_name: Saved evaluator name(s), instead of ``criteria``.
+        api_key: The API key (default: ``COMPOSO_API_KEY``, read here on the driver).
+        base_url: The API's base URL (default: ``COMPOSO_BASE_URL``, read here).
+        max_concurrent_requests: Requests in flight from this worker.
+        requests_per_minute: Requests this worker may start per minute (``None``: no limit).
+        num_retries: Retries after the first attempt.
+        timeout: Seconds one call may take.
+        model_core: The model core for every row.
+        cache: As the clients' ``cache=``: answers kept on the worker's disk.
+        **options: :class:`~composo.types.EvaluateOptions` for every row.
+
+    Raises:
+        ComposoValidationError: No API key, or unusable criteria or options (on the driver).
+    """
+
+    def __init__(
+        self,
+        criteria: str | Sequence[str] | Mapping[str, str] | None = None,
+        *,
+        columns: Mapping[str, str] | None = None,
+        evaluator_name: str | Sequence[str] | Mapping[str, str] | None = None,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        max_concurrent_requests: int = DEFAULT_MAX_CONCURRENT_REQUESTS,
+        requests_per_minute: float | None = None,
+        num_retries: int = DEFAULT_NUM_RETRIES,
+        timeout: float = DEFAULT_TIMEOUT,
+        model_core: str | None = None,
+        cache: CacheOption = None,
+        **options: Any,
+    ) -> None:
+        from composo._core.frames import criteria_and_names
+        from composo._core.plan import Plan
+
+        key = api_key if api_key is not None else os.environ.get("COMPOSO_API_KEY")
+        if not key or not key.strip():
+            raise ComposoValidationError(
+                "api_key: no API key; pass api_key=... or set COMPOSO_API_KEY on the driver"
+            )
+        crit, _ = criteria_and_names(criteria, None)
+        names = evaluator_name
+        if isinstance(evaluator_name, Mapping):
+            names, _ = criteria_and_names(None, evaluator_name)
+        Plan.create(crit, names, options)  # mistakes surface on the driver, before any batch
+        self.criteria = criteria
+        self.columns = dict(columns) if columns is not None else None
+        self.evaluator_name = evaluator_name
+        self._api_key = key.strip()
+        self.base_url = base_url or os.environ.get("COMPOSO_BASE_URL")
+        self.max_concurrent_requests = max_concurrent_requests
+        self.requests_per_minute = requests_per_minute
+        self.num_retries = num_retries
+        self.timeout = timeout
+        self.model_core = model_core
+        self.cache = open_cache(cache)
+        self.options = options
+        self._client: Any = None
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(criteria={self.criteria!r}, base_url={self.base_url!r}, "
+            f"api_key='***', max_concurrent_requests={self.max_concurrent_requests})"
+        )
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_client"] = None
+        state["_lock"] = None
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
+    def _transport(self) -> httpx.BaseTransport:
+        """What reaches the server: connections, then the pacing, then the cache (so an answer
+        from the cache uses no request of the budget)."""
+        n = self.max_concurrent_requests
+        limits = httpx.Limits(max_connections=n, max_keepalive_connections=n)
+        transport: httpx.BaseTransport = self._gate(httpx.HTTPTransport(limits=limits))
+        if self.requests_per_minute is not None:
+            transport = PacedTransport(transport, self.requests_per_minute)
+        if self.cache is not None:
+            transport = CachingTransport(transport, self.cache)
+        return transport
+
+    def _gate(self, transport: httpx.BaseTransport) -> httpx.BaseTransport:
+        """A hook for a shared budget (:mod:`composo.ray`); here, the transport itself."""
+        return transport
+
+    def client(self) -> Any:
+        """This worker's client, made on first use."""
+        with self._lock:
+            if self._client is None:
+                from composo._core.client import Composo
+
+                self._client = Composo(
+                    api_key=self._api_key,
+                    base_url=self.base_url,
+                    num_retries=self.num_retries,
+                    model_core=self.model_core,
+                    timeout=self.timeout,
+                    max_concurrent_requests=self.max_concurrent_requests,
+                    http_client=httpx.Client(transport=self._transport()),
+                )
+            return self._client
+
+    def __call__(self, batch: Any) -> Any:
+        """The batch with its result columns (a pandas DataFrame).
+
+        Args:
+            batch: A pandas DataFrame, a pyarrow Table or a dict of column arrays.
+
+        Returns:
+            A pandas DataFrame: the batch's columns, then the result columns.
+        """
+        import pandas as pd
+
+        if isinstance(batch, Mapping):
+            frame = pd.DataFrame({k: list(v) for k, v in batch.items()})
+        elif type(batch).__module__.startswith("pyarrow"):
+            frame = batch.to_pandas()
+        else:
+            frame = batch
+        return self.client().evaluate_dataframe(
+            frame,
+            self.criteria,
+            columns=self.columns,
+            evaluator_name=self.evaluator_name,
+            **self.options,
+        )

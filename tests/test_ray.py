@@ -1,0 +1,126 @@
+"""Ray Data on a local Ray: every row scored once, the cluster within one request budget, and the
+same results as a local run."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pandas as pd
+import pytest
+
+from composo import Composo, ComposoValidationError
+from tests.support.counting_proxy import CountingProxy
+from tests.support.servers import ServerProcess
+
+ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'composo[ray]')")
+from composo.ray import ComposoBatch, RequestBudget  # noqa: E402
+
+CRITERIA = {
+    "refund": "Reward answers that explain the refund policy",
+    "window": "Passes if the answer mentions the return window",
+}
+ROWS = 60
+BUDGET = 3
+
+
+@pytest.fixture(scope="module")
+def local_ray() -> Iterator[None]:
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    yield
+    ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def slow_server() -> Iterator[ServerProcess]:
+    """A server that takes 20 ms per answer, so requests overlap and the budget is tested."""
+    with ServerProcess(latency=0.02) as srv:
+        yield srv
+
+
+def frame() -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "id": [f"r{i}" for i in range(ROWS)],
+            "question": [f"Question {i}: how do refunds work?" for i in range(ROWS)],
+            "answer": [
+                "Returns within 30 days get a full refund. " * (1 + i % 3) for i in range(ROWS)
+            ],
+        }
+    )
+
+
+@pytest.mark.timeout(300)  # a local Ray starts its workers first
+def test_ray_data_run_stays_within_the_budget_and_matches_a_local_run(
+    local_ray: None, slow_server: ServerProcess
+) -> None:
+    slow_server.reset()
+    df = frame()
+    with CountingProxy(slow_server.base_url) as proxy:
+        budget = RequestBudget(BUDGET)
+        ds = ray.data.from_pandas(df).repartition(6)
+        out = ds.map_batches(
+            ComposoBatch,
+            fn_constructor_kwargs={
+                "criteria": CRITERIA,
+                "budget": budget,
+                "api_key": slow_server.api_key,
+                "base_url": proxy.base_url,
+            },
+            concurrency=2,
+            num_cpus=0.5,
+            batch_size=10,
+            batch_format="pandas",
+        ).to_pandas()
+        assert proxy.peak <= BUDGET  # what the server side saw in flight, across both workers
+        assert proxy.total == ROWS * len(CRITERIA)
+    # every row scored once
+    bodies = [r["body"] for r in slow_server.requests() if r["path"].endswith("/reward")]
+    seen = sorted((b["messages"][0]["content"], b["evaluation_criteria"]) for b in bodies)
+    assert len(set(seen)) == len(seen) == ROWS * len(CRITERIA)
+    assert sorted(out["id"]) == sorted(df["id"]) and out["error"].isna().all()
+    stats = budget.stats()
+    assert stats["in_flight"] == 0 and stats["granted"] == 120 and 1 <= stats["peak"] <= BUDGET
+
+    with Composo(api_key=slow_server.api_key, base_url=slow_server.base_url) as client:
+        local = client.evaluate_dataframe(df, CRITERIA)
+    # the same rows and values (Ray hands columns back as Arrow-backed dtypes)
+    assert list(out.columns) == list(local.columns)
+
+    def rows(f: pd.DataFrame) -> list[dict[str, object]]:
+        return sorted(f.astype(object).where(f.notna(), None).to_dict("records"), key=str)
+
+    assert rows(out) == rows(local)
+
+
+def test_an_instance_works_as_a_task_function(local_ray: None, slow_server: ServerProcess) -> None:
+    df = frame().head(8)
+    evaluate = ComposoBatch(
+        {"refund": CRITERIA["refund"]},
+        budget=RequestBudget(2),
+        api_key=slow_server.api_key,
+        base_url=slow_server.base_url,
+    )
+    assert "test-key" not in repr(evaluate)
+    out = ray.data.from_pandas(df).map_batches(evaluate, batch_format="pandas").to_pandas()
+    assert sorted(out["id"]) == sorted(df["id"]) and out["refund_score"].notna().all()
+
+
+def test_the_budget_paces_requests_per_minute(local_ray: None, slow_server: ServerProcess) -> None:
+    budget = RequestBudget(4, requests_per_minute=600)  # one request every 100 ms
+    evaluate = ComposoBatch(
+        {"refund": CRITERIA["refund"]},
+        budget=budget,
+        api_key=slow_server.api_key,
+        base_url=slow_server.base_url,
+    )
+    out = evaluate(frame().head(6))
+    assert out["error"].isna().all()
+    stats = budget.stats()
+    assert stats["granted"] == 6 and stats["seconds"] >= 5 * 0.1
+
+
+def test_bad_settings_fail_on_the_driver(local_ray: None) -> None:
+    with pytest.raises(ComposoValidationError, match="max_concurrent_requests"):
+        RequestBudget(0)
+    with pytest.raises(ComposoValidationError, match="criteri"):
+        ComposoBatch(["not a criterion"], api_key="k", base_url="http://127.0.0.1:1")
