@@ -82,9 +82,12 @@ async def test_async_client_refuses_a_gzip_bomb_too(bomb: bytes) -> None:
 
 def test_a_plain_body_announced_over_the_limit_is_refused_and_not_retried() -> None:
     huge = b'{"score": 1, "explanation": "' + b"x" * (MAX_RESPONSE_BYTES + 10) + b'"}'
-    with serving(huge) as srv, Composo(api_key="k", base_url=srv.url) as c:
-        with pytest.raises(ResponseTooLargeError):
-            c.evaluate(messages=QA, criteria=CRITERION)
+    with (
+        serving(huge) as srv,
+        Composo(api_key="k", base_url=srv.url) as c,
+        pytest.raises(ResponseTooLargeError),
+    ):
+        c.evaluate(messages=QA, criteria=CRITERION)
     assert len(srv.seen) == 1
 
 
@@ -109,9 +112,11 @@ def test_a_success_without_a_score_is_an_error_not_a_result(body: dict[str, Any]
 
 
 def test_an_explicit_null_score_still_means_not_applicable() -> None:
-    with serving({"score": None, "explanation": "does not apply"}) as srv:
-        with Composo(api_key="k", base_url=srv.url) as c:
-            result = c.evaluate(messages=QA, criteria=CRITERION)
+    with (
+        serving({"score": None, "explanation": "does not apply"}) as srv,
+        Composo(api_key="k", base_url=srv.url) as c,
+    ):
+        result = c.evaluate(messages=QA, criteria=CRITERION)
     assert result.score is None and not result.applicable
     assert result.explanation == "does not apply"
 
@@ -151,9 +156,12 @@ def test_task_ids_travel_as_one_path_segment(task_id: str, segment: str) -> None
     def handler(sock: socket.socket, seen: Seen) -> None:
         answer(sock, {"detail": "no such task"}, "404 Not Found")
 
-    with Loopback(handler) as srv, Composo(api_key="k", base_url=srv.url) as c:
-        with pytest.raises(NotFoundError):
-            c.get_task(task_id)
+    with (
+        Loopback(handler) as srv,
+        Composo(api_key="k", base_url=srv.url) as c,
+        pytest.raises(NotFoundError),
+    ):
+        c.get_task(task_id)
     assert srv.seen[0].path == f"/api/v1/evals/tasks/{segment}"
 
 

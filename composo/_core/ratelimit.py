@@ -93,9 +93,9 @@ class Throttle:
         if rate is None and not self.active:
             return None
         now = time.monotonic()
-        if self._hold > now:
-            return f"throttled: waiting {self._hold - now:.0f}s as the server asked"
         pace = f"{rate * 60:.0f}/min" if rate is not None else "unpaced"
+        if self._hold > now:
+            return f"throttled: waiting {self._hold - now:.0f}s as the server asked, then {pace}"
         if self.throttled and now - self._last_429 < THROTTLE_FORGET:
             return f"throttled: {pace}"
         return f"paced: {pace}"

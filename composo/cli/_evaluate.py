@@ -194,23 +194,39 @@ def run(args: argparse.Namespace) -> int:
 
 @contextlib.contextmanager
 def _client(api_key: str | None, base_url: str | None, concurrency: int) -> Iterator[Composo]:
-    """A client allowed ``concurrency`` requests at once, with as many kept-alive connections
-    (fewer would close and reopen connections all run long)."""
-    import httpx
-
+    """A client allowed ``concurrency`` requests at once (it keeps at least as many connections
+    alive, and its own connections hold every call to its timeout)."""
     from composo import Composo
 
-    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
-    with (
-        httpx.Client(limits=limits) as http,
-        Composo(
-            api_key=api_key,
-            base_url=base_url,
-            max_concurrent_requests=concurrency,
-            http_client=http,
-        ) as client,
-    ):
+    with Composo(api_key=api_key, base_url=base_url, max_concurrent_requests=concurrency) as client:
         yield client
+
+
+class _Pace:
+    """The client's pace, for the progress line (a terminal) or a note on stderr (a log): says
+    when the server throttles the run and how fast it goes then."""
+
+    def __init__(self, client: Composo) -> None:
+        self._throttle = client._throttle
+        self._told = 0
+        self._told_at = 0.0
+
+    def status(self) -> str | None:
+        return self._throttle.status()
+
+    def note(self) -> None:
+        """One line on stderr per throttling episode, at most every ten seconds."""
+        import time
+
+        count = self._throttle.throttled
+        now = time.monotonic()
+        if count > self._told and now - self._told_at >= 10.0:
+            self._told, self._told_at = count, now
+            print(
+                f"{self.status() or 'throttled'} (the server answered 429; slowing down, "
+                "nothing is lost)",
+                file=sys.stderr,
+            )
 
 
 class _Run:
@@ -241,6 +257,9 @@ class _Run:
         """Stream the lines through the client's public batch API and write each result."""
         self.give_up_after = 2 * concurrency + 10
         bar = self._progress(source)
+        pace = _Pace(client)
+        if bar is not None:
+            bar.status = pace.status
         # Item position in the stream -> (line index, results still due): a line is remembered
         # only while its requests are pending.
         self.lines = {}
@@ -256,6 +275,8 @@ class _Run:
                     **self.options,
                 )
                 for result in stream:
+                    if bar is None:
+                        pace.note()
                     line, left = self.lines.pop(result.index)
                     if left > 1:
                         self.lines[result.index] = (line, left - 1)

@@ -4,6 +4,7 @@ after reading the request."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import threading
@@ -84,10 +85,8 @@ class Loopback:
 
     def __exit__(self, *exc: object) -> None:
         self.stop.set()
-        try:  # wake the accepting thread
+        with contextlib.suppress(OSError):  # wake the accepting thread
             socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
-        except OSError:
-            pass
         self._server.close()
         for thread in self._threads:
             thread.join(5)
@@ -114,10 +113,8 @@ class Loopback:
             with self._lock:
                 seen.number = len(self.seen)
                 self.seen.append(seen)
-            try:
+            with contextlib.suppress(OSError):  # the client gave up first, as it often should
                 self.handler(sock, seen)
-            except OSError:
-                pass  # the client gave up first, as it should in most of these tests
 
     @staticmethod
     def _read(sock: socket.socket) -> Seen | None:
