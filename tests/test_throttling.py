@@ -4,6 +4,7 @@ jitter, a throttling budget separate from ``num_retries``, and pacing with
 
 from __future__ import annotations
 
+import json
 import socket
 import time
 from collections.abc import Iterator
@@ -74,9 +75,7 @@ def test_the_command_line_says_it_is_throttled_and_loses_nothing(
     limited: ServerProcess, tmp_path: Path
 ) -> None:
     data = tmp_path / "data.jsonl"
-    data.write_text(
-        "".join(f'{{"messages": {__import__("json").dumps(i["messages"])}}}\n' for i in items(30))
-    )
+    data.write_text("".join(json.dumps({"messages": i["messages"]}) + "\n" for i in items(30)))
     out = tmp_path / "out.jsonl"
     spend_the_quota(limited)
     done = run_composo(
@@ -230,3 +229,23 @@ def test_requests_per_minute_must_be_a_positive_number(value: object) -> None:
         Composo(api_key="k", requests_per_minute=value)  # type: ignore[arg-type]
     with pytest.raises(ComposoValidationError, match="requests_per_minute"):
         AsyncComposo(api_key="k", requests_per_minute=value)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_background_evaluation_of_integrations_waits_out_throttling(
+    limited: ServerProcess, kind: str
+) -> None:
+    from composo.ext import BackgroundEvaluator
+
+    factory = Composo if kind == "sync" else AsyncComposo
+    evaluator = BackgroundEvaluator(
+        [CRITERION], client=factory(api_key=limited.api_key, base_url=limited.base_url)
+    )
+    spend_the_quota(limited)
+    try:
+        for i in range(15):
+            evaluator.submit(f"run-{i}", "evaluate", lambda: {"messages": QA})
+        assert evaluator.flush(timeout=60)
+    finally:
+        evaluator.close()
+    assert evaluator.stats == {"completed": 15, "failed": 0, "pending": 0}

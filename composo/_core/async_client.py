@@ -349,7 +349,7 @@ class AsyncComposo(BaseClient):
         while True:
             delay = throttle.delay(deadline)
             if delay is None:
-                raise self._timed_out()
+                raise self._paced_out()
             if delay:
                 await asyncio.sleep(delay)
             try:

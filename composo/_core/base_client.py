@@ -338,5 +338,12 @@ class BaseClient:
             raise APITimeoutError(f"timeout of {self.timeout}s reached")
         return httpx.Timeout(remaining)
 
+    def _paced_out(self) -> APITimeoutError:
+        return APITimeoutError(
+            f"timeout of {self.timeout}s would pass before this client's pace lets the request "
+            f"go ({self._throttle.status() or 'paced'}); raise timeout= or send fewer requests "
+            "at once"
+        )
+
     def _timed_out(self) -> APITimeoutError:
         return APITimeoutError(f"timeout of {self.timeout}s reached (the whole call is bounded)")

@@ -389,7 +389,7 @@ class Composo(BaseClient):
         while True:
             delay = throttle.delay(deadline)
             if delay is None:
-                raise self._timed_out()
+                raise self._paced_out()
             if delay:
                 time.sleep(delay)
             try:
