@@ -249,3 +249,21 @@ def test_background_evaluation_of_integrations_waits_out_throttling(
     finally:
         evaluator.close()
     assert evaluator.stats == {"completed": 15, "failed": 0, "pending": 0}
+
+
+def test_a_paced_request_that_cannot_go_within_its_timeout_fails_at_once() -> None:
+    from composo import APITimeoutError
+
+    def handler(sock: socket.socket, seen: Seen) -> None:
+        answer(sock, {"score": 1.0, "explanation": "ok"})
+
+    with (
+        Loopback(handler) as srv,
+        Composo(api_key="k", base_url=srv.url, requests_per_minute=6, timeout=2) as c,
+    ):
+        c.evaluate(messages=QA, criteria=CRITERION)  # the first goes at once
+        start = time.monotonic()
+        with pytest.raises(APITimeoutError, match="pace"):
+            c.evaluate(messages=QA, criteria=CRITERION)  # the next may go in 10 s
+        assert time.monotonic() - start < 2
+    assert len(srv.seen) == 1
