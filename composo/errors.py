@@ -24,7 +24,9 @@ __all__ = [
     "PermissionDeniedError",
     "RateLimitError",
     "RequestTooLargeError",
+    "ResponseTooLargeError",
     "TaskFailedError",
+    "UnexpectedResponseError",
     "status_error",
     "validation_error",
 ]
@@ -104,6 +106,16 @@ class RateLimitError(APIStatusError):
 
 class APIError(APIStatusError):
     """5xx (and 524): the server failed; retried automatically."""
+
+
+class UnexpectedResponseError(ComposoError):
+    """The server answered success with a body that is not the expected response (not JSON, or
+    without the fields of its response model); ``response_body`` holds what it sent."""
+
+
+class ResponseTooLargeError(UnexpectedResponseError):
+    """The response body was over ``composo._core.limits.MAX_RESPONSE_BYTES`` once
+    decompressed; it was dropped as it arrived, never held whole."""
 
 
 class TaskFailedError(ComposoError):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import sys
 import time
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Mapping, Sequence
 from types import TracebackType
@@ -10,15 +11,17 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from composo._core.base_client import TASK_PATH, BaseClient
+from composo._core.base_client import BaseClient
 from composo._core.cache import CacheOption, async_transport, open_cache
 from composo._core.limits import (
     DEFAULT_MAX_CONCURRENT_REQUESTS,
     DEFAULT_NUM_RETRIES,
     DEFAULT_TIMEOUT,
+    MAX_THROTTLE_WAITS,
 )
-from composo._core.retry import async_retrying
+from composo._core.retry import Policy, is_retryable
 from composo._core.transport import ShardedAsyncTransport
+from composo.errors import ComposoError, RateLimitError
 
 if TYPE_CHECKING:  # the model modules and the batch engine load on first use
     from typing_extensions import Unpack
@@ -41,11 +44,14 @@ class AsyncComposo(BaseClient):
         base_url: The API's base URL (default: ``COMPOSO_BASE_URL``, else the platform's).
         num_retries: Retries after the first attempt, at least 1.
         model_core: The default model core for every call.
-        timeout: Seconds one call may take, retries and waits included.
+        timeout: Seconds one call may take: connecting, sending, every read of the answer,
+            retries and waits included, however slowly the server sends.
         max_concurrent_requests: Requests in flight at once (the platform advises about 5).
         http_client: An ``httpx.AsyncClient`` to use; it is not closed by :meth:`aclose`.
         cache: As for :class:`Composo`: ``True``, a path or a ``ResultCache`` answers repeated
             requests from disk.
+        requests_per_minute: Pace requests to this rate from the start (a plan's known quota);
+            ``None`` paces only once the server throttles.
 
     Raises:
         ComposoValidationError: A setting is unusable.
@@ -61,11 +67,19 @@ class AsyncComposo(BaseClient):
         max_concurrent_requests: int = DEFAULT_MAX_CONCURRENT_REQUESTS,
         http_client: httpx.AsyncClient | None = None,
         cache: CacheOption = None,
+        requests_per_minute: float | None = None,
     ) -> None:
         super().__init__(
-            api_key, base_url, num_retries, model_core, timeout, max_concurrent_requests
+            api_key,
+            base_url,
+            num_retries,
+            model_core,
+            timeout,
+            max_concurrent_requests,
+            requests_per_minute,
         )
         self.cache = open_cache(cache, http_client)
+        self._policy = Policy(num_retries)
         self._owns_http = http_client is None
         self._http = http_client
         self._slots: asyncio.Semaphore | None = None
@@ -186,11 +200,12 @@ class AsyncComposo(BaseClient):
             Its status and, once finished, its result or error.
 
         Raises:
+            ComposoValidationError: ``task_id`` cannot be a task's id (empty, a path...).
             NotFoundError: No such task.
         """
         from composo._core.responses import TaskInfo
 
-        body = await self._call("GET", TASK_PATH.format(task_id=task_id), None)
+        body = await self._call("GET", self._task_path(task_id), None)
         return TaskInfo.model_validate(body)
 
     async def wait(
@@ -284,26 +299,46 @@ class AsyncComposo(BaseClient):
 
     async def _run_all(self, requests: Sequence[Request], single: bool, block: bool) -> Any:
         if len(requests) == 1:
-            out = await self._send(requests[0], block)
+            out = await self._request(requests[0], block)
             return out if single else [out]
-        return list(await asyncio.gather(*(self._send(r, block) for r in requests)))
+        return list(await asyncio.gather(*(self._request(r, block) for r in requests)))
 
-    async def _send(self, request: Request, block: bool = True) -> Any:
-        """One request, retried by the policy; the parsed response (or ``{"task_id"}``)."""
-        body = await self._call("POST", self._path(request, block), request.wire())
+    async def _request(self, request: Request, block: bool = True) -> Any:
+        """One call's request: a 429 counts among its ``num_retries``."""
+        body = await self._call("POST", self._path(request, block), request.wire(), block=block)
         return self._parse(request, body, block)
 
-    async def _call(self, method: str, path: str, json: Any) -> Any:
+    async def _send(self, request: Request, block: bool = True) -> Any:
+        """One request of a batch or background run: throttling (429) is waited out on a
+        budget of its own, within the call's timeout (see :meth:`Composo._send`)."""
+        body = await self._call(
+            "POST", self._path(request, block), request.wire(), block=block, patient=True
+        )
+        return self._parse(request, body, block)
+
+    async def _call(
+        self, method: str, path: str, json: Any, *, block: bool = True, patient: bool = False
+    ) -> Any:
         url, deadline = self.base_url + path, time.monotonic() + self.timeout
-        async for attempt in async_retrying(self.num_retries, self.timeout):
-            with attempt:
-                http, slots = self._bind()
-                async with slots:
-                    try:
-                        response = await http.request(**self._attempt(method, url, json, deadline))
-                    except httpx.HTTPError as exc:
-                        raise self._transport_error(exc, url) from None
-                return self._decode(response)
+        headers = self._headers(block)
+        try:  # the first attempt, without the retry machinery
+            return await self._attempt(method, url, json, headers, deadline, patient)
+        except ComposoError as exc:
+            if not is_retryable(exc):
+                raise
+            failed: ComposoError | None = exc
+        try:
+            async for attempt in self._policy.asynchronous(deadline):
+                with attempt:
+                    if failed is not None:  # tell the policy about the first attempt
+                        first, failed = failed, None
+                        raise first
+                    return await self._attempt(method, url, json, headers, deadline, patient)
+        except RateLimitError as exc:
+            wait = exc.retry_after
+            if wait is not None and time.monotonic() + wait > deadline:
+                raise self._refused(exc, deadline, wait) from None
+            raise
         raise AssertionError("unreachable")  # pragma: no cover
 
     # -- tables (composo._core.frames) --------------------------------------------------------
@@ -349,3 +384,83 @@ class AsyncComposo(BaseClient):
         return await aevaluate_frame(
             self, df, criteria, evaluator_name, columns, concurrency, progress, options
         )
+
+    async def _attempt(
+        self,
+        method: str,
+        url: str,
+        json: Any,
+        headers: dict[str, str],
+        deadline: float,
+        patient: bool,
+    ) -> Any:
+        """One attempt, after the client's pace allows it; a patient one waits out 429s."""
+        throttle = self._throttle
+        waits = 0
+        while True:
+            delay = throttle.delay(deadline)
+            if delay is None:
+                raise self._paced_out()
+            if delay:
+                await asyncio.sleep(delay)
+            try:
+                return await self._once(method, url, json, headers, deadline)
+            except RateLimitError as exc:
+                wait = throttle.throttled_by(exc.retry_after)
+                if not patient or waits >= MAX_THROTTLE_WAITS:
+                    raise
+                if time.monotonic() + wait > deadline:
+                    raise self._refused(exc, deadline, wait) from None
+                waits += 1
+
+    async def _once(
+        self, method: str, url: str, json: Any, headers: dict[str, str], deadline: float
+    ) -> Any:
+        """One exchange, cancelled at ``deadline`` whatever the transport does (waiting for a
+        request slot included)."""
+        left = deadline - time.monotonic()
+        try:
+            if sys.version_info >= (3, 11):
+                async with asyncio.timeout_at(_loop_time(deadline)):
+                    response, raw = await self._exchange(method, url, json, headers, left)
+            else:  # pragma: no cover (3.10)
+                exchange = self._exchange(method, url, json, headers, left)
+                response, raw = await asyncio.wait_for(exchange, left)
+        except (TimeoutError, asyncio.TimeoutError):
+            raise self._timed_out() from None
+        except httpx.HTTPError as exc:
+            raise self._transport_error(exc, url) from None
+        return self._decode(response, raw)
+
+    async def _exchange(
+        self, method: str, url: str, json: Any, headers: dict[str, str], left: float
+    ) -> tuple[httpx.Response, bytes]:
+        """Send, then read the answer as it arrives, within the limits of the body's size."""
+        http, slots = self._bind()
+        if left <= 0:
+            raise self._timed_out()
+        async with slots:
+            request = http.build_request(
+                method, url, json=json, headers=headers, timeout=httpx.Timeout(left)
+            )
+            response = await http.send(request, stream=True)
+            try:
+                inflater = self._inflater(response)
+                async for chunk in _raw(response):
+                    inflater.feed(chunk)
+                return response, inflater.result()
+            finally:
+                await response.aclose()
+
+
+def _loop_time(deadline: float) -> float:
+    """``deadline`` (``time.monotonic()``) on the running loop's clock."""
+    loop = asyncio.get_running_loop()
+    return loop.time() + (deadline - time.monotonic())
+
+
+async def _raw(response: httpx.Response) -> AsyncIterator[bytes]:
+    """The body's raw chunks, none if a transport already read it."""
+    if not response.is_stream_consumed:
+        async for chunk in response.aiter_raw():
+            yield chunk

@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import json as jsonlib
 import os
 import time
+import uuid
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
 import httpx
 
+from composo._core.body import ACCEPT_ENCODING, Inflater
 from composo._core.cores import check_model_core
+from composo._core.limits import MAX_TASK_ID_LENGTH
 from composo._core.options import check_names
+from composo._core.ratelimit import Throttle, check_requests_per_minute, rate_limit_reset
 from composo._core.retry import parse_retry_after
 from composo._version import __version__
 from composo.errors import (
@@ -18,7 +24,9 @@ from composo.errors import (
     APITimeoutError,
     ComposoError,
     ComposoValidationError,
+    RateLimitError,
     TaskFailedError,
+    UnexpectedResponseError,
     status_error,
 )
 
@@ -47,6 +55,7 @@ class BaseClient:
         model_core: str | None,
         timeout: float,
         max_concurrent_requests: int,
+        requests_per_minute: float | None = None,
     ) -> None:
         key = api_key if api_key is not None else os.environ.get("COMPOSO_API_KEY")
         if not key or not key.strip():
@@ -90,6 +99,14 @@ class BaseClient:
             raise ComposoValidationError(str(exc)) from None
         self.timeout = float(timeout)
         self.max_concurrent_requests = max_concurrent_requests
+        self.requests_per_minute = check_requests_per_minute(requests_per_minute)
+        self._throttle = Throttle(self.requests_per_minute, max_concurrent_requests)
+        self._base_headers = {
+            "API-Key": self._api_key,
+            "User-Agent": f"composo-python/{__version__}",
+            "Accept": "application/json",
+            "Accept-Encoding": ACCEPT_ENCODING,
+        }
 
     def __repr__(self) -> str:
         return (
@@ -167,12 +184,37 @@ class BaseClient:
 
         return ordered(results, plan)
 
-    def _headers(self) -> dict[str, str]:
-        return {
-            "API-Key": self._api_key,
-            "User-Agent": f"composo-python/{__version__}",
-            "Accept": "application/json",
-        }
+    def _headers(self, block: bool = True) -> dict[str, str]:
+        """The request headers; a background submission carries an ``Idempotency-Key`` of its
+        own, which its retries repeat, so a retry after a lost answer cannot start a second
+        task."""
+        if block:
+            return self._base_headers
+        return {**self._base_headers, "Idempotency-Key": uuid.uuid4().hex}
+
+    @staticmethod
+    def _task_path(task_id: Any) -> str:
+        """The task's URL path, its id checked and encoded as one path segment."""
+        if not isinstance(task_id, str):
+            raise ComposoValidationError(
+                f"task_id: expected the string an evaluate(..., block=False) call returned in "
+                f"'task_id', got {type(task_id).__name__}"
+            )
+        problem = None
+        if not task_id.strip():
+            problem = "is empty"
+        elif len(task_id) > MAX_TASK_ID_LENGTH:
+            problem = f"is longer than {MAX_TASK_ID_LENGTH} characters"
+        elif task_id in (".", "..") or any(c in task_id for c in "/\\"):
+            problem = "contains a path ('/', '\\', '.' or '..')"
+        elif not task_id.isprintable() or any(c.isspace() for c in task_id):
+            problem = "contains a space or a control character"
+        if problem is not None:
+            raise ComposoValidationError(
+                f"task_id: {task_id[:80]!r} {problem}; pass the 'task_id' a block=False "
+                "call returned"
+            )
+        return TASK_PATH.format(task_id=quote(task_id, safe=""))
 
     @staticmethod
     def _path(request: RewardRequest | TraceRequest, block: bool) -> str:
@@ -184,38 +226,96 @@ class BaseClient:
     # -- responses --------------------------------------------------------------------------
 
     @staticmethod
-    def _decode(response: httpx.Response) -> Any:
+    def _inflater(response: httpx.Response) -> Inflater:
+        """The bounded reader of ``response``'s body (one a transport already read whole is
+        taken as it is, and still held to the limit)."""
+        headers = response.headers
+        if response.is_stream_consumed:
+            inflater = Inflater(None)
+            inflater.feed(response.content)
+            return inflater
+        inflater = Inflater(headers.get("content-encoding"))
+        inflater.check_length(headers.get("content-length"))
+        return inflater
+
+    def _decode(self, response: httpx.Response, raw: bytes) -> Any:
+        """The JSON body of a success; raises the status's error for anything else."""
         try:
-            body = response.json()
+            body = jsonlib.loads(raw)
         except ValueError:
-            body = response.text
+            body = raw.decode("utf-8", "replace")
+        headers = response.headers
         if response.is_success:
+            self._throttle.passed(headers)
             return body
-        request_id = next(
-            (response.headers[h] for h in _REQUEST_ID_HEADERS if h in response.headers), None
-        )
+        request_id = next((headers[h] for h in _REQUEST_ID_HEADERS if h in headers), None)
         exc = status_error(response.status_code, body, request_id)
-        exc.retry_after = parse_retry_after(response.headers)
+        exc.retry_after = parse_retry_after(headers)
+        if exc.retry_after is None and response.status_code == 429:
+            exc.retry_after = rate_limit_reset(headers)
         raise exc
+
+    def _refused(self, exc: RateLimitError, deadline: float, wait: float) -> RateLimitError:
+        """The 429 to raise when its ``Retry-After`` would end past the call's timeout."""
+        left = max(0.0, deadline - time.monotonic())
+        out = RateLimitError(
+            f"{exc.message}; the server asks to wait {wait:.0f}s but this call's timeout leaves "
+            f"{left:.0f}s (raise timeout= to wait it out, or slow down with "
+            "requests_per_minute=)",
+            status_code=exc.status_code,
+            response_body=exc.response_body,
+            request_id=exc.request_id,
+        )
+        out.retry_after = exc.retry_after
+        return out
 
     @staticmethod
     def _parse(request: RewardRequest | TraceRequest, body: Any, block: bool) -> Any:
-        from pydantic import ValidationError
-
-        from composo._core.responses import EvaluationResponse, MultiAgentTraceResponse
         from composo._core.wire import TraceRequest
 
         if not isinstance(body, dict):
-            raise ComposoError(f"unexpected response body: {str(body)[:200]}", response_body=body)
+            raise UnexpectedResponseError(
+                f"unexpected response body: {str(body)[:200]}", response_body=body
+            )
         if not block:
+            if not isinstance(body.get("task_id"), str):
+                raise UnexpectedResponseError(
+                    "unexpected response body: a background submission's answer has no "
+                    f"'task_id': {str(body)[:200]}",
+                    response_body=body,
+                )
             return dict(body)
         criterion = request.evaluation_criteria or request.evaluator_name
+        return BaseClient._response(body, isinstance(request, TraceRequest), criterion)
+
+    @staticmethod
+    def _response(
+        body: dict[str, Any], trace: bool, criterion: str | None = None
+    ) -> EvaluationResponse | MultiAgentTraceResponse:
+        """A success body as its response model; a body without the model's own field is an
+        error, never a result (an empty ``{}`` must not read as "not applicable", which is an
+        explicit ``"score": null``)."""
+        from pydantic import ValidationError
+
+        from composo._core.responses import EvaluationResponse, MultiAgentTraceResponse
+
+        field = "results_by_agent_name" if trace else "score"
+        if field not in body:
+            raise UnexpectedResponseError(
+                f"unexpected response body: no {field!r} in a successful "
+                f"{'trace ' if trace else ''}evaluation's answer: {str(body)[:200]}",
+                response_body=body,
+            )
+        if criterion is not None:
+            body = {**body, "criterion": criterion}
         try:
-            if isinstance(request, TraceRequest):
-                return MultiAgentTraceResponse.model_validate({**body, "criterion": criterion})
-            return EvaluationResponse.model_validate({**body, "criterion": criterion})
+            if trace:
+                return MultiAgentTraceResponse.model_validate(body)
+            return EvaluationResponse.model_validate(body)
         except ValidationError as exc:
-            raise ComposoError(f"unexpected response body: {exc}", response_body=body) from None
+            raise UnexpectedResponseError(
+                f"unexpected response body: {exc}", response_body=body
+            ) from None
 
     @staticmethod
     def _deadline(timeout: float | None) -> float | None:
@@ -237,11 +337,7 @@ class BaseClient:
             )
         if info.status != "succeeded" or info.result is None:
             return None
-        from composo._core.responses import EvaluationResponse, MultiAgentTraceResponse
-
-        if "results_by_agent_name" in info.result:
-            return MultiAgentTraceResponse.model_validate(info.result)
-        return EvaluationResponse.model_validate(info.result)
+        return BaseClient._response(info.result, "results_by_agent_name" in info.result)
 
     @staticmethod
     def _transport_error(exc: httpx.HTTPError, url: str) -> ComposoError:
@@ -249,18 +345,18 @@ class BaseClient:
             return APITimeoutError(f"request to {url} timed out")
         return APIConnectionError(f"could not reach {url}: {exc.__class__.__name__}: {exc}")
 
-    def _attempt(self, method: str, url: str, json: Any, deadline: float) -> dict[str, Any]:
-        """The arguments of one attempt's ``request()``: what is left of the call's timeout."""
-        return {
-            "method": method,
-            "url": url,
-            "json": json,
-            "headers": self._headers(),
-            "timeout": self._attempt_timeout(deadline),
-        }
-
     def _attempt_timeout(self, deadline: float) -> httpx.Timeout:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             raise APITimeoutError(f"timeout of {self.timeout}s reached")
         return httpx.Timeout(remaining)
+
+    def _paced_out(self) -> APITimeoutError:
+        return APITimeoutError(
+            f"timeout of {self.timeout}s would pass before this client's pace lets the request "
+            f"go ({self._throttle.status() or 'paced'}); raise timeout= or send fewer requests "
+            "at once"
+        )
+
+    def _timed_out(self) -> APITimeoutError:
+        return APITimeoutError(f"timeout of {self.timeout}s reached (the whole call is bounded)")

@@ -11,14 +11,17 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from composo._core.base_client import TASK_PATH, BaseClient
-from composo._core.cache import CacheOption, open_cache, sync_transport
+from composo._core import deadline as call_deadline
+from composo._core.base_client import BaseClient
+from composo._core.cache import CacheOption, CachingTransport, open_cache
 from composo._core.limits import (
     DEFAULT_MAX_CONCURRENT_REQUESTS,
     DEFAULT_NUM_RETRIES,
     DEFAULT_TIMEOUT,
+    MAX_THROTTLE_WAITS,
 )
-from composo._core.retry import retrying
+from composo._core.retry import Policy, is_retryable
+from composo.errors import ComposoError, RateLimitError
 
 if TYPE_CHECKING:  # the model modules and the thread pool load on first use
     from concurrent.futures import ThreadPoolExecutor
@@ -44,13 +47,18 @@ class Composo(BaseClient):
         num_retries: Retries after the first attempt (at least 1) for what may succeed on a
             second try: lost connections, timeouts, 408, 409, 429 and 5xx.
         model_core: The default model core for every call (a call's own ``model_core`` wins).
-        timeout: Seconds one call may take, retries and waits included.
+        timeout: Seconds one call may take: connecting, sending, every read of the answer,
+            retries and waits included, however slowly the server sends.
         http_client: An ``httpx.Client`` to use (tests, proxies); it is not closed by
-            :meth:`close`.
+            :meth:`close`. (With your own client each read is bounded by what is left of the
+            timeout, but a server dripping its status line is only stopped between reads on
+            the client's own connections.)
         max_concurrent_requests: Requests in flight at once across all calls.
         cache: ``True`` keeps answers in the user's cache directory (a path: there; a
             :class:`~composo._core.cache.ResultCache`: that one), so a repeated request is not
             sent again. Errors and ``data_retention="none"`` requests are never stored.
+        requests_per_minute: Pace requests to this rate from the start (a plan's known quota);
+            ``None`` paces only once the server throttles.
 
     Raises:
         ComposoValidationError: A setting is unusable (no API key, a bad URL or model core...).
@@ -66,9 +74,16 @@ class Composo(BaseClient):
         http_client: httpx.Client | None = None,
         max_concurrent_requests: int = DEFAULT_MAX_CONCURRENT_REQUESTS,
         cache: CacheOption = None,
+        requests_per_minute: float | None = None,
     ) -> None:
         super().__init__(
-            api_key, base_url, num_retries, model_core, timeout, max_concurrent_requests
+            api_key,
+            base_url,
+            num_retries,
+            model_core,
+            timeout,
+            max_concurrent_requests,
+            requests_per_minute,
         )
         self._owns_http = http_client is None
         # An owned httpx.Client is built on the first request (see _http): building one loads
@@ -77,6 +92,7 @@ class Composo(BaseClient):
         self._http_lock = threading.Lock()
         self._closed = False
         self.cache = open_cache(cache, http_client)
+        self._policy = Policy(num_retries)
         self._slots = threading.BoundedSemaphore(max_concurrent_requests)
         self._pool: ThreadPoolExecutor | None = None
         self._pool_lock = threading.Lock()
@@ -191,11 +207,12 @@ class Composo(BaseClient):
             The task's status and, once it finished, its result or error.
 
         Raises:
+            ComposoValidationError: ``task_id`` cannot be a task's id (empty, a path...).
             NotFoundError: No such task.
         """
         from composo._core.responses import TaskInfo
 
-        return TaskInfo.model_validate(self._call("GET", TASK_PATH.format(task_id=task_id), None))
+        return TaskInfo.model_validate(self._call("GET", self._task_path(task_id), None))
 
     def wait(
         self, task_id: str, timeout: float | None = None, poll_interval: float = 0.25
@@ -307,9 +324,12 @@ class Composo(BaseClient):
                     limits = httpx.Limits(
                         max_connections=connections, max_keepalive_connections=connections
                     )
-                    http = self._http_client = httpx.Client(
-                        limits=limits, transport=sync_transport(self.cache, limits)
-                    )
+                    inner = httpx.HTTPTransport(limits=limits)
+                    call_deadline.install(inner)  # every read waits at most the call's time left
+                    transport: httpx.BaseTransport = inner
+                    if self.cache is not None:
+                        transport = CachingTransport(inner, self.cache)
+                    http = self._http_client = httpx.Client(transport=transport)
                     if self._closed:  # closed before its first request: refused as before
                         http.close()
         return http
@@ -326,12 +346,12 @@ class Composo(BaseClient):
 
     def _run_all(self, requests: Sequence[Request], single: bool, block: bool) -> Any:
         if len(requests) == 1:
-            out = self._send(requests[0], block)
+            out = self._request(requests[0], block)
             return out if single else [out]
         results: list[Any] = [None] * len(requests)
         from composo._core.runner import bounded
 
-        send = self._send if block else self._submit
+        send = self._request if block else self._submit
         window = self.max_concurrent_requests
         for outcome in bounded(send, requests, window, pool=self._executor()):
             if outcome.error is not None:
@@ -340,24 +360,107 @@ class Composo(BaseClient):
         return results
 
     def _submit(self, request: Request) -> Any:
-        return self._send(request, False)
+        return self._request(request, False)
+
+    def _request(self, request: Request, block: bool = True) -> Any:
+        """One call's request: a 429 counts among its ``num_retries``."""
+        body = self._call("POST", self._path(request, block), request.wire(), block=block)
+        return self._parse(request, body, block)
 
     def _send(self, request: Request, block: bool = True) -> Any:
-        """One request, retried by the policy; the parsed response (or ``{"task_id"}``)."""
-        return self._parse(
-            request, self._call("POST", self._path(request, block), request.wire()), block
+        """One request of a batch or background run: throttling (429) is waited out on a
+        budget of its own, within the call's timeout, so a throttled run slows down instead of
+        failing; ``num_retries`` stays for failures."""
+        body = self._call(
+            "POST", self._path(request, block), request.wire(), block=block, patient=True
         )
+        return self._parse(request, body, block)
 
-    def _call(self, method: str, path: str, json: Any) -> Any:
+    def _call(
+        self, method: str, path: str, json: Any, *, block: bool = True, patient: bool = False
+    ) -> Any:
         url, deadline = self.base_url + path, time.monotonic() + self.timeout
-        for attempt in retrying(self.num_retries, self.timeout):
-            with attempt, self._slots:
-                try:
-                    response = self._http.request(**self._attempt(method, url, json, deadline))
-                except httpx.HTTPError as exc:
-                    raise self._transport_error(exc, url) from None
-                return self._decode(response)
+        headers = self._headers(block)
+        try:  # the first attempt, without the retry machinery
+            return self._attempt(method, url, json, headers, deadline, patient)
+        except ComposoError as exc:
+            if not is_retryable(exc):
+                raise
+            failed: ComposoError | None = exc
+        try:
+            for attempt in self._policy.sync(deadline):
+                with attempt:
+                    if failed is not None:  # tell the policy about the first attempt
+                        first, failed = failed, None
+                        raise first
+                    return self._attempt(method, url, json, headers, deadline, patient)
+        except RateLimitError as exc:
+            raise self._refusal(exc, deadline) from None
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _refusal(self, exc: RateLimitError, deadline: float) -> RateLimitError:
+        wait = exc.retry_after
+        if wait is not None and time.monotonic() + wait > deadline:
+            return self._refused(exc, deadline, wait)
+        return exc
+
+    def _attempt(
+        self,
+        method: str,
+        url: str,
+        json: Any,
+        headers: dict[str, str],
+        deadline: float,
+        patient: bool,
+    ) -> Any:
+        """One attempt, after the client's pace allows it; a patient one waits out 429s."""
+        throttle = self._throttle
+        waits = 0
+        while True:
+            delay = throttle.delay(deadline)
+            if delay is None:
+                raise self._paced_out()
+            if delay:
+                time.sleep(delay)
+            try:
+                return self._once(method, url, json, headers, deadline)
+            except RateLimitError as exc:
+                wait = throttle.throttled_by(exc.retry_after)
+                if not patient or waits >= MAX_THROTTLE_WAITS:
+                    raise
+                if time.monotonic() + wait > deadline:
+                    raise self._refused(exc, deadline, wait) from None
+                waits += 1
+
+    def _once(
+        self, method: str, url: str, json: Any, headers: dict[str, str], deadline: float
+    ) -> Any:
+        """Send, then read the answer as it arrives, all before ``deadline``."""
+        http = self._http
+        with self._slots:
+            request = http.build_request(
+                method, url, json=json, headers=headers, timeout=self._attempt_timeout(deadline)
+            )
+            call_deadline.set_deadline(deadline)
+            try:
+                response = http.send(request, stream=True)
+                try:
+                    inflater = self._inflater(response)
+                    # The body's reads wait at most what is left now (not at the start).
+                    left = deadline - time.monotonic()
+                    request.extensions["timeout"] = httpx.Timeout(max(left, 1e-3)).as_dict()
+                    for chunk in () if response.is_stream_consumed else response.iter_raw():
+                        if time.monotonic() > deadline:
+                            raise self._timed_out()
+                        inflater.feed(chunk)
+                    raw = inflater.result()
+                finally:
+                    response.close()
+            except httpx.HTTPError as exc:
+                raise self._transport_error(exc, url) from None
+            finally:
+                call_deadline.clear()
+        return self._decode(response, raw)
 
     # -- tables (composo._core.frames) --------------------------------------------------------
 

@@ -15,10 +15,18 @@ __all__ = [
     "MAX_CRITERION_LENGTH",
     "MAX_ERROR_MESSAGE",
     "MAX_EVALUATOR_NAME_LENGTH",
+    "MAX_RESPONSE_BYTES",
     "MAX_RETRY_AFTER",
+    "MAX_TASK_ID_LENGTH",
+    "MAX_THROTTLE_WAITS",
     "MIN_MESSAGES",
+    "RATE_DECREASE",
+    "RATE_GROWTH",
+    "RATE_MEASURE_WINDOW",
     "RETRYABLE_STATUS",
     "TAG_LIMIT",
+    "THROTTLE_FORGET",
+    "THROTTLE_JITTER",
 ]
 
 # -- the platform's request contract ------------------------------------------------------------
@@ -35,11 +43,38 @@ MIN_MESSAGES = 2
 RETRYABLE_STATUS = frozenset({408, 409, 429})
 """Statuses worth a second try besides every 5xx."""
 MAX_RETRY_AFTER = 30.0
-"""Seconds: a longer ``Retry-After`` is waited only this long (and never past the timeout)."""
+"""Seconds: the longest ``Retry-After`` the local server's OpenAI judge waits. The clients wait
+any ``Retry-After`` their call's timeout leaves room for, and refuse a longer one at once."""
 BACKOFF_BASE = 0.5
 """Seconds: the first backoff's ceiling, doubled for each attempt (full jitter)."""
 BACKOFF_MAX = 8.0
 """Seconds: the largest backoff ceiling."""
+
+# -- throttling (429): a budget of its own, separate from ``num_retries`` ------------------------
+MAX_THROTTLE_WAITS = 25
+"""Waits for a 429 one batch request (``evaluate_many``, background evaluation) may make before
+its ``RateLimitError`` is recorded; each wait is also bounded by the call's timeout."""
+RATE_DECREASE = 0.85
+"""On a 429 the client's shared request rate drops to this share of what the server just
+allowed (once per throttling episode, however many requests were refused in it)."""
+RATE_GROWTH = 0.05
+"""Requests a second added to the shared rate per success: about 5% more a second."""
+RATE_MEASURE_WINDOW = 5.0
+"""Seconds of recent successes the rate the server allows is measured over."""
+THROTTLE_JITTER = 0.1
+"""A ``Retry-After`` wait is stretched by up to this share, at random, so that clients told the
+same instant do not all come back at once (requests of one client are spaced by its rate)."""
+THROTTLE_FORGET = 60.0
+"""Seconds without a 429 after which a client stops pacing (unless ``requests_per_minute`` is
+set)."""
+
+# -- responses ----------------------------------------------------------------------------------
+MAX_RESPONSE_BYTES = 8 * 1024 * 1024
+"""Bytes of a response body, after decompression (8 MiB: a verdict is a few KiB, a trace
+verdict with thousands of agent instances a few MiB). A larger body is refused with
+``ResponseTooLargeError`` without being held in memory."""
+MAX_TASK_ID_LENGTH = 256
+"""Characters in a background task's id."""
 
 # -- client defaults ----------------------------------------------------------------------------
 DEFAULT_TIMEOUT = 60.0

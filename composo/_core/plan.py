@@ -282,6 +282,9 @@ class Progress:
     def __init__(self, option: bool | ProgressCallback, total: int | None) -> None:
         self.done = 0
         self.total = total
+        self.status: Callable[[], str | None] | None = None
+        """What the bar's description shows besides "evaluating" (e.g. the pace when
+        throttled); called after each pair."""
         self._callback: ProgressCallback | None = None
         self._bar: Any = None
         self._task: Any = None
@@ -329,7 +332,9 @@ class Progress:
         if self._callback is not None:
             self._callback(self.done, self.total)
         elif self._task is not None:
-            self._bar.update(self._task, completed=self.done)
+            note = self.status() if self.status is not None else None
+            description = f"evaluating ({note})" if note else "evaluating"
+            self._bar.update(self._task, completed=self.done, description=description)
 
     def close(self) -> None:
         if self._task is not None:

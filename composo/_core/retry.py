@@ -20,7 +20,14 @@ from composo.errors import APIConnectionError, APIStatusError
 if TYPE_CHECKING:  # tenacity (and the asyncio it pulls in) loads on the first request
     from tenacity import AsyncRetrying, RetryCallState, Retrying
 
-__all__ = ["RETRYABLE_STATUS", "async_retrying", "is_retryable", "parse_retry_after", "retrying"]
+__all__ = [
+    "RETRYABLE_STATUS",
+    "Policy",
+    "async_retrying",
+    "is_retryable",
+    "parse_retry_after",
+    "retrying",
+]
 
 _log = logging.getLogger("composo")
 
@@ -118,3 +125,56 @@ def async_retrying(
     from tenacity import AsyncRetrying
 
     return AsyncRetrying(**_policy(num_retries, timeout, max_retry_after))
+
+
+_PAST_DEADLINE: Any = None
+
+
+def _past_deadline() -> Any:
+    """The tenacity stop "the next wait would end past the call's deadline" (made on first use,
+    as tenacity loads only then)."""
+    global _PAST_DEADLINE
+    if _PAST_DEADLINE is None:
+        from tenacity.stop import stop_base
+
+        class PastDeadline(stop_base):
+            def __init__(self, deadline: float) -> None:
+                self.deadline = deadline
+
+            def __call__(self, retry_state: RetryCallState) -> bool:
+                wait = retry_state.upcoming_sleep or 0.0
+                return time.monotonic() + wait >= self.deadline
+
+        _PAST_DEADLINE = PastDeadline
+    return _PAST_DEADLINE
+
+
+class Policy:
+    """One client's retry policy: built once, on the first failure (so tenacity loads only
+    then), and copied for each call that needs a retry with that call's deadline.
+
+    A wait the server advises (``Retry-After``) is taken as long as it is; the deadline stops
+    the retries before any wait that would end past it.
+    """
+
+    def __init__(self, num_retries: int) -> None:
+        self.num_retries = num_retries
+        self._sync: Retrying | None = None
+        self._async: AsyncRetrying | None = None
+
+    def _stop(self, deadline: float) -> Any:
+        from tenacity import stop_after_attempt
+
+        return stop_after_attempt(self.num_retries + 1) | _past_deadline()(deadline)
+
+    def sync(self, deadline: float) -> Retrying:
+        """The policy for one blocking call ending by ``deadline`` (``time.monotonic()``)."""
+        if self._sync is None:
+            self._sync = retrying(self.num_retries, None, max_retry_after=math.inf)
+        return self._sync.copy(stop=self._stop(deadline))
+
+    def asynchronous(self, deadline: float) -> AsyncRetrying:
+        """:meth:`sync` for coroutines."""
+        if self._async is None:
+            self._async = async_retrying(self.num_retries, None, max_retry_after=math.inf)
+        return self._async.copy(stop=self._stop(deadline))

@@ -94,10 +94,13 @@ class DataRun:
             return None
         import httpx
 
+        from composo._core import deadline
         from composo._core.cache import CachingTransport
 
         limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
-        self._transport = CachingTransport(httpx.HTTPTransport(limits=limits), self.cache)
+        inner = httpx.HTTPTransport(limits=limits)
+        deadline.install(inner)  # every read waits at most what is left of the call's timeout
+        self._transport = CachingTransport(inner, self.cache)
         return self._transport
 
     def close(self) -> None:

@@ -239,13 +239,18 @@ def _client(
     transport: Any = None,
 ) -> Iterator[Composo]:
     """A client allowed ``concurrency`` requests at once, with as many kept-alive connections
-    (fewer would close and reopen connections all run long); ``info`` learns the judge's name
-    from the server's answers; ``transport``: the caching one."""
+    (fewer would close and reopen connections all run long), each read bounded by the call's
+    timeout; ``info`` learns the judge's name from the server's answers; ``transport``: the
+    caching one."""
     import httpx
 
     from composo import Composo
+    from composo._core import deadline
 
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    if transport is None:
+        transport = httpx.HTTPTransport(limits=limits)
+        deadline.install(transport)  # every read waits at most what is left of the call's time
     hooks = {"response": [info.observe]} if info is not None else {}
     with (
         httpx.Client(limits=limits, transport=transport, event_hooks=hooks) as http,
@@ -257,6 +262,33 @@ def _client(
         ) as client,
     ):
         yield client
+
+
+class _Pace:
+    """The client's pace, for the progress line (a terminal) or a note on stderr (a log): says
+    when the server throttles the run and how fast it goes then."""
+
+    def __init__(self, client: Composo) -> None:
+        self._throttle = client._throttle
+        self._told = 0
+        self._told_at = 0.0
+
+    def status(self) -> str | None:
+        return self._throttle.status()
+
+    def note(self) -> None:
+        """One line on stderr per throttling episode, at most every ten seconds."""
+        import time
+
+        count = self._throttle.throttled
+        now = time.monotonic()
+        if count > self._told and now - self._told_at >= 10.0:
+            self._told, self._told_at = count, now
+            print(
+                f"{self.status() or 'throttled'} (the server answered 429; slowing down, "
+                "nothing is lost)",
+                file=sys.stderr,
+            )
 
 
 class _Run:
@@ -288,6 +320,9 @@ class _Run:
         """Stream the lines through the client's public batch API and write each result."""
         self.give_up_after = 2 * concurrency + 10
         bar = self._progress(source)
+        pace = _Pace(client)
+        if bar is not None:
+            bar.status = pace.status
         # Item position in the stream -> (line index, results still due): a line is remembered
         # only while its requests are pending.
         self.lines = {}
@@ -304,6 +339,8 @@ class _Run:
                     **self.options,
                 )
                 for result in stream:
+                    if bar is None:
+                        pace.note()
                     line, left = self.lines.pop(result.index)
                     if left > 1:
                         self.lines[result.index] = (line, left - 1)

@@ -1,0 +1,118 @@
+"""The call's deadline at the socket: every read and write of the sync client's own connections
+waits at most until the deadline of the call running on that thread.
+
+``httpx.Timeout`` bounds each socket operation on its own, so a server that sends one byte every
+half second (in the status line, the headers or the body) could hold a call forever. The sync
+client sets its call's deadline here around each attempt; the streams of its connection pool cap
+every timeout at what is left of it. (The async client bounds an attempt with
+``asyncio.timeout`` instead, which needs no help from the transport.)
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import typing
+from collections.abc import Iterable
+
+import httpcore
+import httpx
+
+__all__ = ["DeadlineBackend", "clear", "install", "set_deadline"]
+
+_local = threading.local()
+
+
+def set_deadline(deadline: float) -> None:
+    """The ``time.monotonic()`` by which this thread's current call must be done."""
+    _local.deadline = deadline
+
+
+def clear() -> None:
+    _local.deadline = None
+
+
+def _cap(timeout: float | None, kind: type[Exception]) -> float | None:
+    deadline: float | None = getattr(_local, "deadline", None)
+    if deadline is None:
+        return timeout
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise kind("the call's timeout ran out")
+    return left if timeout is None else min(timeout, left)
+
+
+class _Stream(httpcore.NetworkStream):
+    __slots__ = ("_inner",)
+
+    def __init__(self, inner: httpcore.NetworkStream) -> None:
+        self._inner = inner
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        return self._inner.read(max_bytes, _cap(timeout, httpcore.ReadTimeout))
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        self._inner.write(buffer, _cap(timeout, httpcore.WriteTimeout))
+
+    def close(self) -> None:
+        self._inner.close()
+
+    def start_tls(
+        self,
+        ssl_context: typing.Any,
+        server_hostname: str | None = None,
+        timeout: float | None = None,
+    ) -> httpcore.NetworkStream:
+        tls = self._inner.start_tls(
+            ssl_context, server_hostname, _cap(timeout, httpcore.ConnectTimeout)
+        )
+        return _Stream(tls)
+
+    def get_extra_info(self, info: str) -> typing.Any:
+        return self._inner.get_extra_info(info)
+
+
+class DeadlineBackend(httpcore.NetworkBackend):
+    """A network backend whose streams respect the thread's call deadline."""
+
+    def __init__(self, inner: httpcore.NetworkBackend) -> None:
+        self._inner = inner
+
+    def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Iterable[typing.Any] | None = None,
+    ) -> httpcore.NetworkStream:
+        stream = self._inner.connect_tcp(
+            host, port, _cap(timeout, httpcore.ConnectTimeout), local_address, socket_options
+        )
+        return _Stream(stream)
+
+    def connect_unix_socket(
+        self,
+        path: str,
+        timeout: float | None = None,
+        socket_options: Iterable[typing.Any] | None = None,
+    ) -> httpcore.NetworkStream:  # pragma: no cover (the client speaks TCP)
+        stream = self._inner.connect_unix_socket(
+            path, _cap(timeout, httpcore.ConnectTimeout), socket_options
+        )
+        return _Stream(stream)
+
+    def sleep(self, seconds: float) -> None:  # pragma: no cover (retries are httpx's, off)
+        self._inner.sleep(seconds)
+
+
+def install(transport: httpx.HTTPTransport) -> bool:
+    """Put the deadline under ``transport``'s connection pool; ``False`` if its pool is not the
+    one httpx builds (then each read is bounded by the attempt's timeout only)."""
+    pool = getattr(transport, "_pool", None)
+    backend = getattr(pool, "_network_backend", None)
+    if not isinstance(pool, httpcore.ConnectionPool) or backend is None:
+        return False
+    if not isinstance(backend, DeadlineBackend):
+        pool._network_backend = DeadlineBackend(backend)
+    return True

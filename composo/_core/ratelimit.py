@@ -1,0 +1,173 @@
+"""One request-rate limiter per client, shared by every call, batch and background evaluation
+it makes.
+
+Unthrottled it costs two attribute reads per request. After a 429 it paces requests: the rate
+drops to a share of what the server was just seen allowing (once per throttling episode) and
+grows back about 5% a second while requests succeed (additive increase, multiplicative
+decrease). ``Retry-After`` holds every request of the client until then, stretched a little at
+random; after the hold, requests leave one at a time, spaced by the rate, never in lockstep.
+``requests_per_minute`` paces from the start and caps the rate.
+
+The limiter only says how long to wait; the clients sleep (``time.sleep`` or ``asyncio.sleep``).
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections import deque
+from collections.abc import Mapping
+
+from composo._core.limits import (
+    RATE_DECREASE,
+    RATE_GROWTH,
+    RATE_MEASURE_WINDOW,
+    THROTTLE_FORGET,
+    THROTTLE_JITTER,
+)
+from composo.errors import ComposoValidationError
+
+__all__ = ["Throttle", "check_requests_per_minute", "rate_limit_reset"]
+
+_MIN_RATE = 1 / 3600.0  # one request an hour: the slowest pace kept
+
+
+def check_requests_per_minute(value: float | None) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise ComposoValidationError(
+            f"requests_per_minute: must be a positive number (e.g. 500 / 60 for 500 an hour) or "
+            f"None for no pacing, got {value!r}"
+        )
+    return float(value)
+
+
+def rate_limit_reset(headers: Mapping[str, str]) -> float | None:
+    """Seconds until ``X-RateLimit-Reset`` when ``X-RateLimit-Remaining`` says the quota is spent;
+    ``None`` otherwise. The reset is read as seconds from now, or as a Unix time when it is
+    larger than a year of seconds (both are in use)."""
+    remaining = headers.get("x-ratelimit-remaining")
+    if remaining is None or remaining.strip() not in ("0", "0.0"):
+        return None
+    try:
+        reset = float(headers.get("x-ratelimit-reset") or "")
+    except ValueError:
+        return None
+    if reset != reset or reset < 0:  # NaN or negative
+        return None
+    if reset > 365 * 86400.0:
+        reset -= time.time()
+    return max(0.0, reset)
+
+
+class Throttle:
+    """The shared pace of one client's requests (see the module's description).
+
+    Attributes:
+        rate: Requests a second currently allowed; ``None`` while not pacing.
+        throttled: 429 answers seen so far.
+    """
+
+    def __init__(self, requests_per_minute: float | None, concurrency: int) -> None:
+        self.ceiling = None if requests_per_minute is None else requests_per_minute / 60.0
+        self.rate: float | None = self.ceiling
+        self.throttled = 0
+        self._concurrency = concurrency
+        self._next = 0.0  # when the next request may start (pacing)
+        self._hold = 0.0  # no request before this (Retry-After)
+        self._episode = 0.0  # 429s before this belong to the episode already counted
+        self._last_429 = 0.0
+        self._ok: deque[float] = deque(maxlen=256)
+        self._lock = threading.Lock()
+
+    @property
+    def active(self) -> bool:
+        """Whether requests are being paced or held."""
+        return self.rate is not None or self._hold > time.monotonic()
+
+    def status(self) -> str | None:
+        """A short description while pacing (``None`` otherwise), for progress displays."""
+        rate = self.rate
+        if rate is None and not self.active:
+            return None
+        now = time.monotonic()
+        pace = f"{rate * 60:.0f}/min" if rate is not None else "unpaced"
+        if self._hold > now:
+            return f"throttled: waiting {self._hold - now:.0f}s as the server asked, then {pace}"
+        if self.throttled and now - self._last_429 < THROTTLE_FORGET:
+            return f"throttled: {pace}"
+        return f"paced: {pace}"
+
+    def delay(self, deadline: float) -> float | None:
+        """Seconds to wait before the next request may start, reserving its place; ``None``
+        (nothing reserved) when that would pass ``deadline``."""
+        if self.rate is None and self._hold == 0.0:
+            return 0.0
+        with self._lock:
+            now = time.monotonic()
+            start = max(now, self._next, self._hold)
+            if start > deadline:
+                return None
+            if self.rate is not None:
+                self._next = start + 1.0 / self.rate
+            return start - now
+
+    def passed(self, headers: Mapping[str, str]) -> None:
+        """A request succeeded: the rate grows back; a spent quota announced by
+        ``X-RateLimit-Remaining: 0`` holds the next requests until its reset."""
+        if "x-ratelimit-remaining" in headers and (reset := rate_limit_reset(headers)) is not None:
+            self.hold(reset)
+        if self.rate is None and self._hold == 0.0 and not self.throttled:
+            return
+        with self._lock:
+            now = time.monotonic()
+            self._ok.append(now)
+            if self.rate is None:
+                return
+            if (
+                self.ceiling is None
+                and self.throttled
+                and now - self._last_429 > THROTTLE_FORGET
+                and self._hold < now
+            ):
+                self.rate = None  # quiet for long enough: stop pacing
+                return
+            rate = self.rate + RATE_GROWTH
+            self.rate = rate if self.ceiling is None else min(rate, self.ceiling)
+
+    def hold(self, seconds: float) -> None:
+        """No request of this client for ``seconds`` (stretched at random by a little)."""
+        with self._lock:
+            until = time.monotonic() + seconds * (1.0 + random.uniform(0.0, THROTTLE_JITTER))
+            self._hold = max(self._hold, until)
+
+    def throttled_by(self, retry_after: float | None) -> float:
+        """A 429 arrived: slow down (once per episode) and hold for the advised wait; returns
+        the wait (the server's ``Retry-After``, else one second)."""
+        advised = 1.0 if retry_after is None else retry_after
+        with self._lock:
+            now = time.monotonic()
+            self.throttled += 1
+            self._last_429 = now
+            hold = now + advised * (1.0 + random.uniform(0.0, THROTTLE_JITTER))
+            self._hold = max(self._hold, hold)
+            if now >= self._episode:  # a new episode: the first 429 since the last hold ended
+                seen = self._measured(now)
+                base = seen if seen is not None else self._concurrency / max(advised, 1.0)
+                if self.rate is not None:
+                    base = min(base, self.rate)
+                self.rate = max(_MIN_RATE, base * RATE_DECREASE)
+                if self.ceiling is not None:
+                    self.rate = min(self.rate, self.ceiling)
+                self._episode = self._hold
+            return advised
+
+    def _measured(self, now: float) -> float | None:
+        """Successes a second over the recent window, ``None`` with fewer than two."""
+        recent = [t for t in self._ok if now - t <= RATE_MEASURE_WINDOW]
+        if len(recent) < 2:
+            return None
+        span = max(now - recent[0], 1e-3)
+        return len(recent) / span
