@@ -21,10 +21,10 @@ import contextlib
 import itertools
 import logging
 import os
+import queue
 import threading
 import weakref
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -187,6 +187,68 @@ class _Prepared:
     left: int
 
 
+class _Pool:
+    """Threads for blocking clients' calls, shared by every evaluator.
+
+    A thread starts only when none is idle (at most ``size``), and counts as idle again before
+    its result is delivered, so work done one call at a time reuses one thread instead of
+    growing the pool.
+    """
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._lock = threading.Lock()
+        self._queue: queue.SimpleQueue[tuple[Callable[[], Any], Callable[..., Any]]]
+        self._queue = queue.SimpleQueue()
+        self._threads = 0
+        self._idle = 0
+        self._backlog = 0
+
+    def run(self, fn: Callable[[Any], Any], arg: Any) -> asyncio.Future[Any]:
+        """``fn(arg)`` on a pool thread, as a future of the running loop."""
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[Any] = loop.create_future()
+
+        def deliver(ok: bool, value: Any) -> None:
+            if fut.done():
+                return
+            if ok:
+                fut.set_result(value)
+            else:
+                fut.set_exception(value)
+
+        def done(ok: bool, value: Any) -> None:
+            with contextlib.suppress(RuntimeError):  # the loop is gone
+                loop.call_soon_threadsafe(deliver, ok, value)
+
+        with self._lock:
+            if self._idle:
+                self._idle -= 1
+            elif self._threads < self._size:
+                self._threads += 1
+                threading.Thread(
+                    target=self._serve, name=f"{WORKER_NAME}-{self._threads}", daemon=True
+                ).start()
+            else:
+                self._backlog += 1
+        self._queue.put((lambda: fn(arg), done))
+        return fut
+
+    def _serve(self) -> None:
+        while True:
+            work, done = self._queue.get()
+            try:
+                ok, value = True, work()
+            except BaseException as exc:  # handed to the awaiting side
+                ok, value = False, exc
+            with self._lock:
+                if self._backlog:
+                    self._backlog -= 1  # a queued call is this thread's next
+                else:
+                    self._idle += 1
+            done(ok, value)
+
+
 class _Worker:
     """The process's one background thread and its event loop, started on first use.
 
@@ -198,7 +260,7 @@ class _Worker:
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
-        self._pool: ThreadPoolExecutor | None = None
+        self._pool: _Pool | None = None
         self._pid = 0
 
     def loop(self) -> asyncio.AbstractEventLoop:
@@ -230,12 +292,10 @@ class _Worker:
             return self._loop
         return None
 
-    def pool(self) -> ThreadPoolExecutor:
+    def pool(self) -> _Pool:
         with self._lock:
             if self._pool is None:
-                self._pool = ThreadPoolExecutor(
-                    max_workers=POOL_THREADS, thread_name_prefix=WORKER_NAME
-                )
+                self._pool = _Pool(POOL_THREADS)
             return self._pool
 
     @staticmethod
@@ -545,7 +605,7 @@ class BackgroundEvaluator:
         pool = _worker.pool()
 
         def send(request: Any) -> asyncio.Future[Any]:
-            return asyncio.get_running_loop().run_in_executor(pool, client._send, request)
+            return pool.run(client._send, request)
 
         return send
 
