@@ -411,6 +411,7 @@ class BackgroundEvaluator:
         self._failed = 0
         # The batch running on the background loop while there is work (None when idle).
         self._pump: asyncio.Task[None] | None = None
+        self._busy = False  # a batch is running (set and cleared on the loop, under _cond)
         # Jobs waiting for the engine; the loop is woken once per batch of jobs, not per job.
         self._inbox: collections.deque[_Job] = collections.deque()
         self._wake_pending = False
@@ -532,7 +533,8 @@ class BackgroundEvaluator:
             ``False`` if ``timeout`` passed first.
         """
         with self._cond:
-            return self._cond.wait_for(lambda: self._pending == 0, timeout)
+            # Until the batch has ended too, so nothing on the loop refers to this evaluator.
+            return self._cond.wait_for(lambda: self._pending == 0 and not self._busy, timeout)
 
     async def aflush(self, timeout: float | None = None) -> bool:
         """:meth:`flush` for async code (waits on a worker thread, not on the event loop)."""
@@ -588,6 +590,8 @@ class BackgroundEvaluator:
             self._wake.set()
 
     def _start_pump(self) -> None:
+        with self._cond:
+            self._busy = True
         self._wake = asyncio.Event()
         self._pump = asyncio.get_running_loop().create_task(self._run())
         self._pump.add_done_callback(self._pump_done)
@@ -597,6 +601,10 @@ class BackgroundEvaluator:
         # A job that arrived while the last batch was finishing starts the next one.
         if self._inbox and not self._closed:
             self._start_pump()
+            return
+        with self._cond:
+            self._busy = False
+            self._cond.notify_all()
 
     def _send(self) -> ASend:
         client = self._client
