@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import logging
 import threading
 import weakref
 from typing import Any
@@ -59,15 +60,21 @@ def test_callbacks_made_per_request_and_dropped_leave_no_thread(
     assert len(composo_env.requests()) == 21
 
 
-def test_with_block_flushes_and_closes(client: Composo, live: ServerProcess) -> None:
+def test_with_block_flushes_and_closes(
+    client: Composo, live: ServerProcess, caplog: pytest.LogCaptureFixture
+) -> None:
     with ComposoCallback(criteria=CRITERION, client=client) as cb:
         answer_once(cb)
     assert cb.closed and cb.pending == 0
     [record] = cb.results
     assert record.ok and record.score is not None
     cb.close()  # closing again is harmless
-    answer_once(cb)  # a closed callback does not evaluate, and never breaks the run
+    with caplog.at_level(logging.WARNING):
+        answer_once(cb)  # a closed callback does not evaluate, and never breaks the run
+        answer_once(cb)
     assert len(cb.results) == 1
+    [warning] = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert warning.name == "langchain_composo" and "is closed" in warning.getMessage()
 
 
 def test_async_with_block_flushes_and_closes(composo_env: ServerProcess) -> None:

@@ -109,6 +109,7 @@ class ComposoCallback(BaseCallbackHandler):
         self.raise_error = raise_error
         self._lock = threading.Lock()
         self._runs: dict[UUID, Run] = {}
+        self._warned_closed = False
 
     def __repr__(self) -> str:
         return f"ComposoCallback(mode={self.mode!r}, criteria={self.criteria!r})"
@@ -397,14 +398,30 @@ class ComposoCallback(BaseCallbackHandler):
                     run.open = None
         return run
 
+    def _accepting(self, run: Run) -> bool:
+        """A closed callback evaluates nothing more; the run goes on, and the log says why."""
+        if not self._evaluator.closed:
+            return True
+        if not self._warned_closed:
+            self._warned_closed = True
+            _log.warning(
+                "ComposoCallback is closed; run %s (%s) and later runs are not evaluated "
+                "(make a new callback, or close it after its last run)",
+                run.run_id,
+                run.name,
+            )
+        return False
+
     def _submit_llm(self, run: Run) -> None:
+        if not self._accepting(run):
+            return
         metadata = {"name": run.name, "mode": "llm"}
         if run.metadata:
             metadata["metadata"] = run.metadata  # type: ignore[assignment]
         self._evaluator.submit(str(run.run_id), "evaluate", lambda: llm_evaluation(run), metadata)
 
     def _submit_trace(self, root: Run) -> None:
-        if self.mode != "trace":
+        if self.mode != "trace" or not self._accepting(root):
             return
         metadata: dict[str, Any] = {"name": root.name, "mode": "trace"}
         error = root.error
