@@ -6,7 +6,9 @@ these names and nothing else inside ``composo``; everything not exported here, f
 release. The import contract checked in CI keeps the bundled integrations to this surface.
 
 - Background evaluation: :class:`BackgroundEvaluator` runs evaluations beside a framework's run
-  and keeps an :class:`EvaluationRecord` per outcome (never raising into the caller).
+  (on one background thread shared by the process) and keeps an :class:`EvaluationRecord` per
+  outcome, saying what was evaluated (never raising into the caller); :func:`criterion_kind`
+  tells a criterion's kind (:data:`CriterionKind`) by its prefix.
 - Option checking: the same checks the clients make, for options taken at construction time.
 - Message conversion: what the plugins turn a foreign object into, or a clear error.
 - Traces: :class:`TraceRecorder` turns a framework's events (agent started and finished, model
@@ -34,7 +36,9 @@ if TYPE_CHECKING:
     from composo._core.background import (
         BackgroundEvaluator,
         BacklogFullError,
+        CriterionKind,
         EvaluationRecord,
+        criterion_kind,
     )
     from composo._core.build import check_model_core, normalize_criteria, normalize_tags
     from composo._core.convert import (
@@ -61,6 +65,7 @@ __all__ = [
     "BackgroundEvaluator",
     "BacklogFullError",
     "Capture",
+    "CriterionKind",
     "EvaluationRecord",
     "Instrument",
     "Interaction",
@@ -69,6 +74,7 @@ __all__ = [
     "TraceRecorder",
     "check_criterion",
     "check_model_core",
+    "criterion_kind",
     "current_tracer",
     "is_binary",
     "lazy_exports",
@@ -97,7 +103,9 @@ __getattr__, __dir__ = lazy_exports(
     {
         "BackgroundEvaluator": _BACKGROUND,
         "BacklogFullError": _BACKGROUND,
+        "CriterionKind": _BACKGROUND,
         "EvaluationRecord": _BACKGROUND,
+        "criterion_kind": _BACKGROUND,
         "check_model_core": "composo._core.build",
         "normalize_criteria": "composo._core.build",
         "normalize_tags": "composo._core.build",

@@ -48,21 +48,23 @@ agent = create_agent(
     model, tools=[get_weather], name="weather_agent", system_prompt="Answer weather questions."
 )
 
-per_call = ComposoCallback(criteria=[criteria.tool_selection, criteria.tool_result_use])
-per_run = ComposoCallback(
-    criteria="Reward agents that answer the question using the tool results",
-    mode="trace",
-    tags={"app": "weather-demo"},
-)
+# One callback per request is fine: callbacks share one background thread, and `with` flushes
+# and closes on exit.
+with (
+    ComposoCallback(criteria=[criteria.tool_selection, criteria.tool_result_use]) as per_call,
+    ComposoCallback(
+        criteria="Reward agents that answer the question using the tool results",
+        mode="trace",
+        tags={"app": "weather-demo"},
+    ) as per_run,
+):
+    result = agent.invoke(
+        {"messages": [HumanMessage("Do I need an umbrella in Paris today?")]},
+        config={"callbacks": [per_call, per_run]},
+    )
+    print("Agent:", result["messages"][-1].content)
 
-result = agent.invoke(
-    {"messages": [HumanMessage("Do I need an umbrella in Paris today?")]},
-    config={"callbacks": [per_call, per_run]},
-)
-print("Agent:", result["messages"][-1].content)
-
-per_call.flush(timeout=60)
-per_run.flush(timeout=60)
 for record in per_call.results + per_run.results:
     outcome = f"{record.score:.2f}" if record.score is not None else f"error: {record.error}"
-    print(f"[{record.kind}] {record.criterion[:60]}... -> {outcome}")
+    print(f"[{record.kind} {record.name}] {record.criterion[:50]}... -> {outcome}")
+    print(f"    evaluated: {record.summary}")

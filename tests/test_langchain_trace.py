@@ -4,6 +4,7 @@ trace, evaluated when the outermost run ends (real langchain / langgraph, local 
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
 from typing import Any
 
@@ -239,7 +240,7 @@ def test_concurrent_agent_runs_stay_apart(tracer: ComposoCallback, live: ServerP
     assert tracer.open_runs == 0
 
 
-def test_failed_run_is_not_evaluated_and_leaves_nothing_behind(
+def test_failed_run_is_evaluated_with_its_error_and_leaves_nothing_behind(
     tracer: ComposoCallback, live: ServerProcess
 ) -> None:
     @tool
@@ -260,7 +261,44 @@ def test_failed_run_is_not_evaluated_and_leaves_nothing_behind(
         agent.invoke({"messages": [HumanMessage("go")]}, config={"callbacks": [tracer]})
     assert tracer.open_runs == 0
     assert tracer.flush(timeout=30)
-    assert tracer.results == [] and trace_bodies(live) == []
+    [record] = tracer.results
+    assert record.ok, record.error
+    assert record.name == "fragile" and record.kind == "evaluate_trace"
+    assert record.metadata["error"] == (
+        "The run failed with ConnectionError: weather service unreachable"
+    )
+    [body] = trace_bodies(live)
+    [agent_sent] = body["trace"]["agent_instance_by_id"].values()
+    [call] = agent_sent["interactions"]
+    # What ran before the failure, then the failure itself, as the judge sees it.
+    assert call["output_messages"][0]["type"] == "tool_call"
+    assert call["output_messages"][-1] == {
+        "type": "error",
+        "content": "The run failed with ConnectionError: weather service unreachable",
+    }
+
+
+def test_run_failing_before_any_model_call_is_a_failed_record_and_a_warning(
+    tracer: ComposoCallback, live: ServerProcess, caplog: pytest.LogCaptureFixture
+) -> None:
+    class Broken(ToolCallingFakeChat):
+        def _generate(self, *args: Any, **kwargs: Any) -> Any:
+            raise TimeoutError("model provider timed out")
+
+    agent = create_agent(Broken(messages=iter(())), tools=[get_weather], name="stalled")
+    with caplog.at_level(logging.WARNING, logger="composo"), pytest.raises(TimeoutError):
+        agent.invoke({"messages": [HumanMessage("go")]}, config={"callbacks": [tracer]})
+    assert tracer.flush(timeout=30)
+    [record] = tracer.results
+    assert not record.ok and isinstance(record.error, ValueError)
+    assert "TimeoutError: model provider timed out" in str(record.error)
+    assert record.name == "stalled"
+    assert tracer.stats["failed"] == 1
+    assert any(
+        r.levelno == logging.WARNING and "model provider timed out" in r.getMessage()
+        for r in caplog.records
+    )
+    assert trace_bodies(live) == []
 
 
 def test_a_chain_without_model_calls_is_skipped(

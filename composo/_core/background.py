@@ -1,9 +1,12 @@
 """Evaluations that run beside the user's program instead of inside it.
 
 Framework hooks (a LangChain callback, a LlamaIndex handler, a tracer) must return in microseconds,
-so they hand work to a :class:`BackgroundEvaluator`: one daemon thread runs an event loop with one
-long-running batch (the async batch engine, fed by the submitted jobs as they arrive), and every
-outcome becomes an :class:`EvaluationRecord`.
+so they hand work to a :class:`BackgroundEvaluator`. One daemon thread per process runs one event
+loop shared by every evaluator (as the tracing SDKs do), so a handler made per request costs no
+thread: each evaluator runs a batch on it (the async batch engine, fed by the submitted jobs as
+they arrive) only while it has work, and nothing on the loop refers to an idle evaluator, so a
+dropped one is collected and its own client closed. Every outcome becomes an
+:class:`EvaluationRecord`.
 Failures are recorded and logged, never raised into the caller; :meth:`BackgroundEvaluator.flush`
 waits for what is pending. The backlog is bounded, so a slow server cannot grow memory without
 limit: what does not fit is recorded as an error, not dropped silently.
@@ -14,13 +17,14 @@ from __future__ import annotations
 import asyncio
 import atexit
 import collections
-import concurrent.futures
+import contextlib
 import itertools
 import logging
+import os
+import queue
 import threading
 import weakref
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -32,7 +36,14 @@ from composo._core.plan import BatchResult, Job, Plan
 from composo._core.responses import EvaluationResponse, MultiAgentTraceResponse
 from composo.errors import ComposoError, ComposoValidationError
 
-__all__ = ["BackgroundEvaluator", "BacklogFullError", "EvaluationRecord", "Kind"]
+__all__ = [
+    "BackgroundEvaluator",
+    "BacklogFullError",
+    "CriterionKind",
+    "EvaluationRecord",
+    "Kind",
+    "criterion_kind",
+]
 
 _log = logging.getLogger("composo")
 
@@ -46,10 +57,17 @@ class BacklogFullError(ComposoError):
 
 @dataclass(frozen=True)
 class EvaluationRecord:
-    """The outcome of one evaluation (one criterion on one run).
+    """The outcome of one evaluation (one criterion on one run), and what was evaluated.
 
     ``score`` and ``explanation`` come from ``response`` (for a trace, its ``overall_score``);
     when the evaluation failed, ``error`` holds the exception and ``response`` is ``None``.
+
+    ``name`` is the run's name (for a trace, its root agent), ``summary`` one short line saying
+    what was sent (the question and the answer, or the agents of a trace), and ``evaluated`` the
+    arguments the request was built from (``messages``, ``result``, ``tools`` or ``trace``): the
+    same objects, not copies, so keeping records costs no conversion. Both are ``None`` when the
+    run could not be prepared or was skipped. :attr:`criterion_kind` says which kind of criterion
+    it was.
     """
 
     run_id: str
@@ -60,10 +78,91 @@ class EvaluationRecord:
     response: Response | None = None
     kind: Kind = "evaluate"
     metadata: Mapping[str, Any] = field(default_factory=dict)
+    name: str | None = None
+    summary: str | None = None
+    evaluated: Mapping[str, Any] | None = field(default=None, repr=False)
 
     @property
     def ok(self) -> bool:
+        """Whether the evaluation finished (a ``None`` score, "not applicable", is ok)."""
         return self.error is None
+
+    @property
+    def criterion_kind(self) -> CriterionKind:
+        """``"reward"``, ``"penalize"``, ``"passes_if"`` or ``"fails_if"`` (the last two score 0
+        or 1), or ``"evaluator"`` for a saved evaluator's name."""
+        return criterion_kind(self.criterion)
+
+
+CriterionKind = Literal["reward", "penalize", "passes_if", "fails_if", "evaluator"]
+_PREFIXES: tuple[tuple[str, CriterionKind], ...] = (
+    ("reward", "reward"),
+    ("penalize", "penalize"),
+    ("passes if", "passes_if"),
+    ("fails if", "fails_if"),
+)
+
+
+def criterion_kind(criterion: str) -> CriterionKind:
+    """Which kind of criterion ``criterion`` is (by its prefix, as the platform reads it)."""
+    head = criterion[:9].lower()
+    for prefix, kind in _PREFIXES:
+        if head.startswith(prefix):
+            return kind
+    return "evaluator"
+
+
+_SHORT = 80
+
+
+def _short(text: Any) -> str:
+    flat = " ".join(str(text).split())
+    return flat if len(flat) <= _SHORT else flat[: _SHORT - 3] + "..."
+
+
+def _text_of(message: Any) -> str:
+    if not isinstance(message, Mapping):
+        return _short(message)
+    content = message.get("content")
+    if isinstance(content, list):  # content parts
+        content = " ".join(
+            str(p.get("text", "")) for p in content if isinstance(p, Mapping) and p.get("text")
+        )
+    calls = message.get("tool_calls")
+    if not content and calls:
+        names = [
+            str((c.get("function") or {}).get("name", "?")) for c in calls if isinstance(c, Mapping)
+        ]
+        return "calls " + ", ".join(names)
+    return _short(content or "")
+
+
+def summarize(kind: Kind, item: Mapping[str, Any]) -> str | None:
+    """One line about what an evaluation was given: cheap, it reads only a few fields."""
+    try:
+        if kind == "evaluate_trace":
+            trace = item.get("trace")
+            agents = getattr(trace, "agent_instance_by_id", None)
+            if not isinstance(agents, Mapping):
+                return None
+            names = list(dict.fromkeys(a.name for a in agents.values()))
+            steps = sum(len(a.interactions) for a in agents.values())
+            return f"trace of {len(agents)} agent instance(s) ({', '.join(names)}), {steps} step(s)"
+        messages = item.get("messages")
+        question = None
+        if isinstance(messages, Sequence) and not isinstance(messages, str):
+            users = [m for m in messages if isinstance(m, Mapping) and m.get("role") == "user"]
+            question = _text_of(users[-1]) if users else None
+        result = item.get("result")
+        answer = None
+        if isinstance(result, str):
+            answer = _short(result)
+        elif isinstance(result, Sequence) and result:
+            answer = _text_of(result[-1])
+        parts = [f"user: {question}" if question else "", f"answer: {answer}" if answer else ""]
+        return " | ".join(p for p in parts if p) or None
+    except Exception:  # a summary is a courtesy; never fail a record over it
+        return None
 
 
 Prepare = Callable[[], Mapping[str, Any]]
@@ -75,19 +174,183 @@ class _Job:
     kind: Kind
     prepare: Prepare
     metadata: Mapping[str, Any]
+    name: str | None
+
+
+@dataclass
+class _Prepared:
+    """A job the engine took: its arguments, their summary, and results still due."""
+
+    job: _Job
+    item: Mapping[str, Any]
+    summary: str | None
+    left: int
+
+
+class _Pool:
+    """Threads for blocking clients' calls, shared by every evaluator.
+
+    A thread starts only when none is idle (at most ``size``), and counts as idle again before
+    its result is delivered, so work done one call at a time reuses one thread instead of
+    growing the pool.
+    """
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._lock = threading.Lock()
+        self._queue: queue.SimpleQueue[tuple[Callable[[], Any], Callable[..., Any]]]
+        self._queue = queue.SimpleQueue()
+        self._threads = 0
+        self._idle = 0
+        self._backlog = 0
+
+    def run(self, fn: Callable[[Any], Any], arg: Any) -> asyncio.Future[Any]:
+        """``fn(arg)`` on a pool thread, as a future of the running loop."""
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[Any] = loop.create_future()
+
+        def deliver(ok: bool, value: Any) -> None:
+            if fut.done():
+                return
+            if ok:
+                fut.set_result(value)
+            else:
+                fut.set_exception(value)
+
+        def done(ok: bool, value: Any) -> None:
+            with contextlib.suppress(RuntimeError):  # the loop is gone
+                loop.call_soon_threadsafe(deliver, ok, value)
+
+        with self._lock:
+            if self._idle:
+                self._idle -= 1
+            elif self._threads < self._size:
+                self._threads += 1
+                threading.Thread(
+                    target=self._serve, name=f"{WORKER_NAME}-{self._threads}", daemon=True
+                ).start()
+            else:
+                self._backlog += 1
+        self._queue.put((lambda: fn(arg), done))
+        return fut
+
+    def _serve(self) -> None:
+        while True:
+            work, done = self._queue.get()
+            try:
+                ok, value = True, work()
+            except BaseException as exc:  # handed to the awaiting side
+                ok, value = False, exc
+            with self._lock:
+                if self._backlog:
+                    self._backlog -= 1  # a queued call is this thread's next
+                else:
+                    self._idle += 1
+            done(ok, value)
+
+
+class _Worker:
+    """The process's one background thread and its event loop, started on first use.
+
+    Every evaluator runs on it, so making and dropping evaluators (one per request, as handlers
+    often are) leaves no thread behind; blocking clients' calls share one bounded thread pool.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._pool: _Pool | None = None
+        self._pid = 0
+
+    def loop(self) -> asyncio.AbstractEventLoop:
+        loop, thread = self._loop, self._thread
+        if loop is not None and thread is not None and thread.is_alive() and self._pid == _pid():
+            return loop
+        with self._lock:
+            if (
+                self._loop is None
+                or self._thread is None
+                or not self._thread.is_alive()
+                or self._pid != _pid()  # a forked child has the loop but not the thread
+            ):
+                new_loop = asyncio.new_event_loop()
+                ready = threading.Event()
+                thread = threading.Thread(
+                    target=self._serve, args=(new_loop, ready), name=WORKER_NAME, daemon=True
+                )
+                thread.start()
+                ready.wait()
+                self._loop, self._thread, self._pid = new_loop, thread, _pid()
+                self._pool = None
+            return self._loop
+
+    def running_loop(self) -> asyncio.AbstractEventLoop | None:
+        """The loop, if the thread is running (never starts it)."""
+        thread = self._thread
+        if thread is not None and thread.is_alive() and self._pid == _pid():
+            return self._loop
+        return None
+
+    def pool(self) -> _Pool:
+        with self._lock:
+            if self._pool is None:
+                self._pool = _Pool(POOL_THREADS)
+            return self._pool
+
+    @staticmethod
+    def _serve(loop: asyncio.AbstractEventLoop, ready: threading.Event) -> None:
+        asyncio.set_event_loop(loop)
+        loop.call_soon(ready.set)
+        try:
+            loop.run_forever()
+        finally:
+            loop.close()
+
+
+def _pid() -> int:
+    return os.getpid()
+
+
+WORKER_NAME = "composo-background"
+POOL_THREADS = 32
+_worker = _Worker()
+
+
+def _close_owned(client: AsyncComposo) -> None:
+    """Close an evaluator's own client once the evaluator is gone (a finalizer: never blocks)."""
+    loop = _worker.running_loop()
+    if loop is None or loop.is_closed():
+        return
+    with contextlib.suppress(RuntimeError):  # the loop stopped meanwhile (interpreter exit)
+        loop.call_soon_threadsafe(_aclose_soon, client)
+
+
+def _aclose_soon(client: AsyncComposo) -> None:
+    task = asyncio.get_running_loop().create_task(client.aclose())
+    _closing.add(task)
+    task.add_done_callback(_closing.discard)
+
+
+_closing: set[asyncio.Task[None]] = set()
 
 
 class BackgroundEvaluator:
-    """Run evaluations on a background event loop and keep their records.
+    """Run evaluations on the process's background event loop and keep their records.
+
+    One daemon thread serves every evaluator in the process, and an evaluator holds nothing on
+    it while idle: an evaluator made per request and dropped (without :meth:`close`) is
+    collected, and its own client closed. ``with BackgroundEvaluator(...) as ev:`` flushes and
+    closes on exit.
 
     Args:
         criteria: The criterion (or list) every submitted run is evaluated against, checked
             here before anything runs (or give ``evaluator_name``).
         evaluator_name: Saved evaluator name(s), instead of ``criteria``.
-        client: A :class:`Composo` (its calls run on a small thread pool) or an
-            :class:`AsyncComposo` (awaited on this evaluator's own loop, so do not share it
-            with another loop); by default an ``AsyncComposo`` built from ``COMPOSO_API_KEY``
-            / ``COMPOSO_BASE_URL``.
+        client: A :class:`Composo` (its calls run on a shared, bounded thread pool) or an
+            :class:`AsyncComposo` (awaited on the background loop, so do not use it from
+            another loop too); by default an ``AsyncComposo`` built from ``COMPOSO_API_KEY`` /
+            ``COMPOSO_BASE_URL``, closed with this evaluator.
         on_result: Sees every record as it arrives (on the background thread; a skip, in the
             submitting one).
         max_results: How many of the newest records :attr:`results` keeps (``None``: all).
@@ -95,7 +358,7 @@ class BackgroundEvaluator:
             :class:`BacklogFullError`, not dropped silently.
         options: :class:`~composo.types.EvaluateOptions` for every evaluation (``tags``,
             ``model_core``...); any other key is added to every submitted run's arguments.
-        name: The background thread's name, also used in log lines.
+        name: Used in log lines and error messages.
 
     Raises:
         ComposoValidationError: The criteria, options or limits are unusable.
@@ -146,19 +409,29 @@ class BackgroundEvaluator:
         self._pending = 0
         self._completed = 0
         self._failed = 0
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
-        self._threads: ThreadPoolExecutor | None = None
-        self._pump: concurrent.futures.Future[None] | None = None
+        # The batch running on the background loop while there is work (None when idle).
+        self._pump: asyncio.Task[None] | None = None
+        self._busy = False  # a batch is running (set and cleared on the loop, under _cond)
         # Jobs waiting for the engine; the loop is woken once per batch of jobs, not per job.
         self._inbox: collections.deque[_Job] = collections.deque()
         self._wake_pending = False
         self._wake: asyncio.Event | None = None
         # Jobs handed to the engine, by position, with how many of their results are still due.
-        self._running: dict[int, tuple[_Job, int]] = {}
+        self._running: dict[int, _Prepared] = {}
         self._closed = False
         self._skipped = 0
+        self._finalizer = (
+            weakref.finalize(self, _close_owned, self._client)
+            if isinstance(self._client, AsyncComposo) and self._owns_client
+            else None
+        )
         _live.add(self)
+
+    def __enter__(self) -> BackgroundEvaluator:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close(None)
 
     # -- what callers see ---------------------------------------------------------------------
 
@@ -172,6 +445,11 @@ class BackgroundEvaluator:
     def pending(self) -> int:
         """Evaluations submitted and not finished yet."""
         return self._pending
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called."""
+        return self._closed
 
     @property
     def stats(self) -> dict[str, int]:
@@ -192,6 +470,8 @@ class BackgroundEvaluator:
         kind: Kind,
         prepare: Prepare,
         metadata: Mapping[str, Any] | None = None,
+        *,
+        name: str | None = None,
     ) -> bool:
         """Queue one evaluation per criterion; returns at once.
 
@@ -200,8 +480,10 @@ class BackgroundEvaluator:
             kind: ``"evaluate"`` or ``"evaluate_trace"``.
             prepare: Runs on the background thread and returns the run's arguments for
                 ``evaluate`` (``messages``, ``result``, ``tools``...) or ``evaluate_trace``
-                (``trace``): converting is deferred until a request can go.
+                (``trace``): converting is deferred until a request can go. If it raises, the
+                run is recorded as failed (one record per criterion) and logged as a warning.
             metadata: Kept on each record.
+            name: The run's name, kept on each record (default: ``metadata["name"]``).
 
         Returns:
             ``False`` (the skip recorded as an error) when the backlog is full, else ``True``.
@@ -211,7 +493,10 @@ class BackgroundEvaluator:
         """
         if self._closed:
             raise RuntimeError(f"{self._name} is closed")
-        job = _Job(run_id, kind, prepare, dict(metadata or {}))
+        meta = dict(metadata or {})
+        if name is None and isinstance(meta.get("name"), str):
+            name = meta["name"]
+        job = _Job(run_id, kind, prepare, meta, name)
         n = len(self.criteria)
         with self._cond:
             full = self._pending + n > self.max_pending
@@ -233,7 +518,7 @@ class BackgroundEvaluator:
             for criterion in self.criteria:
                 self._record(job, criterion, error=err, pending=False)
             return False
-        loop = self._ensure_loop()
+        loop = _worker.loop()
         self._inbox.append(job)
         self._wake_up(loop)
         return True
@@ -248,14 +533,20 @@ class BackgroundEvaluator:
             ``False`` if ``timeout`` passed first.
         """
         with self._cond:
-            return self._cond.wait_for(lambda: self._pending == 0, timeout)
+            # Until the batch has ended too, so nothing on the loop refers to this evaluator.
+            return self._cond.wait_for(lambda: self._pending == 0 and not self._busy, timeout)
 
     async def aflush(self, timeout: float | None = None) -> bool:
         """:meth:`flush` for async code (waits on a worker thread, not on the event loop)."""
         return await asyncio.to_thread(self.flush, timeout)
 
     def close(self, timeout: float | None = 5.0) -> None:
-        """Wait up to ``timeout`` for pending work, then stop the thread and close owned clients."""
+        """Wait up to ``timeout`` for pending work, then stop and close the client made here.
+
+        Args:
+            timeout: Seconds to wait at most (``None``: as long as it takes); what is still
+                pending then is dropped, with a warning.
+        """
         if self._closed:
             return
         if not self.flush(timeout):
@@ -265,48 +556,23 @@ class BackgroundEvaluator:
                 self._pending,
             )
         self._closed = True
-        loop, thread = self._loop, self._thread
-        if loop is not None and thread is not None:
+        if self._finalizer is not None:
+            self._finalizer.detach()
+        loop = _worker.running_loop()
+        if loop is not None and (self._pump is not None or self._owns_client):
             fut = asyncio.run_coroutine_threadsafe(self._stop(), loop)
             try:
                 fut.result(timeout)
             except Exception as exc:  # closing is best effort
                 _log.debug("closing the evaluation client failed: %s", exc)
-            loop.call_soon_threadsafe(loop.stop)
-            thread.join(timeout)
-        if self._threads is not None:
-            self._threads.shutdown(wait=False)
-        if self._owns_client and isinstance(self._client, Composo):
+        elif self._owns_client and isinstance(self._client, Composo):
             self._client.close()
 
-    # -- the background side --------------------------------------------------------------------
+    async def aclose(self, timeout: float | None = 5.0) -> None:
+        """:meth:`close` for async code (waits on a worker thread, not on the event loop)."""
+        await asyncio.to_thread(self.close, timeout)
 
-    def _ensure_loop(self) -> asyncio.AbstractEventLoop:
-        loop = self._loop
-        if loop is not None:
-            return loop
-        with self._cond:
-            if self._loop is None:
-                new_loop = asyncio.new_event_loop()
-                ready = threading.Event()
-                thread = threading.Thread(
-                    target=self._serve, args=(new_loop, ready), name=self._name, daemon=True
-                )
-                thread.start()
-                ready.wait()
-                self._thread = thread
-                self._pump = asyncio.run_coroutine_threadsafe(self._run(), new_loop)
-                self._loop = new_loop
-            return self._loop
-
-    @staticmethod
-    def _serve(loop: asyncio.AbstractEventLoop, ready: threading.Event) -> None:
-        asyncio.set_event_loop(loop)
-        loop.call_soon(ready.set)
-        try:
-            loop.run_forever()
-        finally:
-            loop.close()
+    # -- the background side (everything below runs on the background loop) ----------------------
 
     def _wake_up(self, loop: asyncio.AbstractEventLoop) -> None:
         with self._cond:
@@ -317,25 +583,42 @@ class BackgroundEvaluator:
     def _woken(self) -> None:
         with self._cond:
             self._wake_pending = False
-        if self._wake is not None:
+        if self._pump is None:
+            if self._inbox:
+                self._start_pump()
+        elif self._wake is not None:
             self._wake.set()
+
+    def _start_pump(self) -> None:
+        with self._cond:
+            self._busy = True
+        self._wake = asyncio.Event()
+        self._pump = asyncio.get_running_loop().create_task(self._run())
+        self._pump.add_done_callback(self._pump_done)
+
+    def _pump_done(self, task: asyncio.Task[None]) -> None:
+        self._pump = None
+        # A job that arrived while the last batch was finishing starts the next one.
+        if self._inbox and not self._closed:
+            self._start_pump()
+            return
+        with self._cond:
+            self._busy = False
+            self._cond.notify_all()
 
     def _send(self) -> ASend:
         client = self._client
         if isinstance(client, AsyncComposo):
             return client._send
-        pool = self._threads = ThreadPoolExecutor(
-            max_workers=client.max_concurrent_requests, thread_name_prefix=self._name
-        )
+        pool = _worker.pool()
 
         def send(request: Any) -> asyncio.Future[Any]:
-            return asyncio.get_running_loop().run_in_executor(pool, client._send, request)
+            return pool.run(client._send, request)
 
         return send
 
     async def _run(self) -> None:
-        """The one batch this evaluator runs: every submitted job, as it arrives."""
-        self._wake = asyncio.Event()
+        """One batch: the submitted jobs as they arrive, until there is nothing left to do."""
         window = self._client.max_concurrent_requests
         try:
             async for _ in astream(
@@ -346,31 +629,43 @@ class BackgroundEvaluator:
             _log.exception("%s: the evaluation loop stopped", self._name)
 
     async def _jobs(self) -> AsyncIterator[Job]:
-        assert self._wake is not None
+        wake = self._wake
+        assert wake is not None
         for index in itertools.count():
             while not self._inbox:
-                if self._closed:
+                # Idle (nothing queued, nothing in flight): end the batch, so nothing on the
+                # loop refers to this evaluator until the next submit.
+                if self._closed or not self._running:
                     return
-                self._wake.clear()
-                await self._wake.wait()
+                wake.clear()
+                await wake.wait()
             job = self._inbox.popleft()
             try:
                 # Converted only when the engine asks for the next item: a backlog costs no CPU.
                 item = {**self._extra, **job.prepare()}
             except Exception as exc:
-                _log.warning("could not prepare run %s for evaluation: %s", job.run_id, exc)
+                _log.warning(
+                    "%s: run %s%s could not be evaluated: %s",
+                    self._name,
+                    job.run_id,
+                    f" ({job.name})" if job.name else "",
+                    exc,
+                )
                 for criterion in self.criteria:
                     self._record(job, criterion, error=exc)
                 continue
-            self._running[index] = (job, len(self.criteria))
+            self._running[index] = _Prepared(
+                job, item, summarize(job.kind, item), len(self.criteria)
+            )
             yield Job(index, item)
 
     def _done(self, result: BatchResult) -> None:
-        job, left = self._running[result.index]
-        if left > 1:
-            self._running[result.index] = (job, left - 1)
+        prepared = self._running[result.index]
+        if prepared.left > 1:
+            prepared.left -= 1
         else:
             del self._running[result.index]
+        job = prepared.job
         if result.error is not None:
             _log.warning(
                 "evaluation of run %s against %r failed: %s",
@@ -378,12 +673,17 @@ class BackgroundEvaluator:
                 result.criterion,
                 result.error,
             )
-        self._record(job, result.criterion, response=result.response, error=result.error)
+        self._record(
+            job, result.criterion, response=result.response, error=result.error, prepared=prepared
+        )
+        if not self._running and self._wake is not None:
+            self._wake.set()  # the batch may be idle now
 
     async def _stop(self) -> None:
         self._woken()
-        if self._pump is not None:
-            await asyncio.wrap_future(self._pump)
+        pump = self._pump
+        if pump is not None:
+            await asyncio.shield(pump)
         if self._owns_client and isinstance(self._client, AsyncComposo):
             await self._client.aclose()
 
@@ -395,6 +695,7 @@ class BackgroundEvaluator:
         response: Response | None = None,
         error: BaseException | None = None,
         pending: bool = True,
+        prepared: _Prepared | None = None,
     ) -> None:
         if isinstance(response, MultiAgentTraceResponse):
             score, explanation = response.overall_score, response.explanation
@@ -411,6 +712,9 @@ class BackgroundEvaluator:
             response=response,
             kind=job.kind,
             metadata=job.metadata,
+            name=job.name,
+            summary=prepared.summary if prepared is not None else None,
+            evaluated=prepared.item if prepared is not None else None,
         )
         with self._cond:
             self._results.append(record)

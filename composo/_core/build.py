@@ -137,6 +137,10 @@ def reward_requests(
     }
     if system is not None:
         common["system"] = system
+    if tools is None and result is not None:
+        from composo._core.adapters.openai_responses import offered_tools
+
+        tools = offered_tools(result)  # a Responses ``Response`` carries the tools it offered
     if tools is not None:
         common["tools"] = convert.to_tools(tools)
     return _requests(RewardRequest, sources, single, common)

@@ -3,8 +3,11 @@
 Every output item becomes chat messages the evaluator can read: tool calls as assistant
 ``tool_calls`` (name and JSON arguments: the query, the code, the MCP tool's arguments...), what a
 built-in tool returned as the ``tool`` message that follows, text as assistant messages with their
-citations listed as sources. Objects from the ``openai`` package are read through ``model_dump``,
-so this module never imports it.
+citations listed as sources. The tools a request offered (``response.tools``, typed objects or
+their dicts, which are flat: ``{"type": "function", "name": ...}``) become OpenAI tool definitions
+in the wire's (Chat Completions) shape; a built-in tool becomes a definition named as its calls
+are, described in words. Objects from the ``openai`` package are read through ``model_dump``, so
+this module never imports it.
 """
 
 from __future__ import annotations
@@ -370,6 +373,160 @@ def items_to_messages(items: Sequence[Any], where: str) -> list[Message]:
     return out
 
 
+# -- tool definitions ------------------------------------------------------------------------------
+
+# Built-in tools: the name their calls carry in the converted output, and what they do.
+_BUILTIN_TOOLS: dict[str, tuple[str, str]] = {
+    "web_search": ("web_search", "searches the web"),
+    "web_search_2025_08_26": ("web_search", "searches the web"),
+    "web_search_preview": ("web_search", "searches the web"),
+    "web_search_preview_2025_03_11": ("web_search", "searches the web"),
+    "file_search": ("file_search", "searches the uploaded files"),
+    "code_interpreter": ("code_interpreter", "runs Python code in a sandbox"),
+    "image_generation": ("image_generation", "generates or edits an image"),
+    "computer_use_preview": ("computer", "operates a computer (screen, mouse, keyboard)"),
+    "computer": ("computer", "operates a computer (screen, mouse, keyboard)"),
+    "local_shell": ("local_shell", "runs shell commands on the local machine"),
+    "shell": ("shell", "runs shell commands"),
+    "apply_patch": ("apply_patch", "edits files by applying patches"),
+    "tool_search": ("tool_search", "finds tools to load"),
+}
+_FREE_TEXT = {"type": "object", "properties": {"input": {"type": "string"}}, "required": ["input"]}
+_DETAILS = ("vector_store_ids", "search_context_size", "container", "display_width", "model")
+
+
+def _function(name: str, description: str | None, parameters: Any, strict: Any) -> Message:
+    fn: dict[str, Any] = {"name": name}
+    if description:
+        fn["description"] = description
+    fn["parameters"] = parameters if isinstance(parameters, Mapping) else {"type": "object"}
+    if isinstance(strict, bool):
+        fn["strict"] = strict
+    return {"type": "function", "function": fn}
+
+
+def _builtin(kind: str, tool: Json) -> Message:
+    name, does = _BUILTIN_TOOLS.get(kind, (kind, "a tool the platform runs"))
+    details = [f"{k}={_plain(tool[k])}" for k in _DETAILS if tool.get(k)]
+    more = f" ({', '.join(details)})" if details else ""
+    return _function(name, f"OpenAI built-in tool '{kind}': {does}{more}.", None, None)
+
+
+def _mcp(tool: Json) -> list[Message]:
+    label = str(tool.get("server_label") or "mcp")
+    where = tool.get("server_url") or tool.get("connector_id") or ""
+    about = f"Tool of the MCP server '{label}'" + (f" ({where})" if where else "")
+    if tool.get("server_description"):
+        about += f": {tool['server_description']}"
+    allowed = tool.get("allowed_tools")
+    names = allowed.get("tool_names") if isinstance(allowed, Mapping) else allowed
+    if isinstance(names, list) and names:
+        return [_function(str(n), about, None, None) for n in names]
+    return [
+        _function(
+            f"mcp_{label}", f"{about}; its calls are named after the server's tools", None, None
+        )
+    ]
+
+
+def responses_tool(tool: Json, where: str) -> list[Message]:
+    """One Responses tool definition (as a dict) in the wire's OpenAI tool shape."""
+    kind = tool.get("type")
+    if kind == "function":
+        if "function" in tool:  # already in the Chat Completions shape
+            return [dict(tool)]
+        if not tool.get("name"):
+            raise ValueError(f"{where}: a function tool needs a 'name'")
+        return [
+            _function(
+                str(tool["name"]),
+                tool.get("description"),
+                tool.get("parameters"),
+                tool.get("strict"),
+            )
+        ]
+    if kind == "custom" and "custom" not in tool:  # free-text input, sent as {"input": ...}
+        fmt = tool.get("format")
+        about = tool.get("description") or ""
+        if isinstance(fmt, Mapping) and fmt.get("type") == "grammar":
+            about = f"{about} (input follows a {fmt.get('syntax')} grammar)".strip()
+        return [_function(str(tool.get("name")), about or None, _FREE_TEXT, None)]
+    if kind == "mcp":
+        return _mcp(tool)
+    if kind == "namespace":  # a group of tools under one name
+        out: list[Message] = []
+        for i, inner in enumerate(tool.get("tools") or ()):
+            out.extend(responses_tool(_plain(inner), f"{where}.tools[{i}]"))
+        return out
+    if isinstance(kind, str) and kind:
+        return [_builtin(kind, tool)]
+    raise ValueError(f"{where}: a Responses tool needs a 'type'")
+
+
+def _is_responses_tool_dict(t: Json) -> bool:
+    """A dumped Responses tool: a flat function, a flat custom tool or a built-in's config (a
+    Chat Completions or Anthropic definition is none of these)."""
+    kind = t.get("type")
+    if kind == "function":
+        return "function" not in t and "name" in t
+    if kind == "custom":
+        return "custom" not in t and "name" in t
+    return kind in _BUILTIN_TOOLS or kind in ("mcp", "namespace")
+
+
+def _is_tool_object(t: Any) -> bool:
+    module = type(t).__module__
+    if module.startswith("openai.types.responses"):
+        # Tool classes (FunctionTool, WebSearchTool, Mcp...); a Response and its output items
+        # (ResponseOutputMessage, ResponseFunctionWebSearch...) are not tools.
+        return bool(getattr(t, "type", None)) and not type(t).__name__.startswith("Response")
+    # Chat Completions tools (``ChatCompletionFunctionTool``, ``ChatCompletionCustomTool``).
+    return module.startswith("openai.types.chat") and "Tool" in type(t).__name__
+
+
+def _not_a_tool(t: Any, i: int) -> ValueError:
+    kind = f"{type(t).__module__}.{type(t).__qualname__}"
+    hint = (
+        "pass response.tools (the tools the request offered), not the response"
+        if getattr(t, "object", None) == "response"
+        else "pass tool definitions: openai Responses or Chat Completions tools, or their dicts"
+    )
+    return ValueError(f"tools[{i}] is a {kind}, which is not a tool definition; {hint}")
+
+
+def convert_tools(tools: Sequence[Any]) -> list[Message]:
+    """Tool definitions given as openai objects or dicts, in the wire's OpenAI shape (Chat
+    Completions and Anthropic dicts are kept as they are; the caller's objects are not changed)."""
+    out: list[Message] = []
+    for i, t in enumerate(tools):
+        where = f"tools[{i}]"
+        if isinstance(t, Mapping):
+            out.extend(responses_tool(t, where) if _is_responses_tool_dict(t) else [dict(t)])
+        elif is_openai_object(t):
+            if not _is_tool_object(t):
+                raise _not_a_tool(t, i)
+            d = t.model_dump(mode="json", exclude_none=True, by_alias=True)
+            out.extend(responses_tool(d, where) if _is_responses_tool_dict(d) else [d])
+        else:
+            raise ValueError(
+                f"{where} is a {type(t).__module__}.{type(t).__qualname__}; pass tool definition "
+                "dicts or openai tool objects"
+            )
+    return out
+
+
+def offered_tools(result: Any) -> Sequence[Any] | None:
+    """The tools a ``Response`` (object or dict) was offered, or ``None``: what ``result=`` a
+    Response is evaluated with when ``tools=`` is not given."""
+    if isinstance(result, Mapping):
+        tools = result.get("tools") if result.get("object") == "response" else None
+    elif is_openai_object(result) and getattr(result, "object", None) == "response":
+        tools = getattr(result, "tools", None)
+    else:
+        return None
+    return tools if isinstance(tools, Sequence) and tools else None
+
+
 # -- hooks ---------------------------------------------------------------------------------------
 
 
@@ -442,7 +599,23 @@ def composo_convert_result(obj: Any) -> list[Message] | None:
 
 
 @hookimpl
+def composo_convert_tools(obj: Any) -> list[Message] | None:
+    if not _is_item_list(obj) or not obj:
+        return None
+    if not all(isinstance(t, Mapping) or is_openai_object(t) for t in obj):
+        return None
+    if not any(is_openai_object(t) or _is_responses_tool_dict(t) for t in obj):
+        return None  # plain Chat Completions / Anthropic dicts: the basic adapter keeps them
+    return convert_tools(obj)
+
+
+@hookimpl
 def composo_supported_types(kind: str) -> list[str] | None:
+    if kind == "tools":
+        return [
+            "openai Responses tools (response.tools: FunctionTool, WebSearchTool, "
+            "FileSearchTool, Mcp...) or Chat Completions tools, as objects or dicts"
+        ]
     if kind == "input":
         return [
             "a string (the user's request)",

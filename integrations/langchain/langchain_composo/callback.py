@@ -19,7 +19,7 @@ from composo.ext import (
     check_model_core,
     normalize_tags,
 )
-from langchain_composo.runs import Run, llm_evaluation, trace_of
+from langchain_composo.runs import Run, error_note, llm_evaluation, trace_of
 
 __all__ = ["ComposoCallback", "EvaluationRecord"]
 
@@ -33,7 +33,11 @@ class ComposoCallback(BaseCallbackHandler):
 
     ``mode="llm"`` scores every chat model call (input messages, tools offered, answer) against
     each criterion; ``mode="trace"`` scores each whole run, when its outermost run ends, as a
-    multi-agent trace. Use one instance for as many runs, threads and event loops as you like.
+    multi-agent trace; a run that raised is evaluated too, with its exception as the last thing
+    the judge sees. Use one instance for as many runs, threads and event loops as you like, or
+    one per request: every callback shares the process's one background thread, and a dropped
+    callback leaves nothing behind. ``with ComposoCallback(...) as cb:`` flushes and closes on
+    exit; :meth:`close` does the same explicitly.
 
     ``results`` holds one :class:`EvaluationRecord` per criterion and evaluation (the newest
     ``max_results``), ``on_result`` is called with each as it arrives (on a background thread),
@@ -105,6 +109,7 @@ class ComposoCallback(BaseCallbackHandler):
         self.raise_error = raise_error
         self._lock = threading.Lock()
         self._runs: dict[UUID, Run] = {}
+        self._warned_closed = False
 
     def __repr__(self) -> str:
         return f"ComposoCallback(mode={self.mode!r}, criteria={self.criteria!r})"
@@ -165,12 +170,39 @@ class ComposoCallback(BaseCallbackHandler):
         return done
 
     def close(self, timeout: float | None = 5.0) -> None:
-        """Wait for pending evaluations, then stop the background thread.
+        """Wait for pending evaluations, then release what this callback holds (its client,
+        when it made one). Runs after this are not evaluated; closing twice is harmless.
 
         Args:
             timeout: Seconds to wait at most (``None``: as long as it takes).
         """
         self._evaluator.close(timeout)
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called."""
+        return self._evaluator.closed
+
+    def __enter__(self) -> ComposoCallback:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        """Flush (raising recorded failures with ``raise_error=True``) and close."""
+        try:
+            if exc_info[0] is None:
+                self.flush()
+        finally:
+            self.close(None)
+
+    async def __aenter__(self) -> ComposoCallback:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        try:
+            if exc_info[0] is None:
+                await self.aflush()
+        finally:
+            await self._evaluator.aclose(None)
 
     # -- LangChain events ---------------------------------------------------------------------
     # LangChain calls these from whichever thread or event loop runs the chain. Each one only
@@ -276,8 +308,8 @@ class ComposoCallback(BaseCallbackHandler):
             kwargs.get("metadata"),
         )
 
-    # Ends: a finished root is evaluated; a failed or cancelled run is not, and its records are
-    # dropped with it. (``parent_run_id`` and the rest arrive in ``kwargs``.)
+    # Ends: a finished root is evaluated, and so is a root that raised (with its error); a
+    # cancelled run is not. (``parent_run_id`` and the rest arrive in ``kwargs``.)
 
     def on_chain_end(self, outputs: Any, *, run_id: UUID, **kwargs: Any) -> None:
         self._ended(run_id)
@@ -289,13 +321,13 @@ class ComposoCallback(BaseCallbackHandler):
         self._end(run_id)
 
     def on_llm_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
-        self._end(run_id)
+        self._failed(run_id, error)
 
     def on_chain_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
-        self._end(run_id)
+        self._failed(run_id, error)
 
     def on_tool_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
-        self._end(run_id)
+        self._failed(run_id, error)
 
     def on_retriever_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
         self._end(run_id)
@@ -304,6 +336,18 @@ class ComposoCallback(BaseCallbackHandler):
         run = self._end(run_id)
         if run is not None and run.parent is None:
             self._submit_trace(run)
+
+    def _failed(self, run_id: UUID, error: BaseException) -> None:
+        run = self._end(run_id)
+        if run is None or run.parent is not None or self.mode != "trace":
+            return
+        if not isinstance(error, Exception):  # cancelled or interrupted: the caller stopped it
+            _log.info(
+                "run %s (%s) was stopped (%s); not evaluated", run_id, run.name, error_note(error)
+            )
+            return
+        run.error = error
+        self._submit_trace(run)
 
     # -- bookkeeping ------------------------------------------------------------------------------
 
@@ -354,23 +398,51 @@ class ComposoCallback(BaseCallbackHandler):
                     run.open = None
         return run
 
+    def _accepting(self, run: Run) -> bool:
+        """A closed callback evaluates nothing more; the run goes on, and the log says why."""
+        if not self._evaluator.closed:
+            return True
+        if not self._warned_closed:
+            self._warned_closed = True
+            _log.warning(
+                "ComposoCallback is closed; run %s (%s) and later runs are not evaluated "
+                "(make a new callback, or close it after its last run)",
+                run.run_id,
+                run.name,
+            )
+        return False
+
     def _submit_llm(self, run: Run) -> None:
+        if not self._accepting(run):
+            return
         metadata = {"name": run.name, "mode": "llm"}
         if run.metadata:
             metadata["metadata"] = run.metadata  # type: ignore[assignment]
         self._evaluator.submit(str(run.run_id), "evaluate", lambda: llm_evaluation(run), metadata)
 
     def _submit_trace(self, root: Run) -> None:
-        if self.mode != "trace":
+        if self.mode != "trace" or not self._accepting(root):
             return
+        metadata: dict[str, Any] = {"name": root.name, "mode": "trace"}
+        error = root.error
+        if error is not None:
+            metadata["error"] = error_note(error)
         if not root.model_calls:
-            _log.debug("run %s made no model call; nothing to evaluate", root.run_id)
+            if error is None:
+                _log.debug("run %s made no model call; nothing to evaluate", root.run_id)
+                return
+
+            def no_trace() -> dict[str, Any]:
+                raise ValueError(
+                    f"{error_note(error)}, before any model call finished, so there is no "
+                    "trace to evaluate"
+                )
+
+            # Recorded as a failed evaluation (and logged as a warning), never dropped silently.
+            self._evaluator.submit(str(root.run_id), "evaluate_trace", no_trace, metadata)
             return
         self._evaluator.submit(
-            str(root.run_id),
-            "evaluate_trace",
-            lambda: {"trace": trace_of(root)},
-            {"name": root.name, "mode": "trace"},
+            str(root.run_id), "evaluate_trace", lambda: {"trace": trace_of(root)}, metadata
         )
 
     def _raise_recorded(self) -> None:

@@ -18,10 +18,10 @@ from langchain_core.messages import BaseMessage
 from langchain_core.outputs import LLMResult
 
 from composo.ext import Agent, Step, TraceRecorder, trace_from_messages
-from composo.types import LLMInteraction, MultiAgentTrace
+from composo.types import LLMInteraction, MultiAgentTrace, OutputMessage
 from langchain_composo.messages import openai_messages, openai_tools, result_messages
 
-__all__ = ["Run", "llm_evaluation", "trace_of"]
+__all__ = ["Run", "error_note", "llm_evaluation", "trace_of"]
 
 AGENT_NAME_KEY = "lc_agent_name"
 _GRAPH_STEP = "graph:step:"
@@ -33,6 +33,7 @@ class Run:
     __slots__ = (
         "agent",
         "agent_name",
+        "error",
         "kind",
         "messages",
         "metadata",
@@ -41,6 +42,7 @@ class Run:
         "open",
         "output",
         "own_agent",
+        "own_agent_name",
         "parent",
         "place",
         "recorder",
@@ -67,6 +69,13 @@ class Run:
         self.metadata = metadata
         agent = metadata.get(AGENT_NAME_KEY) if metadata else None
         self.agent_name: str | None = agent if isinstance(agent, str) else None
+        # LangChain copies a config's metadata into every run under it, so a sub-agent invoked
+        # with its caller's config carries the caller's ``lc_agent_name``: only a name that
+        # differs from the parent's is the run's own (otherwise the run is named after itself).
+        self.own_agent_name = self.agent_name is not None and (
+            parent is None or parent.agent_name != self.agent_name
+        )
+        self.error: BaseException | None = None
         self.messages: Sequence[BaseMessage | str] | None = None
         self.tools: Any = None
         self.output: Any = None
@@ -90,7 +99,11 @@ class Run:
             self._start_agent(None)
         else:
             self.recorder, self.agent = parent.recorder, parent.agent
-            if self.kind == "chain" and self.agent_name not in (None, parent.agent.name):
+            if (
+                self.kind == "chain"
+                and self.own_agent_name
+                and self.agent_name != parent.agent.name
+            ):
                 self._start_agent(parent.agent)
         if self.kind == "llm":
             assert self.recorder is not None and self.agent is not None
@@ -171,12 +184,52 @@ def _interaction(run: Run) -> LLMInteraction | None:
 
 
 def _agent_name(run: Run) -> str:
-    return run.agent_name or run.name or "agent"
+    if run.own_agent_name and run.agent_name:
+        return run.agent_name
+    return run.name or run.agent_name or "agent"
+
+
+def error_note(error: BaseException) -> str:
+    """How a run's exception reads in the trace the judge sees."""
+    return f"The run failed with {type(error).__name__}: {error}"
 
 
 def trace_of(root: Run) -> MultiAgentTrace:
     """The finished tree's trace: its agents, each with its model calls in the order they
-    started (agents that called no model are left out)."""
+    started (agents that called no model are left out).
+
+    A root that raised keeps what ran before the failure, and its exception is added as a last
+    output of the root agent's last model call (type ``"error"``), so the judge sees the run
+    failed and why.
+
+    Raises:
+        ValueError: The run was not recorded as a tree, or made no model call.
+    """
     if root.recorder is None or root.agent is None:
         raise ValueError(f"{root!r} was not recorded as a tree")
-    return root.recorder.trace(root.agent, drop_empty=True)
+    trace = root.recorder.trace(root.agent, drop_empty=True)
+    if root.error is None:
+        return trace
+    return _with_error(trace, root.error)
+
+
+def _with_error(trace: MultiAgentTrace, error: BaseException) -> MultiAgentTrace:
+    agents = trace.agent_instance_by_id
+    root = agents[trace.root_agent_instance_id]
+    calls = [i for i, step in enumerate(root.interactions) if isinstance(step, LLMInteraction)]
+    if not calls:  # only sub-agents called models: the note goes on the last of those
+        for agent in reversed(list(agents.values())):
+            if any(isinstance(step, LLMInteraction) for step in agent.interactions):
+                root = agent
+                calls = [
+                    i for i, s in enumerate(agent.interactions) if isinstance(s, LLMInteraction)
+                ]
+                break
+    last = root.interactions[calls[-1]]
+    assert isinstance(last, LLMInteraction)
+    note = OutputMessage(type="error", content=error_note(error))
+    noted = last.model_copy(update={"output_messages": [*last.output_messages, note]})
+    steps = list(root.interactions)
+    steps[calls[-1]] = noted
+    new_agent = root.model_copy(update={"interactions": steps})
+    return trace.model_copy(update={"agent_instance_by_id": {**agents, new_agent.id: new_agent}})

@@ -74,14 +74,19 @@ def composo_convert_result(obj: Any) -> list[dict[str, Any]] | None:
 
         return response_messages(obj)
     if name == "AgentOutput":  # what a workflow agent's run() returns
-        from llama_index.evaluation.composo.messages import chat_message_dict
+        from llama_index.evaluation.composo.messages import agent_output_messages
 
-        return [chat_message_dict(obj.response)]
+        return agent_output_messages(obj)
     return None
 
 
 @hookimpl
 def composo_convert_tools(obj: Any) -> list[dict[str, Any]] | None:
+    if _from_llama_index(obj) and hasattr(obj, "tools"):  # a workflow agent: its tools
+        from llama_index.evaluation.composo.messages import agent_tools, tool_definitions
+
+        tools = agent_tools(obj)
+        return tool_definitions(tools) if tools is not None else None
     if not _is_sequence(obj) or not obj:
         return None
     if not all(_from_llama_index(t) or isinstance(t, Mapping) for t in obj):
@@ -107,9 +112,12 @@ def composo_supported_types(kind: str) -> list[str] | None:
         "result": [
             "a llama_index ChatMessage, ChatResponse or CompletionResponse",
             "a llama_index Response or AgentChatResponse (source nodes become source material)",
-            "a llama_index workflow AgentOutput",
+            "a llama_index workflow AgentOutput (its tool_calls included)",
         ],
-        "tools": ["a list of llama_index tools (FunctionTool, QueryEngineTool...)"],
+        "tools": [
+            "a list of llama_index tools (FunctionTool, QueryEngineTool...)",
+            "a llama_index workflow agent or AgentWorkflow (the tools it was given)",
+        ],
         "trace": ["a finished llama_index.evaluation.composo.LlamaIndexTraceCapture"],
     }.get(kind)
 

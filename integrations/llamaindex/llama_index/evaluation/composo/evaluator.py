@@ -18,7 +18,8 @@ from typing import Any
 from llama_index.core.evaluation import BaseEvaluator, EvaluationResult
 from llama_index.core.prompts.mixin import PromptDictType
 from llama_index.evaluation.composo.messages import (
-    chat_message_dict,
+    agent_output_messages,
+    agent_tools,
     node_text,
     response_messages,
     source_material_message,
@@ -67,7 +68,10 @@ class ComposoEvaluator(BaseEvaluator):
     Extra keyword arguments of ``evaluate`` / ``aevaluate``: ``messages`` (a chat history to
     evaluate instead of ``query``: ``ChatMessage`` objects or dicts; ``response`` and
     ``contexts`` are appended to it), ``trace`` (a ``MultiAgentTrace`` or a finished
-    ``LlamaIndexTraceCapture``, evaluated with ``evaluate_trace``), ``tools`` and ``system``.
+    ``LlamaIndexTraceCapture``, evaluated with ``evaluate_trace``), ``tools`` (definitions,
+    LlamaIndex tools, or an agent: its tools), ``agent`` (a workflow agent or ``AgentWorkflow``
+    whose tools are sent when ``tools`` is not given: tool-use criteria need them, and a ReAct
+    agent's calls carry none) and ``system``.
     """
 
     def __init__(
@@ -274,8 +278,9 @@ class ComposoEvaluator(BaseEvaluator):
         self, query: str | None = None, response: Any = None, **kwargs: Any
     ) -> EvaluationResult:
         """Score a query engine ``Response``, an ``AgentChatResponse`` or a workflow agent's
-        ``AgentOutput``: source nodes become source material and recorded tool calls are part of
-        the conversation.
+        ``AgentOutput``: source nodes become source material and recorded tool calls (an
+        ``AgentOutput``'s ``tool_calls``) are part of the conversation. Pass ``agent=`` too so
+        the tools it was offered are sent.
 
         Args:
             query: The user's question.
@@ -315,8 +320,8 @@ class ComposoEvaluator(BaseEvaluator):
         if response is None:
             return {}
         if _is_agent_output(response):  # what a workflow agent's run() returns
-            answer = chat_message_dict(response.response)
-            return {"response": answer.get("content") or "", "_answer": [answer]}
+            answer = agent_output_messages(response)
+            return {"response": answer[-1].get("content") or "", "_answer": answer}
         if not hasattr(response, "source_nodes") or not hasattr(response, "response"):
             raise ComposoValidationError(
                 f"response: expected a llama_index Response, AgentChatResponse or AgentOutput, got "
@@ -339,11 +344,23 @@ class ComposoEvaluator(BaseEvaluator):
         messages = kwargs.pop("messages", None)
         trace = kwargs.pop("trace", None)
         tools = kwargs.pop("tools", None)
+        agent = kwargs.pop("agent", None)
         system = kwargs.pop("system", None)
+        if agent is not None:
+            offered = agent_tools(agent)
+            if offered is None and not _is_agent(agent):
+                raise ComposoValidationError(
+                    f"agent: expected a llama_index workflow agent (FunctionAgent, ReActAgent...) "
+                    f"or AgentWorkflow, got {type(agent).__name__}"
+                )
+            if tools is None and trace is None:
+                tools = offered
+        elif tools is not None and agent_tools(tools) is not None:
+            tools = agent_tools(tools)  # tools=agent: the agent's own tools
         if kwargs:
             raise ComposoValidationError(
                 f"{', '.join(sorted(kwargs))}: not an option of {type(self).__name__}.evaluate; "
-                "it takes query, response, contexts, messages, trace, tools and system"
+                "it takes query, response, contexts, messages, trace, tools, agent and system"
             )
         if contexts is not None and (
             isinstance(contexts, str) or not all(isinstance(c, str) for c in contexts)
@@ -443,6 +460,10 @@ class ComposoEvaluator(BaseEvaluator):
         reason = f"{type(exc).__name__}: {exc}"
         _log.warning("Composo evaluation failed, result marked invalid: %s", reason)
         return call.result.model_copy(update={"invalid_result": True, "invalid_reason": reason})
+
+
+def _is_agent(obj: Any) -> bool:
+    return type(obj).__module__.startswith("llama_index.") and hasattr(obj, "tools")
 
 
 def _is_agent_output(obj: Any) -> bool:

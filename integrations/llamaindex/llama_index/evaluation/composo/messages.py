@@ -25,6 +25,8 @@ from llama_index.core.base.llms.types import (
 
 __all__ = [
     "SOURCE_MATERIAL_HEADER",
+    "agent_output_messages",
+    "agent_tools",
     "chat_message_dict",
     "chat_messages",
     "node_text",
@@ -255,3 +257,68 @@ def tool_definitions(tools: Iterable[Any]) -> list[dict[str, Any]]:
         else:
             out.append(dict(tool.metadata.to_openai_tool(skip_length_check=True)))
     return out
+
+
+def agent_output_messages(output: Any) -> list[dict[str, Any]]:
+    """A workflow agent's ``AgentOutput`` (what ``await agent.run(...)`` returns) as the messages
+    that answered: the tool calls it records in ``tool_calls`` (one assistant turn making them,
+    then each result), then the answer."""
+    out: list[dict[str, Any]] = []
+    results = list(getattr(output, "tool_calls", None) or ())
+    if results:
+        ids = [str(r.tool_id or f"call_{i}") for i, r in enumerate(results)]
+        calls = [
+            _call(call_id, str(r.tool_name), _arguments(r.tool_kwargs))
+            for call_id, r in zip(ids, results, strict=True)
+        ]
+        out.append({"role": "assistant", "content": None, "tool_calls": calls})
+        for call_id, r in zip(ids, results, strict=True):
+            out.append(
+                {
+                    "role": "tool",
+                    "tool_call_id": call_id,
+                    "name": str(r.tool_name),
+                    "content": _tool_output_text(r.tool_output),
+                }
+            )
+    answer = chat_message_dict(output.response)
+    if answer.get("content") is None and "tool_calls" not in answer:
+        answer["content"] = ""
+    out.append(answer)
+    return out
+
+
+def _is_workflow_agent(obj: Any) -> bool:
+    kind = type(obj)
+    return (
+        kind.__module__.startswith("llama_index.")
+        and hasattr(obj, "tools")
+        and (hasattr(obj, "tool_retriever") or hasattr(obj, "agents"))
+    )
+
+
+def agent_tools(obj: Any) -> list[Any] | None:
+    """The tools a workflow agent (``FunctionAgent``, ``ReActAgent``...) or an ``AgentWorkflow``
+    was given, as LlamaIndex tools (plain functions become ``FunctionTool``); ``None`` if
+    ``obj`` is not an agent or has no fixed tools (a ``tool_retriever`` picks them per call)."""
+    from llama_index.core.tools import FunctionTool
+    from llama_index.core.tools.types import BaseTool
+
+    if not _is_workflow_agent(obj):
+        return None
+    agents = getattr(obj, "agents", None)
+    given: list[Any] = []
+    if isinstance(agents, Mapping):  # an AgentWorkflow: every agent's tools
+        for agent in agents.values():
+            given.extend(getattr(agent, "tools", None) or ())
+    else:
+        given.extend(getattr(obj, "tools", None) or ())
+    tools: list[Any] = []
+    seen: set[str] = set()
+    for t in given:
+        tool = t if isinstance(t, BaseTool) else FunctionTool.from_defaults(fn=t)
+        name = str(tool.metadata.name)
+        if name not in seen:
+            seen.add(name)
+            tools.append(tool)
+    return tools or None

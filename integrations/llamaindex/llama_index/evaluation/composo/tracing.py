@@ -10,6 +10,9 @@ the current thread or task, every LLM call LlamaIndex makes becomes an ``LLMInte
   point it ran; LLM calls a tool makes itself (a query engine tool) are a sub-agent named after
   the tool;
 - tool calls are the interaction's output; their results are the next interaction's input;
+- a call offered no tools (a ``ReActAgent`` lists them in its prompt) gets the running agent's
+  own tools as ``tools_available``, and the action a ReAct step names in prose is added to its
+  output as a tool call, so tool-use criteria apply to ReAct agents too;
 - LLM calls outside any workflow belong to one instance named ``name``.
 
 One process-wide pair of handlers sits on the root dispatcher while a capture (or the tracing
@@ -20,6 +23,7 @@ and a message conversion, under a per-capture lock; errors are logged, never rai
 from __future__ import annotations
 
 import inspect
+import json
 import logging
 import threading
 from contextvars import ContextVar, Token
@@ -38,7 +42,11 @@ from llama_index.core.instrumentation.span import BaseSpan
 from llama_index.core.instrumentation.span_handlers import BaseSpanHandler
 from llama_index.core.tools.types import BaseTool
 from llama_index.core.workflow import Workflow
-from llama_index.evaluation.composo.messages import chat_message_dict, tool_definitions
+from llama_index.evaluation.composo.messages import (
+    agent_tools,
+    chat_message_dict,
+    tool_definitions,
+)
 
 from composo.ext import (
     Agent,
@@ -48,7 +56,14 @@ from composo.ext import (
     to_trace_outputs,
     to_trace_tool,
 )
-from composo.types import InputMessage, LLMInteraction, MultiAgentTrace, OutputMessage, ToolSpec
+from composo.types import (
+    InputMessage,
+    LLMInteraction,
+    MultiAgentTrace,
+    OutputMessage,
+    ToolCall,
+    ToolSpec,
+)
 
 __all__ = ["LlamaIndexTraceCapture"]
 
@@ -112,7 +127,10 @@ def completion_interaction(prompt: str, text: str) -> LLMInteraction:
 class _Calls:
     """LLM calls between their start and end events: the tools they were offered, and whether
     they were made by another call of the same LLM (``chat()`` built on ``complete()``, or the
-    reverse), which must not count twice. ``limit`` bounds what calls that never end can leave."""
+    reverse), which must not count twice. A streaming call's span closes before its stream is
+    read (``astream_chat`` hands over to ``stream_chat`` once its own span has ended), so a call
+    of the same LLM under the same parent while another has not reported its end is nested too.
+    ``limit`` bounds what calls that never end can leave."""
 
     def __init__(self, limit: int | None = None) -> None:
         self._lock = threading.Lock()
@@ -120,13 +138,21 @@ class _Calls:
         self._open: dict[str, int] = {}  # span id -> id() of the LLM, while the span is open
         self._nested: set[str] = set()
         self._tools: dict[str, list[ToolSpec] | None] = {}
+        # Calls whose end event has not come yet: span id -> (id() of the LLM, parent span id).
+        self._flight: dict[str, tuple[int, str | None]] = {}
 
     def enter(self, span_id: str, parent_id: str | None, llm: Any) -> None:
         with self._lock:
             made_by_parent = parent_id is not None and self._open.get(parent_id) == id(llm)
+            if not made_by_parent and parent_id is not None:
+                mine = (id(llm), parent_id)
+                made_by_parent = any(v == mine for v in self._flight.values())
             if made_by_parent and (self._limit is None or len(self._nested) < self._limit):
                 self._nested.add(span_id)
             self._open[span_id] = id(llm)
+            if self._limit is not None and len(self._flight) >= self._limit:
+                self._flight.pop(next(iter(self._flight)))
+            self._flight[span_id] = (id(llm), parent_id)
 
     def exit(self, span_id: str) -> None:
         with self._lock:
@@ -147,6 +173,7 @@ class _Calls:
         with self._lock:
             nested = span_id in self._nested
             self._nested.discard(span_id)
+            self._flight.pop(span_id, None)
             return nested, self._tools.pop(span_id, None)
 
     def clear(self) -> None:
@@ -154,9 +181,10 @@ class _Calls:
             self._open.clear()
             self._nested.clear()
             self._tools.clear()
+            self._flight.clear()
 
     def __len__(self) -> int:
-        return len(self._open) + len(self._nested) + len(self._tools)
+        return len(self._open) + len(self._nested) + len(self._tools) + len(self._flight)
 
 
 def _llm_call(span_id: str, instance: Any) -> bool:
@@ -169,10 +197,19 @@ def _llm_call(span_id: str, instance: Any) -> bool:
 class _Scope:
     """A workflow run or a tool call: the LLM calls under it belong to one agent at a time."""
 
-    __slots__ = ("agent", "agent_name", "fixed", "parent", "spans", "tool")
+    __slots__ = ("agent", "agent_name", "fixed", "parent", "spans", "tool", "workflow")
 
-    def __init__(self, agent_name: str, parent: _Scope | None, *, fixed: bool, tool: bool) -> None:
+    def __init__(
+        self,
+        agent_name: str,
+        parent: _Scope | None,
+        *,
+        fixed: bool,
+        tool: bool,
+        workflow: Workflow | None = None,
+    ) -> None:
         self.agent_name = agent_name
+        self.workflow = workflow  # the agent or AgentWorkflow run, whose tools are known
         self.fixed = fixed  # a single agent: its steps cannot rename it
         self.tool = tool
         self.parent = parent
@@ -198,6 +235,8 @@ class LlamaIndexTraceCapture(Capture):
         self._spans: dict[str, _Scope] = {}
         self._runs: dict[str, _Scope] = {}
         self._calls = _Calls()
+        # Tool definitions of the agents seen, by id() (the agent is kept so the id stays its).
+        self._tools: dict[int, tuple[Any, list[ToolSpec] | None]] = {}
         self._loose = _Scope(name or "llama_index", None, fixed=True, tool=False)
         self._token: Token[LlamaIndexTraceCapture | None] | None = None
 
@@ -228,6 +267,7 @@ class LlamaIndexTraceCapture(Capture):
             self._spans.clear()
             self._runs.clear()
         self._calls.clear()
+        self._tools.clear()
         _hub.release()
 
     # -- the result ----------------------------------------------------------------------
@@ -263,6 +303,7 @@ class LlamaIndexTraceCapture(Capture):
                     parent,
                     fixed=fixed,
                     tool=False,
+                    workflow=instance,
                 )
                 self._runs[id_] = scope
             elif parent is not None and isinstance(instance, BaseTool):
@@ -295,7 +336,47 @@ class LlamaIndexTraceCapture(Capture):
     def _record(self, span_id: str | None, interaction: LLMInteraction) -> None:
         with self._lock:
             scope = self._spans.get(span_id) if span_id else None
+            agent = self._running_agent(scope) if scope is not None else None
+        if agent is not None and not interaction.tools_available:
+            # Outside the lock: the parser and tool conversion may report spans of their own.
+            interaction = self._with_agent_tools(agent, interaction)
+        with self._lock:
             self._recorder.record(self._agent_for(scope or self._loose), interaction)
+
+    def _with_agent_tools(self, agent: Any, interaction: LLMInteraction) -> LLMInteraction:
+        """A ReAct agent describes its tools in the prompt and offers the model none, and its
+        model names a tool in prose (``Action:`` / ``Action Input:``): the agent's own tools are
+        what the call could use, and the action it chose is a tool call."""
+        tools = self._agent_tools(agent)
+        update: dict[str, Any] = {}
+        if tools:
+            update["tools_available"] = tools
+        parser = getattr(agent, "output_parser", None)
+        outputs = interaction.output_messages
+        if parser is not None and len(outputs) == 1 and isinstance(outputs[0].content, str):
+            call = _react_action(parser, outputs[0].content, self._recorder.interaction_count())
+            if call is not None:
+                update["output_messages"] = [*outputs, call]
+        return interaction.model_copy(update=update) if update else interaction
+
+    @staticmethod
+    def _running_agent(scope: _Scope) -> Any:
+        """The workflow agent running in ``scope`` now (in an ``AgentWorkflow``, the current
+        one), or ``None``."""
+        workflow = scope.workflow
+        if workflow is None:
+            return None
+        agents = getattr(workflow, "agents", None)
+        return agents.get(scope.agent_name) if isinstance(agents, dict) else workflow
+
+    def _agent_tools(self, agent: Any) -> list[ToolSpec] | None:
+        """The tools ``agent`` was given, converted once per agent."""
+        key = id(agent)
+        known = self._tools.get(key)
+        if known is None:
+            tools = agent_tools(agent)
+            known = self._tools[key] = (agent, _tool_specs(tools) if tools else None)
+        return known[1]
 
     def _agent_for(self, scope: _Scope) -> Agent:
         """The agent of ``scope`` now: a new instance at the start or when the name changed (a
@@ -304,6 +385,20 @@ class LlamaIndexTraceCapture(Capture):
             parent = self._agent_for(scope.parent) if scope.parent is not None else None
             scope.agent = self._recorder.agent_started(None, scope.agent_name, parent)
         return scope.agent
+
+
+def _react_action(parser: Any, text: str, n: int) -> OutputMessage | None:
+    """The tool call a ReAct step's text names, if it names one (its parser's reading)."""
+    try:
+        step = parser.parse(text)
+    except Exception:  # an answer, or text the parser cannot read: no call
+        return None
+    action = getattr(step, "action", None)
+    if not isinstance(action, str) or not action:
+        return None
+    arguments = json.dumps(getattr(step, "action_input", None) or {}, default=str)
+    call = ToolCall(id=f"react_{n}", name=action, parameters=arguments)
+    return OutputMessage(type="tool_call", content=call)
 
 
 # -- the handlers on the dispatcher ----------------------------------------------------------
