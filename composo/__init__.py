@@ -2,7 +2,8 @@
 
 Importing this package loads only httpx, pydantic, tenacity and pluggy. Tracing names
 (``ComposoTracer``, ``Instruments``, ``AgentTracer``, ``agent_tracer``) load OpenTelemetry on
-first use and need the ``tracing`` extra.
+first use and need the ``tracing`` extra; ``trace_from_otlp`` (reading OTLP/JSON exports) loads
+on first use and needs nothing optional.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ if TYPE_CHECKING:
     from composo._core.options import EvaluateOptions
     from composo._core.plan import BatchResult
     from composo.tracing import AgentTracer, ComposoTracer, Instruments, agent_tracer
+    from composo.tracing._otlp import trace_from_otlp
 
 # Loaded on first use: AsyncComposo pulls in asyncio, tracing OpenTelemetry; batch is rarely
 # needed by a plain evaluate().
@@ -59,6 +61,7 @@ _LAZY = {
     "Instruments": "composo.tracing",
     "AgentTracer": "composo.tracing",
     "agent_tracer": "composo.tracing",
+    "trace_from_otlp": "composo.tracing",
 }
 
 
@@ -113,4 +116,5 @@ __all__ = [
     "criteria",
     "hookimpl",
     "trace_from_messages",
+    "trace_from_otlp",
 ]

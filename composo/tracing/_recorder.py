@@ -297,6 +297,7 @@ class TraceRecorder:
         name: str | None = None,
         drop_empty: bool = False,
         missing: str | None = None,
+        root_id: str | None = None,
     ) -> MultiAgentTrace:
         """The recording (or the part under ``root``) as the platform's trace.
 
@@ -306,6 +307,7 @@ class TraceRecorder:
             name: The new root's name when there are several roots (default ``"agent"``).
             drop_empty: Leave out sub-agents that made no model call.
             missing: The error message when no model call was recorded.
+            root_id: The new root's id when there are several roots (default: a fresh UUID).
 
         Returns:
             The trace; model calls are converted now.
@@ -372,7 +374,9 @@ class TraceRecorder:
         if len(roots) == 1:
             return MultiAgentTrace(root_agent_instance_id=roots[0].id, agent_instance_by_id=agents)
         top = AgentInstance(
-            id=str(uuid.uuid4()), name=name or "agent", interactions=[a.id for a in roots]
+            id=root_id or str(uuid.uuid4()),
+            name=name or "agent",
+            interactions=[a.id for a in roots],
         )
         return MultiAgentTrace(
             root_agent_instance_id=top.id, agent_instance_by_id={top.id: top, **agents}
