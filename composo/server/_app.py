@@ -145,6 +145,12 @@ def build_app(config: ServerConfig) -> Gate:
     if dev is not None:
         _dev_routes(app, dev)
 
+    # -- OTLP trace receiver (composo serve --otlp; composo.server._otlp) --
+    from composo.server._otlp import mount as mount_otlp
+
+    mount_otlp(app, config, lambda: state["tasks"])
+    # -- end OTLP trace receiver --
+
     return Gate(
         app,
         keys=KeyCheck(config.api_keys),
