@@ -228,7 +228,8 @@ def test_endpoint_refuses_bodies_that_are_not_otlp_and_wrong_keys(
         headers={"API-Key": TEST_API_KEY, "Content-Type": "application/json"},
     )
     assert not_json.status_code == 400
-    assert httpx.post(url, json={"resourceSpans": []}, headers={"API-Key": "wrong"}).status_code == 401
+    wrong = httpx.post(url, json={"resourceSpans": []}, headers={"API-Key": "wrong"})
+    assert wrong.status_code == 401
     ok = httpx.post(url, json={"resourceSpans": []}, headers={"API-Key": TEST_API_KEY})
     assert ok.status_code == 200
 
