@@ -265,6 +265,8 @@ def convert_spans(trace_id: str, spans: Iterable[SpanRecord]) -> Converted:
             f"trace {trace_id}: no LLM interaction among its {len(items)} span(s) (span kinds: "
             f"{found}); a trace needs at least one model call with OpenInference llm.* attributes"
         )
+        if notes:
+            out.error += f" ({'; '.join(notes)})"
         return out
     try:
         out.trace = walk.recorder.trace(drop_empty=True, name="agent", root_id=trace_id)
