@@ -272,6 +272,8 @@ class SpanGroups:
         converted = convert_spans(trace_id, spans)
         if damage:
             converted.notes.extend(damage)
+            if converted.error is not None:
+                converted.error += f"; while reading: {'; '.join(damage)}"
         return converted
 
 
