@@ -149,16 +149,23 @@ def test_a_trace_of_100000_spans_is_refused_in_bounded_memory(tmp_path: Path) ->
     memory = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(memory))
-    export = tmp_path / "big.jsonl"
-    writer = OtlpJsonFileExporter(export)
     app = provider.get_tracer("app")
     with app.start_as_current_span("huge", attributes={KIND: "CHAIN"}):
-        for i in range(100_000):
+        for i in range(5000):
             with app.start_as_current_span("step", attributes={KIND: "TOOL", "n": i}):
                 pass
-            if i % 5000 == 4999:
-                writer.export(memory.get_finished_spans())
-                memory.clear()
+    export = tmp_path / "big.jsonl"
+    OtlpJsonFileExporter(export).export(memory.get_finished_spans())
+    memory.clear()
+    # 20 export batches of that trace: the same 5,001 spans, given fresh span ids per batch
+    batch = json.loads(export.read_text())
+    spans = batch["resourceSpans"][0]["scopeSpans"][0]["spans"]
+    lines = []
+    for k in range(20):
+        for span in spans:
+            span["spanId"] = f"{k + 1:04x}" + span["spanId"][4:]
+        lines.append(json.dumps(batch))
+    export.write_text("\n".join(lines) + "\n")
     llm = {
         KIND: "LLM",
         "llm.input_messages.0.message.role": "user",
@@ -168,7 +175,7 @@ def test_a_trace_of_100000_spans_is_refused_in_bounded_memory(tmp_path: Path) ->
     }
     with app.start_as_current_span("small", attributes=llm):
         pass
-    writer.export(memory.get_finished_spans())
+    OtlpJsonFileExporter(export).export(memory.get_finished_spans())
     size = export.stat().st_size
     tracemalloc.start()
     try:
@@ -177,9 +184,9 @@ def test_a_trace_of_100000_spans_is_refused_in_bounded_memory(tmp_path: Path) ->
     finally:
         tracemalloc.stop()
     assert big.trace is None and big.error is not None
-    assert "100001 spans, more than the limit of 1000" in big.error
+    assert "100020 spans, more than the limit of 1000" in big.error
     assert small.trace is not None and small.trace.llm_interaction_count() == 1
-    # one export line at a time (5,000 spans) plus at most 1,000 kept: holding every span
+    # one export line at a time (5,001 spans) plus at most 1,000 kept: holding every span
     # parsed would take several times the file's size
     assert peak < size, (peak, size)
 
