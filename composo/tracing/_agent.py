@@ -13,6 +13,7 @@ import functools
 import inspect
 import logging
 import sys
+import time
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any, ParamSpec, TypeVar, overload
@@ -20,7 +21,7 @@ from typing import Any, ParamSpec, TypeVar, overload
 from composo._core.trace import LLMInteraction, MultiAgentTrace
 from composo.errors import ComposoValidationError
 from composo.tracing import _context as context
-from composo.tracing._recorder import Agent, Capture, Step, TraceRecorder
+from composo.tracing._recorder import Agent, Capture, RecordedStep, Step, TraceRecorder
 
 __all__ = ["AgentTracer", "agent_tracer"]
 
@@ -138,7 +139,9 @@ class AgentTracer(Capture):
 
     def _record(self, interaction: LLMInteraction) -> None:
         if self._recorder is not None and self._agent is not None:
-            self._recorder.record(self._agent, interaction)
+            # stamped, so that a span of the same call (a framework's OpenAI LLM seen by both
+            # the framework's instrument and the OpenAI one) is counted once
+            self._recorder.reserve(self._agent, RecordedStep(interaction, time.time_ns()))
 
     # -- reading --------------------------------------------------------------------------------
 

@@ -36,7 +36,7 @@ from composo._core.trace import (
 )
 from composo.errors import ComposoValidationError
 
-__all__ = ["Agent", "Capture", "Interaction", "Step", "TraceRecorder"]
+__all__ = ["Agent", "Capture", "Interaction", "RecordedStep", "Step", "TraceRecorder"]
 
 _log = logging.getLogger("composo.tracing")
 
@@ -147,6 +147,17 @@ class Step:
     ) -> bool:
         """Whether to leave this call out although it resolved (``found``: id(step) -> call)."""
         return False
+
+
+class RecordedStep(Step):
+    """A finished model call another feed handed over (``record_interaction``), stamped with
+    when it arrived: span feeds use the stamp to recognise the same call reported by both."""
+
+    __slots__ = ("at",)
+
+    def __init__(self, value: Interaction | None = None, at: int = 0) -> None:
+        super().__init__(value)
+        self.at = at  # time.time_ns() when it was recorded
 
 
 class _ToolEvent:
