@@ -60,7 +60,7 @@ def test_installed_openinference_instrumentors_are_members() -> None:
         assert name in available
         assert name in dir(Instruments)
     assert Instruments.ANTHROPIC is Instruments.ANTHROPIC  # one instance: init() sees it as on
-    with pytest.raises(AttributeError, match="Instruments.CREWAI is not available"):
+    with pytest.raises(AttributeError, match=r"Instruments\.CREWAI is not available"):
         _ = Instruments.CREWAI
 
 
