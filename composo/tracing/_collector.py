@@ -69,6 +69,7 @@ class TraceCollector:
         self._groups = SpanGroups(max_spans)
         self._open: dict[str, _Open] = {}
         self._ready: list[str] = []
+        self._early: list[Converted] = []
         self._lock = threading.Lock()
 
     def ingest(self, data: bytes, content_type: str) -> int:
@@ -91,6 +92,10 @@ class TraceCollector:
                 doc = json.loads(data)
             except ValueError as exc:
                 raise ValueError(f"the body is not JSON: {exc}") from None
+            if not isinstance(doc, dict):
+                raise ValueError(
+                    f"expected an ExportTraceServiceRequest object, got a {type(doc).__name__}"
+                )
             problems = Problems()
             records = list(records_from_json(doc, problems, "request"))
             if problems.general and not records:
@@ -115,14 +120,15 @@ class TraceCollector:
                     self._ready.append(record.trace_id)
 
     def _evict(self) -> None:
+        """Too many traces open: convert the longest idle one now, to hand back as done."""
         oldest = min(self._open, key=lambda t: self._open[t].last_seen)
-        state = self._open[oldest]
-        state.notes.append(
+        held = self._open.pop(oldest)
+        converted = self._groups.pop(oldest)
+        converted.notes.extend(held.notes)
+        converted.notes.append(
             f"finished before its root span arrived: more than {self.max_open} traces were open"
         )
-        if not state.root:
-            state.root = True
-            self._ready.append(oldest)
+        self._early.append(converted)
 
     def finished(self) -> list[Converted]:
         """Traces that are done (root arrived, or idle), converted; each is returned once."""
@@ -134,7 +140,7 @@ class TraceCollector:
                 if tid not in done and now - state.last_seen >= self.idle_seconds:
                     state.notes.append(f"finished after {self.idle_seconds:g}s without a new span")
                     done.append(tid)
-            out = []
+            out, self._early = self._early, []
             for tid in done:
                 held = self._open.pop(tid, None)
                 converted = self._groups.pop(tid)
