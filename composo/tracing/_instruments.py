@@ -122,7 +122,7 @@ class EntryPointInstrument(OpenInferenceInstrument):
         super().__init__()
         self.name = name
         self.module, _, self.class_name = target.partition(":")
-        self.install = install
+        self.install = _PROVIDED_BY.get(attribute_name(name), install)
 
 
 class InstrumentorInstrument:
@@ -150,13 +150,9 @@ class InstrumentorInstrument:
             self._mine = False
 
 
-def _entry_points() -> dict[str, Instrument]:
-    found: dict[str, Instrument] = {}
-    for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
-        key = attribute_name(ep.name)
-        install = _PROVIDED_BY.get(key, ep.dist.name if ep.dist is not None else ep.value)
-        found.setdefault(key, EntryPointInstrument(ep.name, ep.value, install))
-    return found
+def integration_names() -> set[str]:
+    """``Instruments`` names that Composo's own integration packages provide."""
+    return {k for k, pkg in _PROVIDED_BY.items() if not pkg.startswith("composo[")}
 
 
 class _Instruments:
@@ -168,7 +164,6 @@ class _Instruments:
 
     def __init__(self) -> None:
         self.OPENAI = OpenAIInstrument()
-        self._installed: dict[str, Instrument] | None = None
 
     def available(self) -> dict[str, Instrument]:
         """Every instrument that can be switched on now, by attribute name."""
@@ -179,10 +174,6 @@ class _Instruments:
                     found.setdefault(attribute_name(inst.name), inst)
                 else:
                     _log.warning("ignoring %r from composo_instruments: not an Instrument", inst)
-        if self._installed is None:  # one instance per entry point, so init() sees it as on
-            self._installed = _entry_points()
-        for key, inst in self._installed.items():
-            found.setdefault(key, inst)
         return found
 
     def wrap(self, instrumentor: Any, name: str | None = None) -> Instrument:
