@@ -100,6 +100,7 @@ def mount(app: FastAPI, config: ServerConfig, tasks: Callable[[], Any]) -> None:
     if receiver is None:
         return
     sweeper: list[asyncio.Task[None]] = []
+    running: set[asyncio.Task[None]] = set()
     writing = asyncio.Lock()
 
     def refused(request: Request) -> Response | None:
@@ -125,10 +126,8 @@ def mount(app: FastAPI, config: ServerConfig, tasks: Callable[[], Any]) -> None:
             "trace": None,
             "tasks": {},
         }
-        receiver.traces[converted.trace_id] = entry
-        while len(receiver.traces) > _KEPT_TRACES:
-            receiver.traces.popitem(last=False)
         if converted.trace is None:
+            keep(entry)
             _log.warning("OTLP %s", converted.error)
             for criterion in receiver.criteria:
                 await write(_row(index, converted.trace_id, criterion, error=converted.error))
@@ -139,9 +138,17 @@ def mount(app: FastAPI, config: ServerConfig, tasks: Callable[[], Any]) -> None:
             request = TraceRequest(trace=converted.trace, evaluation_criteria=criterion)
             task_id = await manager.submit(request)
             entry["tasks"][criterion] = task_id
-            asyncio.get_running_loop().create_task(
+            job = asyncio.get_running_loop().create_task(
                 collect(manager, task_id, index, converted.trace_id, criterion)
             )
+            running.add(job)  # held until done: the loop keeps only weak references
+            job.add_done_callback(running.discard)
+        keep(entry)  # shown once every task id is known
+
+    def keep(entry: dict[str, Any]) -> None:
+        receiver.traces[entry["trace_id"]] = entry
+        while len(receiver.traces) > _KEPT_TRACES:
+            receiver.traces.popitem(last=False)
 
     async def collect(manager: Any, task_id: str, index: int, trace_id: str, crit: str) -> None:
         while True:
@@ -165,7 +172,8 @@ def mount(app: FastAPI, config: ServerConfig, tasks: Callable[[], Any]) -> None:
             await asyncio.to_thread(_append, receiver.results, data)
 
     async def drain() -> None:
-        for converted in receiver.sink.finished():
+        # converting a large trace is CPU work: off the event loop
+        for converted in await asyncio.to_thread(receiver.sink.finished):
             try:
                 await evaluate(converted)
             except Exception:
@@ -192,7 +200,7 @@ def mount(app: FastAPI, config: ServerConfig, tasks: Callable[[], Any]) -> None:
                 body = gzip.decompress(body)
             elif encoding == "deflate":
                 body = zlib.decompress(body)
-            accepted = receiver.sink.ingest(body, content_type)
+            accepted = await asyncio.to_thread(receiver.sink.ingest, body, content_type)
         except (ValueError, OSError, EOFError, zlib.error) as exc:
             return _json({"detail": f"not an OTLP trace export: {exc}"}, 400)
         if not sweeper:
