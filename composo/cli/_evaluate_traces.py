@@ -32,7 +32,6 @@ _SHOWN = 20
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from composo.cli._evaluate import _positive_int
     from composo.cli._gates import add_arguments as add_gate_arguments
-    from composo.tracing._otlp import MAX_SPANS_PER_TRACE
 
     parser.add_argument(
         "input",
@@ -62,10 +61,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--max-spans",
         type=_positive_int,
-        default=MAX_SPANS_PER_TRACE,
+        default=None,
         metavar="N",
-        help=f"spans one trace may have before it is reported as too large "
-        f"(default {MAX_SPANS_PER_TRACE})",
+        help="spans one trace may have before it is reported as too large (default 10000)",
     )
     parser.add_argument("--tag", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--model-core", metavar="CORE", help="the evaluation model core")
@@ -90,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
     from composo.cli._gates import finish
     from composo.cli._results import RowWriter, iter_rows, prepare_resume, summarize
     from composo.errors import ComposoValidationError
-    from composo.tracing._otlp import OtlpReader
+    from composo.tracing._otlp import MAX_SPANS_PER_TRACE, OtlpReader
 
     try:
         criteria = resolve(args.criteria)
@@ -118,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
         return _usage(f"-o: cannot write {args.output}: {exc.strerror or exc}")
     if resume is not None and resume.kept:
         print(f"resuming {args.output}: {resume.kept} pair(s) already scored", file=sys.stderr)
-    reader = OtlpReader(source, max_spans=args.max_spans)
+    reader = OtlpReader(source, max_spans=args.max_spans or MAX_SPANS_PER_TRACE)
     state = _Run(criteria, resume, writer, None if args.output is not None else {})
     interrupted = False
     try:
