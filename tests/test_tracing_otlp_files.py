@@ -145,27 +145,27 @@ def test_spans_missing_ids_are_reported_and_the_rest_is_read(
     assert second.trace is not None
 
 
-def test_a_trace_of_100000_spans_is_refused_in_bounded_memory(tmp_path: Path) -> None:
+def big_trace_file(path: Path, batches: int, per_batch: int) -> Path:
+    """One trace of ``batches * per_batch`` SDK spans (written by the OTLP encoder once, then
+    repeated with fresh span ids per batch), followed by a small trace with a model call."""
     memory = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(memory))
     app = provider.get_tracer("app")
     with app.start_as_current_span("huge", attributes={KIND: "CHAIN"}):
-        for i in range(5000):
+        for i in range(per_batch - 1):
             with app.start_as_current_span("step", attributes={KIND: "TOOL", "n": i}):
                 pass
-    export = tmp_path / "big.jsonl"
-    OtlpJsonFileExporter(export).export(memory.get_finished_spans())
+    OtlpJsonFileExporter(path).export(memory.get_finished_spans())
     memory.clear()
-    # 20 export batches of that trace: the same 5,001 spans, given fresh span ids per batch
-    batch = json.loads(export.read_text())
+    batch = json.loads(path.read_text())
     spans = batch["resourceSpans"][0]["scopeSpans"][0]["spans"]
     lines = []
-    for k in range(20):
+    for k in range(batches):
         for span in spans:
             span["spanId"] = f"{k + 1:04x}" + span["spanId"][4:]
         lines.append(json.dumps(batch))
-    export.write_text("\n".join(lines) + "\n")
+    path.write_text("\n".join(lines) + "\n")
     llm = {
         KIND: "LLM",
         "llm.input_messages.0.message.role": "user",
@@ -175,19 +175,32 @@ def test_a_trace_of_100000_spans_is_refused_in_bounded_memory(tmp_path: Path) ->
     }
     with app.start_as_current_span("small", attributes=llm):
         pass
-    OtlpJsonFileExporter(export).export(memory.get_finished_spans())
+    OtlpJsonFileExporter(path).export(memory.get_finished_spans())
+    return path
+
+
+def test_a_trace_of_100000_spans_is_refused_and_the_rest_read(tmp_path: Path) -> None:
+    export = big_trace_file(tmp_path / "big.jsonl", 20, 5000)
+    big, small = list(read_otlp(export))
+    assert big.trace is None and big.error is not None
+    assert "100000 spans, more than the limit of 10000" in big.error
+    assert "--max-spans" in big.error
+    assert small.trace is not None and small.trace.llm_interaction_count() == 1
+
+
+def test_reading_a_large_trace_holds_one_export_line_not_the_trace(tmp_path: Path) -> None:
+    export = big_trace_file(tmp_path / "large.jsonl", 20, 500)
     size = export.stat().st_size
     tracemalloc.start()
     try:
-        big, small = list(read_otlp(export, max_spans=1000))
+        big, small = list(read_otlp(export, max_spans=100))
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    assert big.trace is None and big.error is not None
-    assert "100020 spans, more than the limit of 1000" in big.error
-    assert small.trace is not None and small.trace.llm_interaction_count() == 1
-    # one export line at a time (5,001 spans) plus at most 1,000 kept: holding every span
-    # parsed would take several times the file's size
+    assert big.error is not None and "10000 spans, more than the limit of 100" in big.error
+    assert small.trace is not None
+    # one export line (500 spans) plus at most 100 kept: holding every span parsed would take
+    # several times the file's size
     assert peak < size, (peak, size)
 
 
