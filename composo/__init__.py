@@ -4,7 +4,7 @@ Importing this package loads only the criteria, the errors and the version; ever
 loads its module on first use (``from composo import Composo`` loads the client and httpx, and
 pydantic's models are built by the first call). Tracing names (``ComposoTracer``,
 ``Instruments``, ``AgentTracer``, ``agent_tracer``) load OpenTelemetry on first use and need the
-``tracing`` extra.
+``tracing`` extra; ``trace_from_otlp`` (reading OTLP/JSON exports) needs nothing optional.
 """
 
 from __future__ import annotations
@@ -52,6 +52,7 @@ if TYPE_CHECKING:
         trace_from_messages,
     )
     from composo.tracing import AgentTracer, ComposoTracer, Instruments, agent_tracer
+    from composo.tracing._otlp import trace_from_otlp
 
 
 __all__ = [
@@ -96,6 +97,7 @@ __all__ = [
     "criteria",
     "hookimpl",
     "trace_from_messages",
+    "trace_from_otlp",
 ]
 
 # Loaded on first use: the clients (httpx), the models (pydantic builds a model class in about a
@@ -107,6 +109,7 @@ __getattr__, __dir__ = lazy_exports(
     __name__,
     {
         "Composo": "composo._core.client",
+        "trace_from_otlp": "composo.tracing",
         "CachingTransport": "composo._core.cache",
         "ResultCache": "composo._core.cache",
         "AsyncComposo": "composo._core.async_client",

@@ -20,6 +20,7 @@ BUILTIN_PLUGINS: dict[str, str] = {
     "composo.basic": "composo._core.adapters.basic",
     "composo.openai_chat": "composo._core.adapters.openai_chat",
     "composo.openai_responses": "composo._core.adapters.openai_responses",
+    "composo.anthropic": "composo._core.adapters.anthropic",
 }
 
 _log = logging.getLogger("composo")

@@ -22,11 +22,15 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "criteria": ("composo.cli._criteria", "list the ready-made criteria"),
     "serve": ("composo.cli._serve", "run a local Composo-compatible evaluation server"),
     "cache": ("composo.cli._cache", "show or clear the result cache"),
+    "evaluate-traces": ("composo.cli._evaluate_traces", "evaluate the traces of an OTLP export"),
 }
 
 # subcommand -> module with ``check_args(args) -> str | None``: options another module adds to the
 # subcommand, checked against the whole command line before it runs (a problem exits 2).
-PRECHECKS: dict[str, str] = {"evaluate": "composo.cli._gates"}
+PRECHECKS: dict[str, str] = {
+    "evaluate": "composo.cli._gates",
+    "evaluate-traces": "composo.cli._gates",
+}
 
 
 def build_parser() -> argparse.ArgumentParser:

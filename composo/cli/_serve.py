@@ -135,6 +135,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_false",
         help="do not log one line per request",
     )
+    # -- OTLP trace receiver (composo.cli._serve_otlp) --
+    from composo.cli._serve_otlp import add_arguments as add_otlp_arguments
+
+    add_otlp_arguments(parser)
+    # -- end OTLP trace receiver --
 
 
 def read_key_file(path: Path) -> list[str]:
@@ -203,6 +208,14 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    # -- OTLP trace receiver (composo.cli._serve_otlp) --
+    from composo.cli._serve_otlp import configure as configure_otlp
+
+    otlp_problem = configure_otlp(args)
+    if otlp_problem is not None:
+        print(f"error: {otlp_problem}", file=sys.stderr)
+        return 2
+    # -- end OTLP trace receiver --
     host = f"[{config.host}]" if ":" in config.host else config.host
     url = f"http://{host}:{config.port}"
 
@@ -217,6 +230,8 @@ def run(args: argparse.Namespace) -> int:
             print("  export COMPOSO_API_KEY=any-key  # no keys configured: any key is accepted")
         if dev:
             print("  development fault switch ON (/_dev/*): for testing clients only")
+        if args.otlp:  # -- OTLP trace receiver --
+            print(f"  OTLP/HTTP traces: export to {url}/v1/traces")
         sys.stdout.flush()
 
     try:

@@ -162,6 +162,12 @@ def build_app(config: ServerConfig) -> Gate:
         _dev_routes(app, dev)
     app.openapi = _with_request_models(app.openapi)  # type: ignore[method-assign]
 
+    # -- OTLP trace receiver (composo serve --otlp; composo.server._otlp) --
+    from composo.server._otlp import mount as mount_otlp
+
+    mount_otlp(app, config, lambda: state["tasks"])
+    # -- end OTLP trace receiver --
+
     return Gate(
         app,
         keys=KeyCheck(config.api_keys),

@@ -17,18 +17,25 @@ if TYPE_CHECKING:
     from composo.tracing._agent import AgentTracer, agent_tracer
     from composo.tracing._context import current_tracer, record_interaction
     from composo.tracing._instruments import Instrument, Instruments
+    from composo.tracing._otlp import read_otlp, trace_from_otlp
     from composo.tracing._recorder import TraceRecorder
+    from composo.tracing._spantree import Converted, SpanRecord, convert_spans
     from composo.tracing._tracer import ComposoTracer
 
 __all__ = [
     "AgentTracer",
     "ComposoTracer",
+    "Converted",
     "Instrument",
     "Instruments",
+    "SpanRecord",
     "TraceRecorder",
     "agent_tracer",
+    "convert_spans",
     "current_tracer",
+    "read_otlp",
     "record_interaction",
+    "trace_from_otlp",
 ]
 
 __getattr__, __dir__ = lazy_exports(
@@ -42,5 +49,10 @@ __getattr__, __dir__ = lazy_exports(
         "Instruments": "._instruments",
         "TraceRecorder": "._recorder",
         "ComposoTracer": "._tracer",
+        "Converted": "._spantree",
+        "SpanRecord": "._spantree",
+        "convert_spans": "._spantree",
+        "read_otlp": "._otlp",
+        "trace_from_otlp": "._otlp",
     },
 )

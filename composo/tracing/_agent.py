@@ -12,6 +12,8 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
+import sys
+import time
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any, ParamSpec, TypeVar, overload
@@ -19,7 +21,7 @@ from typing import Any, ParamSpec, TypeVar, overload
 from composo._core.trace import LLMInteraction, MultiAgentTrace
 from composo.errors import ComposoValidationError
 from composo.tracing import _context as context
-from composo.tracing._recorder import Agent, Capture, Step, TraceRecorder
+from composo.tracing._recorder import Agent, Capture, RecordedStep, Step, TraceRecorder
 
 __all__ = ["AgentTracer", "agent_tracer"]
 
@@ -69,6 +71,8 @@ class AgentTracer(Capture):
         self._recorder: TraceRecorder | None = None
         self._agent: Agent | None = None
         self._token: Any = None
+        self._span: Any = None  # the agent span, with ComposoTracer.init(agent_spans=True)
+        self._span_token: Any = None
 
     def __repr__(self) -> str:
         return f"AgentTracer(name={self.name!r}, agent_id={self.agent_id!r}, state={self._state})"
@@ -79,6 +83,7 @@ class AgentTracer(Capture):
 
     def _activate(self) -> None:
         """A sub-agent of the tracer active here, if any, else the root of a new recording."""
+        self._start_span()
         parent = context.current_tracer()
         if parent is not None and parent._recorder is not None:
             self._recorder = parent._recorder
@@ -93,6 +98,36 @@ class AgentTracer(Capture):
         self._token = None
         if self._recorder is not None and self._agent is not None:
             self._recorder.agent_finished(self._agent)
+        self._end_span()
+
+    def _start_span(self) -> None:
+        """With ``agent_spans`` on, an OpenInference agent span around the run, so exported
+        traces carry the agent boundary (read back by ``composo.tracing._spantree``)."""
+        module = sys.modules.get("composo.tracing._tracer")  # loaded by ComposoTracer.init
+        tracer = module.ComposoTracer.agent_span_tracer() if module is not None else None
+        if tracer is None:
+            return
+        from opentelemetry import context as otel_context
+        from opentelemetry import trace as trace_api
+
+        from composo.tracing._spans import SPAN_KIND
+        from composo.tracing._spantree import AGENT_ID, AGENT_NAME
+
+        attributes = {SPAN_KIND: "AGENT", AGENT_NAME: self.name, AGENT_ID: self.agent_id}
+        self._span = tracer.start_span(self.name, attributes=attributes)
+        self._span_token = otel_context.attach(trace_api.set_span_in_context(self._span))
+
+    def _end_span(self) -> None:
+        if self._span is None:
+            return
+        from opentelemetry import context as otel_context
+
+        try:
+            otel_context.detach(self._span_token)
+        except Exception:  # pragma: no cover - OpenTelemetry logs a detach in another context
+            _log.debug("agent span of %r ended in another context", self)
+        self._span.end()
+        self._span, self._span_token = None, None
 
     # -- recording (called by the span processor and by integrations) ----------------------------
 
@@ -104,7 +139,9 @@ class AgentTracer(Capture):
 
     def _record(self, interaction: LLMInteraction) -> None:
         if self._recorder is not None and self._agent is not None:
-            self._recorder.record(self._agent, interaction)
+            # stamped, so that a span of the same call (a framework's OpenAI LLM seen by both
+            # the framework's instrument and the OpenAI one) is counted once
+            self._recorder.reserve(self._agent, RecordedStep(interaction, time.time_ns()))
 
     # -- reading --------------------------------------------------------------------------------
 

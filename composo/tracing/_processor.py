@@ -7,7 +7,10 @@ read. Some instrumentors (OpenInference's LangChain one) only say that a span is
 when it ends, so a span started without a kind takes a place too (keeping the call in order)
 and gives it back if it ends as anything else. A model call inside another (a framework's call
 wrapping the OpenAI client's) is one call and is not counted twice: known at the start, the inner
-span never takes a place; known only at the end, the inner call is left out of the trace.
+span never takes a place; known only at the end, the inner call is left out of the trace. The
+same holds for a call another feed records itself (LlamaIndex's instrument hands its LLM calls
+to ``record_interaction``): a span that ended just before such a record, with the same answer,
+is that call seen by a second instrumentation, and the record wins.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
 from composo._core.trace import LLMInteraction
 from composo.tracing import _context as context
-from composo.tracing._recorder import Agent, Step, _ToolEvent
+from composo.tracing._recorder import Agent, RecordedStep, Step, _ToolEvent
 from composo.tracing._spans import has_span_kind, interaction_from_span, is_llm_span
 
 __all__ = ["AgentSpanProcessor"]
@@ -64,7 +67,12 @@ class _Slot(Step):
         self, history: list[Step | Agent | _ToolEvent], found: dict[int, LLMInteraction | None]
     ) -> bool:
         call = found.get(id(self))
-        return call is None or self.inside_call() or _wrapped(self, call, history, found)
+        return (
+            call is None
+            or self.inside_call()
+            or _wrapped(self, call, history, found)
+            or _recorded_too(self, history, found)
+        )
 
 
 def _wrapped(
@@ -87,6 +95,37 @@ def _wrapped(
             outer = found[id(other)]
             if outer is not None and _answer(outer) == _answer(call):
                 return True
+    return False
+
+
+def _recorded_too(
+    slot: _Slot,
+    steps: list[Step | Agent | _ToolEvent],
+    found: dict[int, LLMInteraction | None],
+) -> bool:
+    """Whether a call recorded by another feed after this span ended is the same call: each
+    record pairs with the latest unpaired span before it with the same answer."""
+    if slot.window is None or not any(isinstance(s, RecordedStep) for s in steps):
+        return False
+    waiting: list[tuple[_Slot, list[tuple[str, str]]]] = []
+    for step in steps:
+        if isinstance(step, _Slot) and step.window is not None:
+            call = found.get(id(step))
+            if call is not None:
+                waiting.append((step, _answer(call)))
+        elif isinstance(step, RecordedStep):
+            call = found.get(id(step))
+            if call is None:
+                continue
+            answer = _answer(call)
+            for i in range(len(waiting) - 1, -1, -1):
+                candidate, said = waiting[i]
+                window = candidate.window
+                if window is not None and said == answer and window[2] <= step.at:
+                    if candidate is slot:
+                        return True
+                    del waiting[i]
+                    break
     return False
 
 

@@ -36,7 +36,7 @@ from composo._core.trace import (
 )
 from composo.errors import ComposoValidationError
 
-__all__ = ["Agent", "Capture", "Interaction", "Step", "TraceRecorder"]
+__all__ = ["Agent", "Capture", "Interaction", "RecordedStep", "Step", "TraceRecorder"]
 
 _log = logging.getLogger("composo.tracing")
 
@@ -147,6 +147,17 @@ class Step:
     ) -> bool:
         """Whether to leave this call out although it resolved (``found``: id(step) -> call)."""
         return False
+
+
+class RecordedStep(Step):
+    """A finished model call another feed handed over (``record_interaction``), stamped with
+    when it arrived: span feeds use the stamp to recognise the same call reported by both."""
+
+    __slots__ = ("at",)
+
+    def __init__(self, value: Interaction | None = None, at: int = 0) -> None:
+        super().__init__(value)
+        self.at = at  # time.time_ns() when it was recorded
 
 
 class _ToolEvent:
@@ -297,6 +308,7 @@ class TraceRecorder:
         name: str | None = None,
         drop_empty: bool = False,
         missing: str | None = None,
+        root_id: str | None = None,
     ) -> MultiAgentTrace:
         """The recording (or the part under ``root``) as the platform's trace.
 
@@ -306,6 +318,7 @@ class TraceRecorder:
             name: The new root's name when there are several roots (default ``"agent"``).
             drop_empty: Leave out sub-agents that made no model call.
             missing: The error message when no model call was recorded.
+            root_id: The new root's id when there are several roots (default: a fresh UUID).
 
         Returns:
             The trace; model calls are converted now.
@@ -372,7 +385,9 @@ class TraceRecorder:
         if len(roots) == 1:
             return MultiAgentTrace(root_agent_instance_id=roots[0].id, agent_instance_by_id=agents)
         top = AgentInstance(
-            id=str(uuid.uuid4()), name=name or "agent", interactions=[a.id for a in roots]
+            id=root_id or str(uuid.uuid4()),
+            name=name or "agent",
+            interactions=[a.id for a in roots],
         )
         return MultiAgentTrace(
             root_agent_instance_id=top.id, agent_instance_by_id={top.id: top, **agents}

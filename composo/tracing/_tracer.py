@@ -34,7 +34,8 @@ _log = logging.getLogger("composo.tracing")
 _processors: weakref.WeakKeyDictionary[Any, AgentSpanProcessor] = weakref.WeakKeyDictionary()
 
 
-def _instrument_list(instruments: Instrument | Iterable[Instrument] | None) -> list[Instrument]:
+def _instrument_list(instruments: Any) -> list[Instrument]:
+    items: list[Any]
     if instruments is None:
         return [Instruments.OPENAI]
     if isinstance(instruments, str):
@@ -42,7 +43,7 @@ def _instrument_list(instruments: Instrument | Iterable[Instrument] | None) -> l
             f"instruments: got the string {instruments!r}; pass Instruments.OPENAI (or another "
             "Instruments.<NAME>, or a list of them)"
         )
-    if isinstance(instruments, Instrument):
+    if isinstance(instruments, Instrument) or callable(getattr(instruments, "instrument", None)):
         items = [instruments]
     elif isinstance(instruments, Iterable):
         items = list(instruments)
@@ -52,6 +53,8 @@ def _instrument_list(instruments: Instrument | Iterable[Instrument] | None) -> l
             "list of Instruments.<NAME> values)"
         )
     for i, item in enumerate(items):
+        if not isinstance(item, Instrument) and callable(getattr(item, "instrument", None)):
+            items[i] = item = Instruments.wrap(item)  # an instrumentor object passed as is
         if not isinstance(item, Instrument):
             raise ComposoValidationError(
                 f"instruments[{i}]: {item!r} is not an instrument; pass Instruments.OPENAI "
@@ -108,21 +111,27 @@ class ComposoTracer:
     _owns_provider: ClassVar[bool] = False
     _processor: ClassVar[AgentSpanProcessor | None] = None
     _instrumented: ClassVar[dict[str, Instrument]] = {}
+    _agent_spans: ClassVar[bool] = False
 
     @classmethod
     def init(
         cls,
-        instruments: Instrument | Iterable[Instrument] | None = None,
+        instruments: Instrument | Iterable[Instrument] | Any = None,
         *,
         tracer_provider: Any = None,
+        agent_spans: bool = False,
     ) -> None:
         """Switch on ``instruments``; safe to call again (instruments already on are left
         alone, new ones are added).
 
         Args:
-            instruments: One ``Instruments.<NAME>`` or a list (default ``Instruments.OPENAI``).
+            instruments: One ``Instruments.<NAME>`` or a list (default ``Instruments.OPENAI``);
+                an OpenInference instrumentor object (``AnthropicInstrumentor()``) works too.
             tracer_provider: The OpenTelemetry SDK provider to add Composo's span processor to
                 (default: the global SDK provider if there is one, else a private one).
+            agent_spans: Also emit an OpenInference ``AGENT`` span for each ``AgentTracer``
+                run, so the application's own exporters (an OTLP file or collector) carry the
+                agent boundaries that ``trace_from_otlp`` and ``composo serve --otlp`` read.
 
         Raises:
             ComposoValidationError: ``instruments`` holds something that is not an instrument,
@@ -147,6 +156,7 @@ class ComposoTracer:
                     "tracer_provider: tracing is already on with another provider; call "
                     "ComposoTracer.shutdown() before init() with a new one"
                 )
+            cls._agent_spans = cls._agent_spans or agent_spans
             for inst in chosen:
                 if inst.name in cls._instrumented:
                     continue
@@ -169,6 +179,7 @@ class ComposoTracer:
             if cls._owns_provider and cls._provider is not None:
                 cls._provider.shutdown()
             cls._provider, cls._owns_provider, cls._processor = None, False, None
+            cls._agent_spans = False
 
     @classmethod
     def instrumented(cls) -> list[str]:
@@ -179,6 +190,15 @@ class ComposoTracer:
         """
         with cls._lock:
             return list(cls._instrumented)
+
+    @classmethod
+    def agent_span_tracer(cls) -> Any:
+        """The OpenTelemetry tracer ``AgentTracer`` emits agent spans with, or ``None`` when
+        ``init(agent_spans=True)`` was not called."""
+        provider = cls._provider
+        if provider is None or not cls._agent_spans:
+            return None
+        return provider.get_tracer("composo.tracing")
 
     @classmethod
     def tracer_provider(cls) -> Any:

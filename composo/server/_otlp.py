@@ -1,0 +1,258 @@
+"""``composo serve --otlp``: an OTLP/HTTP trace receiver (``POST /v1/traces``, protobuf or JSON)
+beside the evaluation endpoints, so any OpenTelemetry-instrumented application, in any language,
+can export its traces here.
+
+Spans go to a *sink* (``composo.tracing``'s ``TraceCollector``, handed over by the command line;
+this package does not import tracing). Each finished trace is evaluated against the criteria given
+at start as background tasks of this server, so its results are readable at
+``GET /api/v1/evals/tasks/{task_id}``; ``GET /v1/traces/{trace_id}`` says which tasks belong to a
+trace (and shows the converted trace, or why none could be formed), and every result is appended
+to the results file as a row of ``composo evaluate``'s format (``composo report`` reads it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import hmac
+import json
+import logging
+import os
+import zlib
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from fastapi import FastAPI, Request, Response
+
+from composo._core.responses import MultiAgentTraceResponse
+from composo._core.wire import TraceRequest
+from composo.server._bodies import dumps
+from composo.server._config import ServerConfig
+
+__all__ = ["OtlpReceiver", "SpanSink", "configure", "mount"]
+
+_log = logging.getLogger("composo.server")
+_KEPT_TRACES = 1000
+_POLL_SECONDS = 0.05
+
+
+class SpanSink(Protocol):
+    """Where received spans go: groups them, says which traces are done (converted)."""
+
+    idle_seconds: float
+
+    def ingest(self, data: bytes, content_type: str) -> int: ...
+
+    def finished(self) -> list[Any]: ...
+
+    def flush(self) -> list[Any]: ...
+
+
+@dataclass
+class OtlpReceiver:
+    """What ``--otlp`` switches on.
+
+    Attributes:
+        sink: The span collector (``composo.tracing._collector.TraceCollector``).
+        criteria: Every finished trace is evaluated against each.
+        results: The file each result row is appended to (``None``: none).
+    """
+
+    sink: SpanSink
+    criteria: tuple[str, ...]
+    results: Path | None = None
+    traces: OrderedDict[str, dict[str, Any]] = field(default_factory=OrderedDict)
+    next_index: int = 0
+
+    def __post_init__(self) -> None:
+        if self.results is not None and self.results.exists():
+            with self.results.open("rb") as f:
+                for line in f:
+                    try:
+                        index = json.loads(line).get("index")
+                    except (ValueError, AttributeError):
+                        continue
+                    if isinstance(index, int):
+                        self.next_index = max(self.next_index, index + 1)
+
+
+_receiver: OtlpReceiver | None = None
+
+
+def configure(receiver: OtlpReceiver | None) -> None:
+    """Set (or clear) the receiver the next application built mounts."""
+    global _receiver
+    _receiver = receiver
+
+
+def mount(app: FastAPI, config: ServerConfig, tasks: Callable[[], Any]) -> None:
+    """Add the OTLP routes to ``app`` when a receiver is configured.
+
+    Args:
+        app: The server's application.
+        config: Its settings (API keys and the body limit apply to OTLP requests too).
+        tasks: Returns the server's task manager (``submit(request)``, ``info(task_id)``).
+    """
+    receiver = _receiver
+    if receiver is None:
+        return
+    sweeper: list[asyncio.Task[None]] = []
+    running: set[asyncio.Task[None]] = set()
+    writing = asyncio.Lock()
+
+    def refused(request: Request) -> Response | None:
+        if not config.api_keys:
+            return None
+        given = request.headers.get("api-key") or ""
+        auth = request.headers.get("authorization") or ""
+        if auth.lower().startswith("bearer "):
+            given = given or auth[7:]
+        if any(hmac.compare_digest(given.encode(), k.encode()) for k in config.api_keys):
+            return None
+        return _json({"detail": "missing or wrong API key: send the API-Key header"}, 401)
+
+    async def evaluate(converted: Any) -> None:
+        index = receiver.next_index
+        receiver.next_index += 1
+        entry: dict[str, Any] = {
+            "trace_id": converted.trace_id,
+            "index": index,
+            "spans": converted.spans,
+            "notes": list(converted.notes),
+            "error": converted.error,
+            "trace": None,
+            "tasks": {},
+        }
+        if converted.trace is None:
+            keep(entry)
+            _log.warning("OTLP %s", converted.error)
+            for criterion in receiver.criteria:
+                await write(_row(index, converted.trace_id, criterion, error=converted.error))
+            return
+        entry["trace"] = converted.trace.model_dump(mode="json", exclude_none=True)
+        manager = tasks()
+        for criterion in receiver.criteria:
+            request = TraceRequest(trace=converted.trace, evaluation_criteria=criterion)
+            task_id = await manager.submit(request)
+            entry["tasks"][criterion] = task_id
+            job = asyncio.get_running_loop().create_task(
+                collect(manager, task_id, index, converted.trace_id, criterion)
+            )
+            running.add(job)  # held until done: the loop keeps only weak references
+            job.add_done_callback(running.discard)
+        keep(entry)  # shown once every task id is known
+
+    def keep(entry: dict[str, Any]) -> None:
+        receiver.traces[entry["trace_id"]] = entry
+        while len(receiver.traces) > _KEPT_TRACES:
+            receiver.traces.popitem(last=False)
+
+    async def collect(manager: Any, task_id: str, index: int, trace_id: str, crit: str) -> None:
+        while True:
+            info = await manager.info(task_id)
+            if info is None or info.get("status") in ("succeeded", "failed"):
+                break
+            await asyncio.sleep(_POLL_SECONDS)
+        if info is None or info.get("status") == "failed":
+            error = (info or {}).get("error") or "the task is gone"
+            await write(_row(index, trace_id, crit, error=f"TaskFailed: {error}", task=task_id))
+            return
+        verdict = MultiAgentTraceResponse.model_validate(info["result"])
+        row = _row(index, trace_id, crit, verdict.overall_score, verdict.explanation, task=task_id)
+        await write(row)
+
+    async def write(row: dict[str, Any]) -> None:
+        if receiver.results is None:
+            return
+        data = (json.dumps(row, ensure_ascii=False) + "\n").encode()
+        async with writing:
+            await asyncio.to_thread(_append, receiver.results, data)
+
+    async def drain() -> None:
+        # converting a large trace is CPU work: off the event loop
+        for converted in await asyncio.to_thread(receiver.sink.finished):
+            try:
+                await evaluate(converted)
+            except Exception:
+                _log.exception("could not evaluate OTLP trace %s", converted.trace_id)
+
+    async def sweep() -> None:
+        pause = max(0.05, min(1.0, receiver.sink.idle_seconds / 4))
+        while True:
+            await asyncio.sleep(pause)
+            await drain()
+
+    @app.post("/v1/traces")
+    async def traces(request: Request) -> Response:
+        problem = refused(request)
+        if problem is not None:
+            return problem
+        body = await request.body()
+        if len(body) > config.max_body_bytes:
+            return _json({"detail": f"body over {config.max_body_bytes} bytes"}, 413)
+        encoding = (request.headers.get("content-encoding") or "").lower()
+        content_type = request.headers.get("content-type") or "application/json"
+        try:
+            if encoding == "gzip":
+                body = gzip.decompress(body)
+            elif encoding == "deflate":
+                body = zlib.decompress(body)
+            accepted = await asyncio.to_thread(receiver.sink.ingest, body, content_type)
+        except (ValueError, OSError, EOFError, zlib.error) as exc:
+            return _json({"detail": f"not an OTLP trace export: {exc}"}, 400)
+        if not sweeper:
+            sweeper.append(asyncio.get_running_loop().create_task(sweep()))
+        await drain()
+        _log.debug("OTLP: %d span(s) accepted", accepted)
+        if content_type.startswith("application/x-protobuf"):
+            # an empty ExportTraceServiceResponse: everything was accepted
+            return Response(b"", media_type="application/x-protobuf")
+        return _json({})
+
+    @app.get("/v1/traces/{trace_id}")
+    async def trace_status(trace_id: str, request: Request) -> Response:
+        problem = refused(request)
+        if problem is not None:
+            return problem
+        entry = receiver.traces.get(trace_id.lower())
+        if entry is None:
+            return _json({"detail": f"no finished trace {trace_id!r} on this server"}, 404)
+        return _json(entry)
+
+
+def _append(path: Path, data: bytes) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+    finally:
+        os.close(fd)
+
+
+def _row(
+    index: int,
+    trace_id: str,
+    criterion: str,
+    score: float | None = None,
+    explanation: str | None = None,
+    *,
+    error: str | None = None,
+    task: str | None = None,
+) -> dict[str, Any]:
+    return {
+        "index": index,
+        "id": trace_id,
+        "criterion": criterion,
+        "score": score,
+        "explanation": explanation,
+        "error": error,
+        "task_id": task,
+    }
+
+
+def _json(obj: Any, status: int = 200) -> Response:
+    return Response(dumps(obj), status_code=status, media_type="application/json")

@@ -1,0 +1,280 @@
+"""OpenInference span trees -> ``MultiAgentTrace``: the one converter behind OTLP files, the OTLP
+endpoint and ``AgentTracer``'s exported agent spans.
+
+A span is a :class:`SpanRecord` (plain data; nothing here imports OpenTelemetry). The tree is
+walked in start order and fed to a :class:`~composo.tracing._recorder.TraceRecorder`:
+
+- ``AGENT`` spans (and a top-level ``CHAIN``, or any span naming ``agent.name``) start an agent
+  instance; one inside another is a sub-agent referenced at the point it ran;
+- ``LLM`` spans are model calls (read by :func:`interaction_from_attributes`); a model call inside
+  another (a framework's call wrapping the provider client's) counts once, as the outer call;
+- ``TOOL`` spans answer the tool call of that name the agent's last model call made; model calls
+  made inside a tool without an agent span of their own are a sub-agent named after the tool;
+- every other span with a payload (retrievers, embeddings, guardrails, unknown kinds) is kept as
+  context: an input message of the agent's next model call.
+
+What could not be used is said in :attr:`Converted.notes`; a tree with no model call gives
+:attr:`Converted.error` naming the reason, never an exception.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from composo._core.trace import InputMessage, MultiAgentTrace, ToolCall
+from composo.errors import ComposoValidationError
+from composo.tracing._recorder import Agent, TraceRecorder
+from composo.tracing._spans import SPAN_KIND, interaction_from_attributes
+
+__all__ = [
+    "AGENT_ID",
+    "CONTEXT_LIMIT",
+    "Converted",
+    "SpanRecord",
+    "convert_spans",
+]
+
+AGENT_ID = "composo.agent.id"
+"""Span attribute carrying an agent instance id (``AgentTracer`` sets it on its agent spans)."""
+AGENT_NAME = "agent.name"
+CONTEXT_LIMIT = 4000
+"""Characters of a context span's input or output kept in the trace."""
+
+
+@dataclass
+class SpanRecord:
+    """One finished span, as read from an export or a live provider."""
+
+    trace_id: str
+    span_id: str
+    parent_id: str | None
+    name: str
+    attributes: dict[str, Any] = field(default_factory=dict)
+    start: int = 0
+    end: int = 0
+    error: str | None = None  # the status description when the span failed
+    scope: str = ""
+
+    @property
+    def kind(self) -> str | None:
+        value = self.attributes.get(SPAN_KIND)
+        return str(value).upper() if value else None
+
+
+@dataclass
+class Converted:
+    """The result of converting one trace id's spans.
+
+    Attributes:
+        trace_id: The OpenTelemetry trace id (hex).
+        trace: The trace, or ``None`` when ``error`` says why there is none.
+        error: Why no trace could be formed (no model call, too many spans, damaged input).
+        notes: What was read differently from a plain model call, or left out, and why.
+        spans: How many spans the trace id had.
+    """
+
+    trace_id: str
+    trace: MultiAgentTrace | None = None
+    error: str | None = None
+    notes: list[str] = field(default_factory=list)
+    spans: int = 0
+
+
+def _text(value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, default=str)
+    return text if len(text) <= CONTEXT_LIMIT else text[:CONTEXT_LIMIT] + " [...]"
+
+
+def _context(span: SpanRecord) -> InputMessage | None:
+    attrs = span.attributes
+    parts = []
+    for key in ("input", "output"):
+        value = attrs.get(f"{key}.value")
+        if value not in (None, ""):
+            parts.append(f"{key}: {_text(value)}")
+    docs = sorted(
+        k for k in attrs if k.startswith("retrieval.documents.") and k.endswith(".content")
+    )
+    if docs and "output.value" not in attrs:
+        parts.append("documents: " + _text(" | ".join(str(attrs[k]) for k in docs)))
+    if not parts:
+        return None
+    kind = (span.kind or "span").lower()
+    return InputMessage(
+        role="context", type=kind, content=f"[{kind} {span.name}] " + "; ".join(parts)
+    )
+
+
+class _Walk:
+    """The state of one conversion: the recorder, pending context per agent, what was skipped."""
+
+    def __init__(self, trace_id: str, spans: list[SpanRecord]) -> None:
+        self.trace_id = trace_id
+        self.recorder = TraceRecorder(kind="agent spans")
+        self.spans = {s.span_id: s for s in spans}
+        self.children: dict[str | None, list[SpanRecord]] = {}
+        for s in spans:
+            parent = s.parent_id if s.parent_id in self.spans else None
+            self.children.setdefault(parent, []).append(s)
+        for kids in self.children.values():
+            kids.sort(key=lambda s: (s.start, s.end, s.span_id))
+        self.orphans = sum(1 for s in spans if s.parent_id and s.parent_id not in self.spans)
+        self.context: dict[Agent, list[InputMessage]] = {}
+        self.last_calls: dict[Agent, list[ToolCall]] = {}
+        self.skipped: Counter[str] = Counter()
+        self.kept: Counter[str] = Counter()
+        self.implicit: Agent | None = None
+
+    def agent_for(self, agent: Agent | None, span: SpanRecord) -> Agent:
+        if agent is not None:
+            return agent
+        if self.implicit is None:
+            self.implicit = self.recorder.agent_started(span.span_id, "agent")
+        return self.implicit
+
+    def has_llm(self, span: SpanRecord) -> bool:
+        todo = list(self.children.get(span.span_id, ()))
+        while todo:
+            s = todo.pop()
+            if s.kind == "LLM":
+                return True
+            if s.kind == "AGENT":
+                continue
+            todo.extend(self.children.get(s.span_id, ()))
+        return False
+
+    def run(self) -> None:
+        # (span, agent it runs in, inside a model call) ; iterative, for arbitrarily deep trees
+        stack: list[tuple[SpanRecord, Agent | None, bool]] = [
+            (s, None, False) for s in reversed(self.children.get(None, []))
+        ]
+        while stack:
+            span, agent, in_llm = stack.pop()
+            kind = span.kind
+            inner_agent, inner_llm = agent, in_llm
+            if in_llm:
+                if kind == "LLM":
+                    self.skipped["model call inside another model call (counted once)"] += 1
+            elif self._starts_agent(span, agent):
+                name = str(span.attributes.get(AGENT_NAME) or span.name or "agent")
+                agent_id = str(span.attributes.get(AGENT_ID) or span.span_id)
+                inner_agent = self.recorder.agent_started(agent_id, name, agent)
+            elif kind == "LLM":
+                inner_llm = True
+                self._model_call(span, self.agent_for(agent, span))
+            elif kind == "TOOL":
+                owner = self.agent_for(agent, span)
+                self._tool(span, owner)
+                if self.has_llm(span):
+                    name = str(span.attributes.get("tool.name") or span.name or "tool")
+                    inner_agent = self.recorder.agent_started(span.span_id, name, owner)
+            elif kind != "CHAIN":
+                message = _context(span)
+                if message is None:
+                    self.skipped[f"{(kind or 'unlabelled').lower()} span without a payload"] += 1
+                else:
+                    self.context.setdefault(self.agent_for(agent, span), []).append(message)
+                    self.kept[(kind or "unlabelled").lower()] += 1
+            for child in reversed(self.children.get(span.span_id, [])):
+                stack.append((child, inner_agent, inner_llm))
+
+    def _starts_agent(self, span: SpanRecord, agent: Agent | None) -> bool:
+        kind = span.kind
+        if kind == "AGENT" or (kind != "LLM" and span.attributes.get(AGENT_NAME)):
+            return True
+        return kind == "CHAIN" and agent is None and self.implicit is None
+
+    def _model_call(self, span: SpanRecord, agent: Agent) -> None:
+        if span.error is not None:
+            self.skipped["failed model call"] += 1
+            return
+        try:
+            call = interaction_from_attributes(span.attributes)
+        except (ValueError, TypeError, KeyError) as exc:
+            self.skipped[f"model call {span.name!r} that could not be read ({exc})"] += 1
+            return
+        if not call.input_messages and not call.output_messages:
+            self.skipped["model call without input or output messages"] += 1
+            return
+        extra = self.context.pop(agent, None)
+        if extra:
+            call = call.model_copy(update={"input_messages": [*call.input_messages, *extra]})
+        self.recorder.record(agent, call)
+        self.last_calls[agent] = [
+            m.content for m in call.output_messages if isinstance(m.content, ToolCall)
+        ]
+
+    def _tool(self, span: SpanRecord, agent: Agent) -> None:
+        from composo._core.trace import ToolResponse
+
+        attrs = span.attributes
+        name = str(attrs.get("tool.name") or span.name)
+        calls = self.last_calls.get(agent, [])
+        match = next((c for c in calls if c.name == name), None)
+        if match is not None:
+            calls.remove(match)
+        call_id = match.id if match is not None else str(attrs.get("tool_call.id") or "")
+        output = attrs.get("output.value")
+        if output is None:
+            self.skipped["tool span without an output"] += 1
+            return
+        self.recorder.tool_responded(
+            agent, ToolResponse(id=call_id, response=_text(output), name=name)
+        )
+
+    def notes(self) -> list[str]:
+        out = []
+        if self.orphans:
+            out.append(f"{self.orphans} span(s) whose parent is missing were read as top-level")
+        for kind, n in sorted(self.kept.items()):
+            out.append(f"{n} {kind} span(s) kept as context of the next model call")
+        left = sum(len(v) for v in self.context.values())
+        if left:
+            out.append(
+                f"{left} context span(s) came after their agent's last model call and are not "
+                "in the trace"
+            )
+        for reason, n in sorted(self.skipped.items()):
+            out.append(f"{n} {reason} left out")
+        return out
+
+
+def convert_spans(trace_id: str, spans: Iterable[SpanRecord]) -> Converted:
+    """Convert one trace id's spans into a trace.
+
+    Args:
+        trace_id: The trace id the spans share (used in messages).
+        spans: Its finished spans, in any order.
+
+    Returns:
+        The trace, or the error saying why the spans form none, with notes on what was left out.
+    """
+    items = list(spans)
+    walk = _Walk(trace_id, items)
+    walk.run()
+    notes = walk.notes()
+    out = Converted(trace_id, notes=notes, spans=len(items))
+    if walk.recorder.interaction_count() == 0:
+        kinds = Counter(s.kind or "unlabelled" for s in items)
+        found = ", ".join(f"{k} x{n}" for k, n in sorted(kinds.items())) or "none"
+        out.error = (
+            f"trace {trace_id}: no LLM interaction among its {len(items)} span(s) (span kinds: "
+            f"{found}); a trace needs at least one model call with OpenInference llm.* attributes"
+        )
+        if notes:
+            out.error += f" ({'; '.join(notes)})"
+        return out
+    try:
+        out.trace = walk.recorder.trace(drop_empty=True, name="agent", root_id=trace_id)
+    except ComposoValidationError as exc:
+        out.error = f"trace {trace_id}: {exc}"
+    return out
+
+
+def spans_by_kind(spans: Iterable[Mapping[str, Any]]) -> Counter[str]:
+    """Span kinds of attribute mappings (for diagnostics)."""
+    return Counter(str(a.get(SPAN_KIND) or "unlabelled") for a in spans)
