@@ -5,7 +5,6 @@ from __future__ import annotations
 import json as jsonlib
 import os
 import time
-import uuid
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
@@ -190,6 +189,8 @@ class BaseClient:
         task."""
         if block:
             return self._base_headers
+        import uuid
+
         return {**self._base_headers, "Idempotency-Key": uuid.uuid4().hex}
 
     @staticmethod

@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from composo._core import deadline as call_deadline
 from composo._core.base_client import BaseClient
 from composo._core.cache import CacheOption, CachingTransport, open_cache
 from composo._core.limits import (
@@ -324,6 +323,8 @@ class Composo(BaseClient):
                     limits = httpx.Limits(
                         max_connections=connections, max_keepalive_connections=connections
                     )
+                    from composo._core import deadline as call_deadline  # loads httpcore
+
                     inner = httpx.HTTPTransport(limits=limits)
                     call_deadline.install(inner)  # every read waits at most the call's time left
                     transport: httpx.BaseTransport = inner
@@ -436,6 +437,8 @@ class Composo(BaseClient):
         self, method: str, url: str, json: Any, headers: dict[str, str], deadline: float
     ) -> Any:
         """Send, then read the answer as it arrives, all before ``deadline``."""
+        from composo._core import deadline as call_deadline  # httpcore: loaded by then
+
         http = self._http
         with self._slots:
             request = http.build_request(

@@ -6,7 +6,6 @@ Used by both clients and by the local server's OpenAI judge; the numbers are in
 
 from __future__ import annotations
 
-import email.utils
 import logging
 import math
 import random
@@ -63,6 +62,8 @@ def parse_retry_after(headers: Mapping[str, str]) -> float | None:
     if seconds is not None:
         return seconds
     try:
+        import email.utils  # only for the rare HTTP-date form (it costs ~10 ms to import)
+
         when = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError, IndexError):
         return None
