@@ -262,7 +262,36 @@ def _storable(response: httpx.Response) -> bool:
         return False
 
 
-class CachingTransport(httpx.BaseTransport):
+class _Caching:
+    """What both caching transports share: the cache, its counts, the lookup and the store."""
+
+    def __init__(self, cache: ResultCache) -> None:
+        self.cache = cache
+        self._counts = _Counts()
+
+    @property
+    def hits(self) -> int:
+        return self._counts.hits
+
+    @property
+    def misses(self) -> int:
+        return self._counts.misses
+
+    def _lookup(self, request: httpx.Request) -> tuple[str | None, httpx.Response | None]:
+        """The request's key (``None``: not cached) and the stored answer, if any."""
+        key = _lookup_key(request)
+        if key is None:
+            return None, None
+        stored = self.cache.get(key)
+        self._counts.count(stored is not None)
+        return key, None if stored is None else _answer(request, stored)
+
+    def _store(self, key: str, response: httpx.Response) -> None:
+        if _storable(response):
+            self.cache.put(key, response.content)
+
+
+class CachingTransport(_Caching, httpx.BaseTransport):
     """Answers a request from the cache when it can; stores what the server answers well.
 
     Args:
@@ -271,65 +300,39 @@ class CachingTransport(httpx.BaseTransport):
     """
 
     def __init__(self, inner: httpx.BaseTransport, cache: ResultCache) -> None:
+        super().__init__(cache)
         self.inner = inner
-        self.cache = cache
-        self._counts = _Counts()
-
-    @property
-    def hits(self) -> int:
-        return self._counts.hits
-
-    @property
-    def misses(self) -> int:
-        return self._counts.misses
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
-        key = _lookup_key(request)
-        if key is None:
-            return self.inner.handle_request(request)
-        stored = self.cache.get(key)
-        self._counts.count(stored is not None)
-        if stored is not None:
-            return _answer(request, stored)
+        key, answer = self._lookup(request)
+        if answer is not None:
+            return answer
         response = self.inner.handle_request(request)
-        response.read()
-        if _storable(response):
-            self.cache.put(key, response.content)
+        if key is not None:
+            response.read()
+            self._store(key, response)
         return response
 
     def close(self) -> None:
         self.inner.close()
 
 
-class AsyncCachingTransport(httpx.AsyncBaseTransport):
+class AsyncCachingTransport(_Caching, httpx.AsyncBaseTransport):
     """The async form of :class:`CachingTransport` (SQLite lookups take well under a
     millisecond, so they run on the loop)."""
 
     def __init__(self, inner: httpx.AsyncBaseTransport, cache: ResultCache) -> None:
+        super().__init__(cache)
         self.inner = inner
-        self.cache = cache
-        self._counts = _Counts()
-
-    @property
-    def hits(self) -> int:
-        return self._counts.hits
-
-    @property
-    def misses(self) -> int:
-        return self._counts.misses
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        key = _lookup_key(request)
-        if key is None:
-            return await self.inner.handle_async_request(request)
-        stored = self.cache.get(key)
-        self._counts.count(stored is not None)
-        if stored is not None:
-            return _answer(request, stored)
+        key, answer = self._lookup(request)
+        if answer is not None:
+            return answer
         response = await self.inner.handle_async_request(request)
-        await response.aread()
-        if _storable(response):
-            self.cache.put(key, response.content)
+        if key is not None:
+            await response.aread()
+            self._store(key, response)
         return response
 
     async def aclose(self) -> None:
