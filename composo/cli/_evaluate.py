@@ -102,6 +102,17 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def parse_tags(pairs: Iterable[str]) -> dict[str, str]:
+    """``--tag KEY=VALUE`` flags as a dict; ``ValueError`` names the one that is not a pair."""
+    tags: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--tag: expected KEY=VALUE, got {pair!r}")
+        tags[key] = value
+    return tags
+
+
 def _usage(message: str) -> int:
     print(f"composo evaluate: error: {message}", file=sys.stderr)
     return EXIT_USAGE
@@ -122,12 +133,10 @@ def run(args: argparse.Namespace) -> int:
         criteria = resolve(args.criteria)
     except ValueError as exc:
         return _usage(str(exc))
-    tags: dict[str, str] = {}
-    for pair in args.tag:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            return _usage(f"--tag: expected KEY=VALUE, got {pair!r}")
-        tags[key] = value
+    try:
+        tags = parse_tags(args.tag)
+    except ValueError as exc:
+        return _usage(str(exc))
     if args.local and (args.base_url or args.api_key):
         return _usage("--local runs its own server; drop --base-url and --api-key")
     source: Path | None = None

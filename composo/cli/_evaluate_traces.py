@@ -84,7 +84,7 @@ def _usage(message: str) -> int:
 
 def run(args: argparse.Namespace) -> int:
     from composo.cli._criteria import resolve
-    from composo.cli._evaluate import _client
+    from composo.cli._evaluate import _client, parse_tags
     from composo.cli._gates import finish
     from composo.cli._results import (
         RowWriter,
@@ -101,12 +101,10 @@ def run(args: argparse.Namespace) -> int:
         criteria = resolve(args.criteria)
     except ValueError as exc:
         return _usage(str(exc))
-    tags: dict[str, str] = {}
-    for pair in args.tag:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            return _usage(f"--tag: expected KEY=VALUE, got {pair!r}")
-        tags[key] = value
+    try:
+        tags = parse_tags(args.tag)
+    except ValueError as exc:
+        return _usage(str(exc))
     source = Path(args.input)
     if not source.is_file():
         return _usage(f"FILE: no such file: {args.input}")
