@@ -125,13 +125,16 @@ class MultiAgentTrace(_Model):
         )
 
 
-def _text(content: Any) -> str:
+def content_text(content: Any) -> str:
+    """A chat message's content as one string: text parts joined, anything else as JSON."""
     if content is None:
         return ""
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        return "".join(b.get("text", "") if isinstance(b, Mapping) else str(b) for b in content)
+        return "".join(
+            str(p.get("text", "")) if isinstance(p, Mapping) else str(p) for p in content
+        )
     return json.dumps(content, default=str)
 
 
@@ -163,7 +166,7 @@ def trace_from_messages(
         role = m.get("role")
         if role == "assistant":
             outputs: list[OutputMessage] = []
-            text = _text(m.get("content"))
+            text = content_text(m.get("content"))
             if text:
                 outputs.append(OutputMessage(type="text", content=text))
             for call in m.get("tool_calls") or ():
@@ -193,14 +196,14 @@ def trace_from_messages(
                     type="tool_response",
                     content=ToolResponse(
                         id=str(m.get("tool_call_id", "")),
-                        response=_text(m.get("content")),
+                        response=content_text(m.get("content")),
                         name=m.get("name"),
                     ),
                 )
             )
         else:
             history.append(
-                InputMessage(role=str(role), type="text", content=_text(m.get("content")))
+                InputMessage(role=str(role), type="text", content=content_text(m.get("content")))
             )
     aid = agent_id or str(uuid.uuid4())
     return MultiAgentTrace(

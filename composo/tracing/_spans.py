@@ -24,6 +24,7 @@ from composo._core.trace import (
     ToolCall,
     ToolResponse,
     ToolSpec,
+    content_text,
 )
 from composo.errors import ComposoValidationError
 
@@ -248,18 +249,6 @@ def _responses_api(
 # -- chat messages -> trace messages ---------------------------------------------------------------
 
 
-def _text(content: Any) -> str:
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(
-            str(p.get("text", "")) if isinstance(p, Mapping) else str(p) for p in content
-        )
-    return json.dumps(content, default=str)
-
-
 def _calls(msg: Mapping[str, Any]) -> list[ToolCall]:
     out = []
     for call in msg.get("tool_calls") or ():
@@ -299,11 +288,13 @@ def input_messages(
                 InputMessage(
                     role="tool",
                     type="tool_response",
-                    content=ToolResponse(id=call_id, response=_text(msg.get("content")), name=name),
+                    content=ToolResponse(
+                        id=call_id, response=content_text(msg.get("content")), name=name
+                    ),
                 )
             )
             continue
-        text = _text(msg.get("content"))
+        text = content_text(msg.get("content"))
         calls = _calls(msg)
         if text or not calls:
             out.append(InputMessage(role=role, type="text", content=text))
@@ -333,10 +324,12 @@ def output_messages(
             call_id = str(msg.get("tool_call_id") or "")
             tool = names.get(call_id) or msg.get("name") or "tool"
             out.append(
-                OutputMessage(type="text", content=f"[{tool} result] {_text(msg.get('content'))}")
+                OutputMessage(
+                    type="text", content=f"[{tool} result] {content_text(msg.get('content'))}"
+                )
             )
             continue
-        text = _text(msg.get("content"))
+        text = content_text(msg.get("content"))
         calls = _calls(msg)
         if text or (keep_empty and not calls):
             out.append(OutputMessage(type="text", content=text))
