@@ -261,3 +261,16 @@ def test_trace_interactions_render_like_a_conversation(client: Composo) -> None:
     )
     res = client.evaluate_trace(trace, criteria=REWARD)
     assert res.overall_score is not None and res.overall_score > 0.5
+
+
+def test_a_generated_local_key_can_follow_api_key_on_a_command_line() -> None:
+    """A random key that began with "-" would be read as an option after `--api-key`."""
+    import argparse
+
+    from composo.server import LocalServer
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--api-key")
+    for _ in range(200):
+        key = LocalServer().api_key
+        assert parser.parse_args(["--api-key", key]).api_key == key

@@ -163,9 +163,10 @@ class LocalServer:
             latency=latency,
             **extra,
         )
-        self.api_key = (
-            self.config.api_keys[0] if self.config.api_keys else secrets.token_urlsafe(16)
-        )
+        # A generated key starts with letters: one beginning with "-" would read as an option
+        # when pasted after `--api-key` on a command line.
+        generated = "local-" + secrets.token_urlsafe(16)
+        self.api_key = self.config.api_keys[0] if self.config.api_keys else generated
         self._server: Any = None
         self._thread: threading.Thread | None = None
         self._socket: socket.socket | None = None
