@@ -55,3 +55,52 @@ async def test_a_refused_connection_gives_its_slot_back() -> None:
             with pytest.raises(httpx.ConnectError):
                 await http.get(f"http://127.0.0.1:{free_port()}/")
     assert transport.busy == [0]
+
+
+def test_a_request_leaves_in_one_write() -> None:
+    """The head and a small body go out together: one packet, not a head the server must wait
+    behind for the body."""
+    import socket
+    import threading
+
+    from composo import Composo
+
+    first_reads: list[bytes] = []
+    server = socket.create_server(("127.0.0.1", 0))
+
+    def serve() -> None:
+        conn, _ = server.accept()
+        with conn:
+            for _ in range(2):  # two requests on the kept-alive connection
+                data = conn.recv(65536)  # whatever the first segment brought
+                first_reads.append(data)
+                while b"\r\n\r\n" not in data:
+                    data += conn.recv(65536)
+                head, _, body = data.partition(b"\r\n\r\n")
+                length = int(
+                    next(
+                        line.split(b":")[1]
+                        for line in head.split(b"\r\n")
+                        if line.lower().startswith(b"content-length")
+                    )
+                )
+                while len(body) < length:
+                    body += conn.recv(65536)
+                answer = b'{"score": 1.0, "explanation": "ok"}'
+                conn.sendall(
+                    b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
+                    b"content-length: %d\r\n\r\n%s" % (len(answer), answer)
+                )
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{server.getsockname()[1]}"
+    with Composo(api_key="k", base_url=url) as client:
+        for _ in range(2):
+            client.evaluate(messages=BODY["messages"], criteria=BODY["evaluation_criteria"])
+    thread.join(5)
+    server.close()
+    assert len(first_reads) == 2
+    for data in first_reads:
+        assert data.startswith(b"POST ") and data.endswith(b"}"), data[-40:]
+        assert b"Reward answers that state the refund window" in data
