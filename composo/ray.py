@@ -12,6 +12,7 @@ Needs the ``ray`` extra (``pip install 'composo[ray]'``).
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -35,19 +36,22 @@ class _Permits:
     def __init__(self, limit: int, requests_per_minute: float | None) -> None:
         self.limit = limit
         self.interval = 60.0 / requests_per_minute if requests_per_minute else 0.0
-        self.in_flight = 0
+        self.in_flight = 0  # permits out with the workers
         self.peak = 0
-        self.granted = 0
+        self.granted = 0  # requests started with them, as the workers report
         self.first = 0.0
         self.last = 0.0
         self._next = 0.0
         self._free: asyncio.Semaphore | None = None
         self._clock: asyncio.Lock | None = None
 
-    async def acquire(self) -> None:
+    async def acquire(self, want: int = 1) -> int:
+        """Wait for one permit, then take up to ``want`` in all of those free now (one only
+        when paced: each request start needs its own place on the clock)."""
         if self._free is None or self._clock is None:
             self._free, self._clock = asyncio.Semaphore(self.limit), asyncio.Lock()
         await self._free.acquire()
+        got = 1
         if self.interval:
             async with self._clock:
                 now = time.monotonic()
@@ -55,17 +59,24 @@ class _Permits:
                 self._next = start + self.interval
             if start > now:
                 await asyncio.sleep(start - now)
-        self.in_flight += 1
+        else:
+            while got < want and not self._free.locked():
+                await self._free.acquire()  # free: returns without waiting
+                got += 1
+        self.in_flight += got
         self.peak = max(self.peak, self.in_flight)
-        self.granted += 1
-        if self.granted == 1:
+        if not self.first:
             self.first = time.monotonic()
+        return got
 
-    async def release(self) -> None:
+    async def release(self, count: int = 1, used: int = 0) -> None:
+        """``count`` permits back, and ``used`` more requests started since the last report."""
         assert self._free is not None
-        self.in_flight -= 1
+        self.in_flight -= count
+        self.granted += used
         self.last = time.monotonic()
-        self._free.release()
+        for _ in range(count):
+            self._free.release()
 
     async def stats(self) -> dict[str, float]:
         return {
@@ -76,8 +87,76 @@ class _Permits:
         }
 
 
+_SHARING = threading.Lock()
+
+
+class _Share:
+    """This process's permits from the budget. A permit freed while another thread of the
+    process waits goes to that thread without a round trip to the actor; one freed with nobody
+    waiting goes back at once, so an idle worker holds none. One thread at a time asks the actor,
+    for as many permits as threads are waiting."""
+
+    def __init__(self, actor: Any, paced: bool) -> None:
+        self.actor = actor
+        self.paced = paced  # every start goes through the actor's clock
+        self.cond = threading.Condition()
+        self.free = 0
+        self.waiting = 0
+        self.asking = False
+        self.used = 0
+
+    def acquire(self) -> None:
+        if self.paced:
+            ray.get(self.actor.acquire.remote(1))
+            with self.cond:
+                self.used += 1
+            return
+        with self.cond:
+            while not self.free and self.asking:
+                self.waiting += 1
+                self.cond.wait()
+                self.waiting -= 1
+            if self.free:
+                self.free -= 1
+                self.used += 1
+                return
+            self.asking = True
+            want = self.waiting + 1
+        try:
+            got: int = ray.get(self.actor.acquire.remote(want))
+        except BaseException:
+            with self.cond:
+                self.asking = False
+                self.cond.notify()
+            raise
+        with self.cond:
+            self.asking = False
+            self.free += got - 1
+            self.used += 1
+            surplus = max(0, self.free - self.waiting)
+            self.free -= surplus
+            # wake a thread for each free permit, and one more to ask for the rest
+            self.cond.notify(self.free + (self.waiting > self.free))
+            used, self.used = (self.used, 0) if surplus else (0, self.used)
+        if surplus:
+            self.actor.release.remote(surplus, used)
+
+    def release(self) -> None:
+        with self.cond:
+            if self.waiting > self.free and not self.paced:
+                self.free += 1
+                self.cond.notify()
+                return
+            used, self.used = self.used, 0
+        self.actor.release.remote(1, used)
+
+
 class RequestBudget:
     """The cluster-wide limits, held by one Ray actor; pass it to :class:`ComposoBatch`.
+
+    A worker asks the actor only when it has no permit to hand on: one freed while another of
+    its requests waits goes straight to that request, so a busy worker costs the actor a few
+    calls per batch, not two per request (unless paced: every start is then on the actor's clock).
 
     Args:
         max_concurrent_requests: Requests in flight across all workers together.
@@ -111,14 +190,29 @@ class RequestBudget:
         if name is not None:
             actor = actor.options(name=name, get_if_exists=True)
         self.actor = actor.remote(max_concurrent_requests, requests_per_minute)
+        self._share: _Share | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        # What a worker receives: the limits and the actor, not this process's permits.
+        return {**self.__dict__, "_share": None}
+
+    def _local(self) -> _Share:
+        share = self._share
+        if share is None:
+            with _SHARING:
+                share = self._share
+                if share is None:
+                    paced = self.requests_per_minute is not None
+                    share = self._share = _Share(self.actor, paced)
+        return share
 
     def acquire(self) -> None:
         """Wait for a permit (a request may start)."""
-        ray.get(self.actor.acquire.remote())
+        self._local().acquire()
 
     def release(self) -> None:
         """Give a permit back (the request finished)."""
-        self.actor.release.remote()
+        self._local().release()
 
     def stats(self) -> dict[str, float]:
         """``in_flight`` now, the ``peak`` reached, the permits ``granted`` so far and the

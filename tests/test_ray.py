@@ -124,3 +124,35 @@ def test_bad_settings_fail_on_the_driver(local_ray: None) -> None:
         RequestBudget(0)
     with pytest.raises(ComposoValidationError, match="criteri"):
         ComposoBatch(["not a criterion"], api_key="k", base_url="http://127.0.0.1:1")
+
+
+def test_threads_of_one_worker_share_its_permits_within_the_budget(local_ray: None) -> None:
+    """Permits freed while other threads of the process wait are handed over locally; the
+    budget still holds, every start is counted, and all permits come back."""
+    import threading
+    import time
+
+    budget = RequestBudget(4)
+    lock = threading.Lock()
+    running = [0, 0]  # now, most at once
+
+    def work() -> None:
+        for _ in range(40):
+            budget.acquire()
+            with lock:
+                running[0] += 1
+                running[1] = max(running[1], running[0])
+            time.sleep(0.001)
+            with lock:
+                running[0] -= 1
+            budget.release()
+
+    threads = [threading.Thread(target=work) for _ in range(12)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not any(t.is_alive() for t in threads)
+    assert running[1] <= 4
+    stats = budget.stats()
+    assert stats["granted"] == 12 * 40 and stats["in_flight"] == 0 and stats["peak"] <= 4
