@@ -89,8 +89,10 @@ def project(tmp_path: Path, tests: str = APP_TESTS) -> Path:
 def pytest_session(
     where: Path, *args: Any, env: dict[str, str] | None = None, timeout: float = 120
 ) -> subprocess.CompletedProcess[str]:
+    # Two installed plugins these sessions never use cost seconds in each pytest process.
+    unused = ("-p", "no:langsmith_plugin", "-p", "no:hypothesispytest")
     return subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-rN", *map(str, args)],
+        [sys.executable, "-m", "pytest", "-q", "-rN", *unused, *map(str, args)],
         capture_output=True,
         text=True,
         env=clean_env(**(env or {})),
