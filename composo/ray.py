@@ -104,6 +104,7 @@ class _Share:
         self.waiting = 0
         self.asking = False
         self.used = 0
+        self.returning: list[Any] = []  # release calls the actor may not have run yet
 
     def acquire(self) -> None:
         if self.paced:
@@ -139,7 +140,7 @@ class _Share:
             self.cond.notify(self.free + (self.waiting > self.free))
             used, self.used = (self.used, 0) if surplus else (0, self.used)
         if surplus:
-            self.actor.release.remote(surplus, used)
+            self._give_back(surplus, used)
 
     def release(self) -> None:
         with self.cond:
@@ -148,7 +149,22 @@ class _Share:
                 self.cond.notify()
                 return
             used, self.used = self.used, 0
-        self.actor.release.remote(1, used)
+        self._give_back(1, used)
+
+    def _give_back(self, count: int, used: int) -> None:
+        ref = self.actor.release.remote(count, used)
+        with self.cond:
+            self.returning.append(ref)
+            if len(self.returning) >= 64:  # forget the ones the actor has done
+                _, pending = ray.wait(self.returning, num_returns=len(self.returning), timeout=0)
+                self.returning = pending
+
+    def settle(self) -> None:
+        """Wait until the actor has taken every permit this process gave back (the actor
+        runs calls concurrently, so a later call may overtake them)."""
+        with self.cond:
+            returning, self.returning = self.returning, []
+        ray.get(returning)
 
 
 class RequestBudget:
@@ -217,6 +233,8 @@ class RequestBudget:
     def stats(self) -> dict[str, float]:
         """``in_flight`` now, the ``peak`` reached, the permits ``granted`` so far and the
         ``seconds`` from the first permit to the last one given back."""
+        if self._share is not None:
+            self._share.settle()
         out: dict[str, float] = ray.get(self.actor.stats.remote())
         return out
 
