@@ -3,8 +3,11 @@
 A root tracer starts a ``TraceRecorder``; tracers entered inside it are sub-agents in the same
 recording. Each model call made while a tracer is active takes a place in that tracer's history
 when it starts (so calls and sub-agents keep the order in which they ran) and is filled in when it
-ends (the span processor does this). Spans are only turned into ``LLMInteraction`` objects when
-``trace`` is read, which keeps the cost paid during the user's run to a dict insert.
+ends (the span processor does this). An instrumented framework's agent spans (the rule of
+``composo.tracing._boundaries``, the same as for exported spans) are sub-agents of the tracer's
+agent, nested as they ran, holding the calls made under them. Spans are only turned into
+``LLMInteraction`` objects when ``trace`` is read, which keeps the cost paid during the user's run
+to a dict insert.
 """
 
 from __future__ import annotations
@@ -57,7 +60,9 @@ class AgentTracer(Capture):
 
     Use as ``with AgentTracer(name="researcher") as tracer:`` (or ``async with``). A tracer
     entered while another is active becomes a sub-agent of it, referenced from the parent at the
-    point it ran. ``tracer.trace`` can be read inside the block (calls so far) or after it.
+    point it ran; so does each agent an instrumented framework reports (an OpenInference ``AGENT``
+    span, e.g. the OpenAI Agents SDK's agents), with the calls made under it. ``tracer.trace`` can
+    be read inside the block (calls so far) or after it.
 
     Args:
         name: The agent's name (default ``"agent"``); instances of one name are scored together.

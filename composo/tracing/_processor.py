@@ -222,18 +222,24 @@ class AgentSpanProcessor(SpanProcessor):
         if not llm and has_span_kind(attributes):
             # Known not to be a model call; the calls inside it still belong to ``outer``.
             within = self._boundary(tracer, span, within)
-            with self._lock:
-                if outer is not None:
-                    self._claimed[span_id] = outer
-                if within is not None:
-                    self._remember(tracer, span_id, within)
+            if outer is not None or within is not None:
+                with self._lock:
+                    if outer is not None:
+                        self._claimed[span_id] = outer
+                    if within is not None:
+                        self._remember(tracer, span_id, within)
             return
         slot = _Slot(span_id, llm=llm, parent=outer)
+        target: Agent | None = None
+        if within is not None:
+            if llm and within.agent is None:
+                with self._lock:
+                    if within.agent is None:
+                        # the first model call inside a tool: the tool's calls are a sub-agent
+                        within.agent = tracer._agent_started(within.id, within.name, within.owner)
+            target = within.here
+        tracer._reserve(slot, target)
         with self._lock:
-            if llm and within is not None and within.agent is None:
-                # the first model call inside a tool: the tool's calls are a sub-agent
-                within.agent = tracer._agent_started(within.id, within.name, within.owner)
-            tracer._reserve(slot, within.here if within is not None else None)
             self._claimed[span_id] = slot
             if within is not None:
                 self._remember(tracer, span_id, within)
@@ -243,18 +249,20 @@ class AgentSpanProcessor(SpanProcessor):
         where the span itself runs."""
         attributes = span.attributes or {}
         kind = span_kind(attributes)
-        hex_id = format(span.context.span_id, "016x")
+        # never the first boundary: the tracer's own agent already runs here
+        agent = starts_agent(kind, attributes, first=False)
+        if not agent and kind != "TOOL":
+            return within
+        scope = span.instrumentation_scope
+        if scope is not None and scope.name == AGENT_SCOPE:
+            return within  # an AgentTracer's own span: that tracer is the agent
+        span_id = span.context.span_id
         above = within.here if within is not None else None
-        if starts_agent(kind, attributes, first=False):
-            scope = span.instrumentation_scope
-            if scope is not None and scope.name == AGENT_SCOPE:
-                return within  # an AgentTracer's own span: the tracer is that agent
-            ident = agent_identity(attributes, span.name, hex_id)
-            return Within(span.context.span_id, tracer._agent_started(*ident, above))
-        if kind == "TOOL":
-            ident = tool_identity(attributes, span.name, hex_id)
-            return Within(span.context.span_id, None, above, ident)
-        return within
+        if agent:
+            ident = agent_identity(attributes, span.name, format(span_id, "016x"))
+            return Within(span_id, tracer._agent_started(*ident, above))
+        ident = tool_identity(attributes, span.name, format(span_id, "016x"))
+        return Within(span_id, None, above, ident)
 
     def _remember(self, tracer: AgentTracer, span_id: int, within: Within) -> None:
         """Spans under a boundary are looked up by their children (caller holds the lock)."""

@@ -5,7 +5,8 @@ A span is a :class:`SpanRecord` (plain data; nothing here imports OpenTelemetry)
 walked in start order and fed to a :class:`~composo.tracing._recorder.TraceRecorder`:
 
 - ``AGENT`` spans (and a top-level ``CHAIN``, or any span naming ``agent.name``) start an agent
-  instance; one inside another is a sub-agent referenced at the point it ran;
+  instance; one inside another is a sub-agent referenced at the point it ran (the rule lives in
+  ``composo.tracing._boundaries``: a live ``AgentTracer`` applies it too);
 - ``LLM`` spans are model calls (read by :func:`interaction_from_attributes`); a model call inside
   another (a framework's call wrapping the provider client's) counts once, as the outer call;
 - ``TOOL`` spans answer the tool call of that name the agent's last model call made; model calls
