@@ -29,6 +29,7 @@ from composo import (
 )
 from composo.ext import record_interaction
 from tests.support.otlp_files import OtlpJsonFileExporter
+from tests.test_tracing_agents import contents
 
 KIND = "openinference.span.kind"
 
@@ -67,17 +68,6 @@ def llm(prompt: str, answer: str = "ok") -> None:
 def agent(name: str) -> AbstractContextManager[Any]:
     """An agent span the way agent frameworks' instrumentors make one."""
     return framework().start_as_current_span(name, attributes={KIND: "AGENT", "agent.name": name})
-
-
-def contents(trace: MultiAgentTrace, agent_id: str) -> list[str]:
-    """An agent's steps: a model call by its prompt, a sub-agent as ``<name>``."""
-    out = []
-    for step in trace.agent_instance_by_id[agent_id].interactions:
-        if isinstance(step, LLMInteraction):
-            out.append(str(step.input_messages[0].content))
-        else:
-            out.append(f"<{trace.agent_instance_by_id[step].name}>")
-    return out
 
 
 def sub_agents(trace: MultiAgentTrace, agent_id: str) -> dict[str, str]:
