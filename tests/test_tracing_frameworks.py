@@ -15,7 +15,7 @@ import pytest
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
-from composo import Composo, ComposoValidationError
+from composo import Composo, ComposoValidationError, MultiAgentTrace, trace_from_otlp
 from composo.tracing import AgentTracer, ComposoTracer, Instruments, read_otlp
 from tests.support.anthropic_standin import AnthropicStandIn, message, tool_use
 from tests.support.openai_standin import (
@@ -201,9 +201,11 @@ def test_litellm_calls_to_openai_and_anthropic_are_interactions(
     )
 
 
-def test_openai_agents_hand_off_and_tool_become_sub_agents(
-    openai_standin: OpenAIStandIn, tmp_path: Path, off: None
-) -> None:
+def agents_run(
+    openai_standin: OpenAIStandIn, tmp_path: Path, *, agent_spans: bool
+) -> tuple[AgentTracer, Path]:
+    """The Agents SDK's triage agent hands off to a forecaster that calls a tool, inside the
+    app's ``AgentTracer``; returns the tracer and the OTLP/JSON file its spans went to."""
     import agents
     from openai import AsyncOpenAI
 
@@ -222,7 +224,7 @@ def test_openai_agents_hand_off_and_tool_become_sub_agents(
     export = tmp_path / "agents.jsonl"
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(OtlpJsonFileExporter(export)))
-    ComposoTracer.init(Instruments.OPENAI_AGENTS, tracer_provider=provider)
+    ComposoTracer.init(Instruments.OPENAI_AGENTS, tracer_provider=provider, agent_spans=agent_spans)
     forecaster = agents.Agent(name="forecaster", instructions="Weather.", tools=[get_weather])
     triage = agents.Agent(name="triage", instructions="Route.", handoffs=[forecaster])
     openai_standin.queue_response(
@@ -233,7 +235,42 @@ def test_openai_agents_hand_off_and_tool_become_sub_agents(
     with AgentTracer("app") as tracer:
         out = agents.Runner.run_sync(triage, "Weather in Rome?")
     assert out.final_output == "It is sunny in Rome."
-    assert tracer.trace.llm_interaction_count() == 3  # live: the calls, in the app's agent
+    return tracer, export
+
+
+def shape(trace: MultiAgentTrace, agent_id: str | None = None) -> tuple[str, list[Any]]:
+    """An agent's name and its steps, sub-agents by their own shape and model calls by their
+    messages: what a trace says, without its ids."""
+    agent = trace.agent_instance_by_id[agent_id or trace.root_agent_instance_id]
+    steps: list[Any] = [
+        shape(trace, step)
+        if isinstance(step, str)
+        else (
+            [m.model_dump() for m in step.input_messages],
+            [m.model_dump() for m in step.output_messages],
+        )
+        for step in agent.interactions
+    ]
+    return agent.name, steps
+
+
+def test_openai_agents_hand_off_and_tool_become_sub_agents(
+    openai_standin: OpenAIStandIn, tmp_path: Path, off: None
+) -> None:
+    tracer, export = agents_run(openai_standin, tmp_path, agent_spans=False)
+    live = tracer.trace
+    assert live.llm_interaction_count() == 3
+    # live: the app's agent is the root; the SDK's run (its "Agent workflow" agent span) is a
+    # sub-agent of it, holding the triage and forecaster agents
+    app = live.agent_instance_by_id[live.root_agent_instance_id]
+    assert app.name == "app"
+    [workflow_id] = app.interactions
+    assert isinstance(workflow_id, str)
+    workflow = live.agent_instance_by_id[workflow_id]
+    assert [live.agent_instance_by_id[i].name for i in workflow.interactions] == [  # type: ignore[index]
+        "triage",
+        "forecaster",
+    ]
 
     [converted] = list(read_otlp(export))
     assert converted.trace is not None, converted.error
@@ -246,3 +283,18 @@ def test_openai_agents_hand_off_and_tool_become_sub_agents(
     assert first.output_messages[0].content.name == "get_weather"
     assert second.input_messages[-1].content.response == "sunny in Rome"
     assert second.output_messages[0].content == "It is sunny in Rome."
+    # the file's run is the live run under the app's agent: same agents, nesting and messages
+    assert shape(live, workflow_id) == shape(trace)
+
+
+def test_openai_agents_run_is_the_same_live_and_from_a_file(
+    openai_standin: OpenAIStandIn, tmp_path: Path, off: None
+) -> None:
+    tracer, export = agents_run(openai_standin, tmp_path, agent_spans=True)
+    # with the app's own agent span exported, the file holds the whole live trace
+    from_file = trace_from_otlp(export)
+    assert shape(from_file) == shape(tracer.trace)
+    assert from_file == tracer.trace
+    assert from_file.root_agent_instance_id == tracer.agent_id
+    assert from_file.llm_interaction_count() == 3
+    assert [c.notes for c in read_otlp(export)] == [[]]

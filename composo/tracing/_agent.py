@@ -3,8 +3,11 @@
 A root tracer starts a ``TraceRecorder``; tracers entered inside it are sub-agents in the same
 recording. Each model call made while a tracer is active takes a place in that tracer's history
 when it starts (so calls and sub-agents keep the order in which they ran) and is filled in when it
-ends (the span processor does this). Spans are only turned into ``LLMInteraction`` objects when
-``trace`` is read, which keeps the cost paid during the user's run to a dict insert.
+ends (the span processor does this). An instrumented framework's agent spans (the rule of
+``composo.tracing._boundaries``, the same as for exported spans) are sub-agents of the tracer's
+agent, nested as they ran, holding the calls made under them. Spans are only turned into
+``LLMInteraction`` objects when ``trace`` is read, which keeps the cost paid during the user's run
+to a dict insert.
 """
 
 from __future__ import annotations
@@ -16,12 +19,15 @@ import sys
 import time
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import Any, ParamSpec, TypeVar, overload
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
 from composo._core.trace import LLMInteraction, MultiAgentTrace
 from composo.errors import ComposoValidationError
 from composo.tracing import _context as context
 from composo.tracing._recorder import Agent, Capture, RecordedStep, Step, TraceRecorder
+
+if TYPE_CHECKING:
+    from composo.tracing._processor import Within
 
 __all__ = ["AgentTracer", "agent_tracer"]
 
@@ -54,7 +60,9 @@ class AgentTracer(Capture):
 
     Use as ``with AgentTracer(name="researcher") as tracer:`` (or ``async with``). A tracer
     entered while another is active becomes a sub-agent of it, referenced from the parent at the
-    point it ran. ``tracer.trace`` can be read inside the block (calls so far) or after it.
+    point it ran; so does each agent an instrumented framework reports (an OpenInference ``AGENT``
+    span, e.g. the OpenAI Agents SDK's agents), with the calls made under it. ``tracer.trace`` can
+    be read inside the block (calls so far) or after it.
 
     Args:
         name: The agent's name (default ``"agent"``); instances of one name are scored together.
@@ -73,6 +81,9 @@ class AgentTracer(Capture):
         self._token: Any = None
         self._span: Any = None  # the agent span, with ComposoTracer.init(agent_spans=True)
         self._span_token: Any = None
+        # ids of running spans under an instrumentor's agent or tool span -> where they record
+        # (kept by the span processor)
+        self._spans: dict[int, Within] = {}
 
     def __repr__(self) -> str:
         return f"AgentTracer(name={self.name!r}, agent_id={self.agent_id!r}, state={self._state})"
@@ -83,11 +94,12 @@ class AgentTracer(Capture):
 
     def _activate(self) -> None:
         """A sub-agent of the tracer active here, if any, else the root of a new recording."""
-        self._start_span()
         parent = context.current_tracer()
+        above = parent._here() if parent is not None else None
+        self._start_span()
         if parent is not None and parent._recorder is not None:
             self._recorder = parent._recorder
-            self._agent = self._recorder.agent_started(self.agent_id, self.name, parent._agent)
+            self._agent = self._recorder.agent_started(self.agent_id, self.name, above)
         else:
             self._recorder = TraceRecorder(kind="AgentTracers")
             self._agent = self._recorder.agent_started(self.agent_id, self.name)
@@ -110,8 +122,8 @@ class AgentTracer(Capture):
         from opentelemetry import context as otel_context
         from opentelemetry import trace as trace_api
 
+        from composo.tracing._boundaries import AGENT_ID, AGENT_NAME
         from composo.tracing._spans import SPAN_KIND
-        from composo.tracing._spantree import AGENT_ID, AGENT_NAME
 
         attributes = {SPAN_KIND: "AGENT", AGENT_NAME: self.name, AGENT_ID: self.agent_id}
         self._span = tracer.start_span(self.name, attributes=attributes)
@@ -131,17 +143,41 @@ class AgentTracer(Capture):
 
     # -- recording (called by the span processor and by integrations) ----------------------------
 
-    def _reserve(self, step: Step) -> Step:
-        """Keep a place in this agent's history for a call that starts now."""
+    def _reserve(self, step: Step, agent: Agent | None = None) -> Step:
+        """Keep a place for a call that starts now, in ``agent``'s history (a sub-agent an
+        instrumentor's span opened) or by default this agent's."""
         if self._recorder is None or self._agent is None:
             raise RuntimeError(f"{self!r} is not running")
-        return self._recorder.reserve(self._agent, step)
+        return self._recorder.reserve(agent or self._agent, step)
+
+    def _agent_started(self, agent_id: str, name: str, parent: Agent | None) -> Agent:
+        """An instrumentor's span began a sub-agent of ``parent`` (default: this agent)."""
+        if self._recorder is None or self._agent is None:
+            raise RuntimeError(f"{self!r} is not running")
+        return self._recorder.agent_started(agent_id, name, parent or self._agent)
+
+    def _agent_finished(self, agent: Agent | None) -> None:
+        if self._recorder is not None and agent is not None:
+            self._recorder.agent_finished(agent)
+
+    def _here(self) -> Agent | None:
+        """The agent that code running now belongs to: the sub-agent an instrumentor's span
+        around it opened (found through the current OpenTelemetry span), else this one."""
+        if self._spans:
+            trace_api = sys.modules.get("opentelemetry.trace")  # loaded with the processor
+            if trace_api is not None:
+                span_id = trace_api.get_current_span().get_span_context().span_id
+                within = self._spans.get(span_id)
+                if within is not None and within.here is not None:
+                    return within.here
+        return self._agent
 
     def _record(self, interaction: LLMInteraction) -> None:
-        if self._recorder is not None and self._agent is not None:
+        agent = self._here()
+        if self._recorder is not None and agent is not None:
             # stamped, so that a span of the same call (a framework's OpenAI LLM seen by both
             # the framework's instrument and the OpenAI one) is counted once
-            self._recorder.reserve(self._agent, RecordedStep(interaction, time.time_ns()))
+            self._recorder.reserve(agent, RecordedStep(interaction, time.time_ns()))
 
     # -- reading --------------------------------------------------------------------------------
 

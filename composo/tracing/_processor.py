@@ -11,6 +11,14 @@ span never takes a place; known only at the end, the inner call is left out of t
 same holds for a call another feed records itself (LlamaIndex's instrument hands its LLM calls
 to ``record_interaction``): a span that ended just before such a record, with the same answer,
 is that call seen by a second instrumentation, and the record wins.
+
+An instrumentor's span that begins an agent (the rule of ``composo.tracing._boundaries``, shared
+with the span-tree converter) opens a sub-agent in the tracer's recording where it starts; the
+spans under it, by OpenTelemetry parentage, record there, and it finishes when the span ends
+(calls still running fill their places afterwards). A tool span's model calls, without an agent
+span of their own, are a sub-agent named after the tool, opened at the first of them. Only spans
+under such a boundary are remembered (by id, on the tracer, until they end), so a run without
+agent spans pays one more dict check per span.
 """
 
 from __future__ import annotations
@@ -18,17 +26,55 @@ from __future__ import annotations
 import functools
 import threading
 import weakref
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
 from composo._core.trace import LLMInteraction
 from composo.tracing import _context as context
+from composo.tracing._boundaries import (
+    AGENT_SCOPE,
+    agent_identity,
+    span_kind,
+    starts_agent,
+    tool_identity,
+)
 from composo.tracing._recorder import Agent, RecordedStep, Step, _ToolEvent
 from composo.tracing._spans import has_span_kind, interaction_from_span, is_llm_span
 
-__all__ = ["AgentSpanProcessor"]
+if TYPE_CHECKING:
+    from composo.tracing._agent import AgentTracer
+
+__all__ = ["AgentSpanProcessor", "Within"]
+
+
+class Within:
+    """Where the spans under an instrumentor's agent or tool span record.
+
+    For an agent span, ``agent`` is the sub-agent it opened. For a tool span it is ``None`` until
+    a model call starts inside (then the tool's sub-agent); until then, and for everything that
+    is not a model call, ``owner`` is where the tool runs (``None``: the tracer's own agent).
+    """
+
+    __slots__ = ("agent", "id", "name", "opener", "owner")
+
+    def __init__(
+        self,
+        opener: int,
+        agent: Agent | None,
+        owner: Agent | None = None,
+        ident: tuple[str, str] = ("", ""),
+    ) -> None:
+        self.opener = opener  # the id of the span that began it
+        self.agent = agent
+        self.owner = owner
+        self.id, self.name = ident
+
+    @property
+    def here(self) -> Agent | None:
+        """The agent that a sub-agent or a record made here belongs to."""
+        return self.agent if self.agent is not None else self.owner
 
 
 class _Slot(Step):
@@ -146,6 +192,8 @@ class AgentSpanProcessor(SpanProcessor):
         # nearest enclosing span that is or may become a model call. Weak, so that a span that
         # never ends (an abandoned stream) is forgotten together with its tracer.
         self._claimed: weakref.WeakValueDictionary[int, _Slot] = weakref.WeakValueDictionary()
+        # span id -> the tracer whose instrumentor agent (or tool) it runs under; weak too
+        self._under: weakref.WeakValueDictionary[int, AgentTracer] = weakref.WeakValueDictionary()
         self._lock = threading.Lock()
 
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
@@ -156,6 +204,8 @@ class AgentSpanProcessor(SpanProcessor):
             return
         span_id = span.context.span_id
         parent = span.parent
+        spans = tracer._spans
+        within = spans.get(parent.span_id) if parent is not None and spans else None
         outer: _Slot | None = None
         if parent is not None and self._claimed:
             with self._lock:
@@ -164,22 +214,63 @@ class AgentSpanProcessor(SpanProcessor):
                     # Inside a model call: part of it. Remembered so that its own children are
                     # recognised too; only the owner span fills the slot.
                     self._claimed[span_id] = outer
+                    if within is not None:
+                        self._remember(tracer, span_id, within)
                     return
         attributes = span.attributes
         llm = is_llm_span(attributes)
         if not llm and has_span_kind(attributes):
             # Known not to be a model call; the calls inside it still belong to ``outer``.
-            if outer is not None:
+            within = self._boundary(tracer, span, within)
+            if outer is not None or within is not None:
                 with self._lock:
-                    self._claimed[span_id] = outer
+                    if outer is not None:
+                        self._claimed[span_id] = outer
+                    if within is not None:
+                        self._remember(tracer, span_id, within)
             return
         slot = _Slot(span_id, llm=llm, parent=outer)
-        tracer._reserve(slot)
+        target: Agent | None = None
+        if within is not None:
+            if llm and within.agent is None:
+                with self._lock:
+                    if within.agent is None:
+                        # the first model call inside a tool: the tool's calls are a sub-agent
+                        within.agent = tracer._agent_started(within.id, within.name, within.owner)
+            target = within.here
+        tracer._reserve(slot, target)
         with self._lock:
             self._claimed[span_id] = slot
+            if within is not None:
+                self._remember(tracer, span_id, within)
+
+    def _boundary(self, tracer: AgentTracer, span: Span, within: Within | None) -> Within | None:
+        """What the spans under ``span`` record into: a sub-agent it begins, a tool's calls, or
+        where the span itself runs."""
+        attributes = span.attributes or {}
+        kind = span_kind(attributes)
+        # never the first boundary: the tracer's own agent already runs here
+        agent = starts_agent(kind, attributes, first=False)
+        if not agent and kind != "TOOL":
+            return within
+        scope = span.instrumentation_scope
+        if scope is not None and scope.name == AGENT_SCOPE:
+            return within  # an AgentTracer's own span: that tracer is the agent
+        span_id = span.context.span_id
+        above = within.here if within is not None else None
+        if agent:
+            ident = agent_identity(attributes, span.name, format(span_id, "016x"))
+            return Within(span_id, tracer._agent_started(*ident, above))
+        ident = tool_identity(attributes, span.name, format(span_id, "016x"))
+        return Within(span_id, None, above, ident)
+
+    def _remember(self, tracer: AgentTracer, span_id: int, within: Within) -> None:
+        """Spans under a boundary are looked up by their children (caller holds the lock)."""
+        tracer._spans[span_id] = within
+        self._under[span_id] = tracer
 
     def on_end(self, span: ReadableSpan) -> None:
-        if not self._claimed:
+        if not self._claimed and not self._under:
             return
         ctx = span.context
         if ctx is None:
@@ -187,6 +278,11 @@ class AgentSpanProcessor(SpanProcessor):
         span_id = ctx.span_id
         with self._lock:
             slot = self._claimed.pop(span_id, None)
+            tracer = self._under.pop(span_id, None)
+            within = tracer._spans.pop(span_id, None) if tracer is not None else None
+        if tracer is not None and within is not None and within.opener == span_id:
+            # its sub-agent is done; calls under it still running fill their places later
+            tracer._agent_finished(within.agent)
         if slot is None or slot.owner != span_id:
             return
         if is_llm_span(span.attributes):
@@ -205,4 +301,4 @@ class AgentSpanProcessor(SpanProcessor):
 
     def pending(self) -> int:
         """How many claimed spans have not ended (for tests of bounded memory)."""
-        return len(self._claimed)
+        return len(self._claimed) + len(self._under)

@@ -5,7 +5,8 @@ A span is a :class:`SpanRecord` (plain data; nothing here imports OpenTelemetry)
 walked in start order and fed to a :class:`~composo.tracing._recorder.TraceRecorder`:
 
 - ``AGENT`` spans (and a top-level ``CHAIN``, or any span naming ``agent.name``) start an agent
-  instance; one inside another is a sub-agent referenced at the point it ran;
+  instance; one inside another is a sub-agent referenced at the point it ran (the rule lives in
+  ``composo.tracing._boundaries``: a live ``AgentTracer`` applies it too);
 - ``LLM`` spans are model calls (read by :func:`interaction_from_attributes`); a model call inside
   another (a framework's call wrapping the provider client's) counts once, as the outer call;
 - ``TOOL`` spans answer the tool call of that name the agent's last model call made; model calls
@@ -27,20 +28,26 @@ from typing import Any
 
 from composo._core.trace import InputMessage, MultiAgentTrace, ToolCall
 from composo.errors import ComposoValidationError
+from composo.tracing._boundaries import (
+    AGENT_ID,
+    AGENT_NAME,
+    agent_identity,
+    span_kind,
+    starts_agent,
+    tool_identity,
+)
 from composo.tracing._recorder import Agent, TraceRecorder
 from composo.tracing._spans import SPAN_KIND, interaction_from_attributes
 
 __all__ = [
     "AGENT_ID",
+    "AGENT_NAME",
     "CONTEXT_LIMIT",
     "Converted",
     "SpanRecord",
     "convert_spans",
 ]
 
-AGENT_ID = "composo.agent.id"
-"""Span attribute carrying an agent instance id (``AgentTracer`` sets it on its agent spans)."""
-AGENT_NAME = "agent.name"
 CONTEXT_LIMIT = 4000
 """Characters of a context span's input or output kept in the trace."""
 
@@ -61,8 +68,7 @@ class SpanRecord:
 
     @property
     def kind(self) -> str | None:
-        value = self.attributes.get(SPAN_KIND)
-        return str(value).upper() if value else None
+        return span_kind(self.attributes)
 
 
 @dataclass
@@ -159,9 +165,8 @@ class _Walk:
             if in_llm:
                 if kind == "LLM":
                     self.skipped["model call inside another model call (counted once)"] += 1
-            elif self._starts_agent(span, agent):
-                name = str(span.attributes.get(AGENT_NAME) or span.name or "agent")
-                agent_id = str(span.attributes.get(AGENT_ID) or span.span_id)
+            elif starts_agent(kind, span.attributes, first=agent is None and self.implicit is None):
+                agent_id, name = agent_identity(span.attributes, span.name, span.span_id)
                 inner_agent = self.recorder.agent_started(agent_id, name, agent)
             elif kind == "LLM":
                 inner_llm = True
@@ -170,8 +175,8 @@ class _Walk:
                 owner = self.agent_for(agent, span)
                 self._tool(span, owner)
                 if self.has_llm(span):
-                    name = str(span.attributes.get("tool.name") or span.name or "tool")
-                    inner_agent = self.recorder.agent_started(span.span_id, name, owner)
+                    agent_id, name = tool_identity(span.attributes, span.name, span.span_id)
+                    inner_agent = self.recorder.agent_started(agent_id, name, owner)
             elif kind != "CHAIN":
                 message = _context(span)
                 if message is None:
@@ -181,12 +186,6 @@ class _Walk:
                     self.kept[(kind or "unlabelled").lower()] += 1
             for child in reversed(self.children.get(span.span_id, [])):
                 stack.append((child, inner_agent, inner_llm))
-
-    def _starts_agent(self, span: SpanRecord, agent: Agent | None) -> bool:
-        kind = span.kind
-        if kind == "AGENT" or (kind != "LLM" and span.attributes.get(AGENT_NAME)):
-            return True
-        return kind == "CHAIN" and agent is None and self.implicit is None
 
     def _model_call(self, span: SpanRecord, agent: Agent) -> None:
         if span.error is not None:

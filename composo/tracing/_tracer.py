@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from typing import Any, ClassVar
 
 from composo.errors import ComposoValidationError
+from composo.tracing._boundaries import AGENT_SCOPE
 from composo.tracing._instruments import Instrument, Instruments, missing_extra
 
 try:
@@ -198,7 +199,7 @@ class ComposoTracer:
         provider = cls._provider
         if provider is None or not cls._agent_spans:
             return None
-        return provider.get_tracer("composo.tracing")
+        return provider.get_tracer(AGENT_SCOPE)
 
     @classmethod
     def tracer_provider(cls) -> Any:
