@@ -88,3 +88,9 @@ DEFAULT_MAX_CONCURRENT_REQUESTS = 5
 MAX_ERROR_MESSAGE = 500
 """Characters of a server's error body shown in an exception's message (the whole body is
 kept on the exception)."""
+
+# -- traces read from spans -----------------------------------------------------------------------
+MAX_SPANS_PER_TRACE = 10_000
+"""Spans one trace id may have before it is reported as too large (its spans are not kept)."""
+CONTEXT_LIMIT = 4000
+"""Characters of a context span's input or output kept in the trace."""

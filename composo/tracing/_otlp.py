@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from composo._core.limits import MAX_SPANS_PER_TRACE
 from composo._core.trace import MultiAgentTrace
 from composo.errors import ComposoValidationError
 from composo.tracing._spantree import Converted, SpanRecord, convert_spans
@@ -36,9 +37,6 @@ __all__ = [
     "records_from_protobuf",
     "trace_from_otlp",
 ]
-
-MAX_SPANS_PER_TRACE = 10_000
-"""Spans one trace id may have before it is reported as too large (its spans are not kept)."""
 
 _TRACE_ID_TEXT = re.compile(rb'"trace_?[iI]d"\s*:\s*"([0-9A-Za-z+/=]+)"')
 _STATUS_ERROR = 2

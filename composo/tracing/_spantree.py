@@ -26,6 +26,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from composo._core.limits import CONTEXT_LIMIT
 from composo._core.trace import InputMessage, MultiAgentTrace, ToolCall
 from composo.errors import ComposoValidationError
 from composo.tracing._boundaries import (
@@ -47,9 +48,6 @@ __all__ = [
     "SpanRecord",
     "convert_spans",
 ]
-
-CONTEXT_LIMIT = 4000
-"""Characters of a context span's input or output kept in the trace."""
 
 
 @dataclass
