@@ -154,16 +154,16 @@ class ComposoCallback(BaseCallbackHandler):
         return done
 
     async def aflush(self, timeout: float | None = None) -> bool:
-        """:meth:`flush` for async code.
+        """:meth:`flush` for async code: the event loop runs on while it waits.
 
         Args:
-            timeout: Seconds to wait at most (``None``: as long as it takes).
+            timeout: As for :meth:`flush`.
 
         Returns:
-            ``False`` if ``timeout`` passed first.
+            As for :meth:`flush`.
 
         Raises:
-            ComposoError: With ``raise_error=True``, the first failure recorded since last time.
+            ComposoError: As for :meth:`flush`.
         """
         done = await self._evaluator.aflush(timeout)
         self._raise_recorded()
