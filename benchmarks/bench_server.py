@@ -103,30 +103,40 @@ TRACE_BODY = json.dumps(
 ).encode()
 
 
+def post_head(path: str, length: int, key: str | None = KEY) -> bytes:
+    """The head of a JSON POST declaring ``length`` body bytes (no API key with ``key=None``)."""
+    auth = f"API-Key: {key}\r\n" if key is not None else ""
+    return (
+        f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n{auth}"
+        f"Content-Type: application/json\r\nContent-Length: {length}\r\n\r\n"
+    ).encode()
+
+
+async def read_response(reader: asyncio.StreamReader) -> int:
+    """Read one whole response off a keep-alive connection; its status."""
+    status_line = await reader.readline()
+    length = 0
+    while True:
+        line = await reader.readline()
+        if line in (b"\r\n", b""):
+            break
+        if line[:15].lower() == b"content-length:":
+            length = int(line[15:])
+    await reader.readexactly(length)
+    return int(status_line.split()[1])
+
+
 async def worker(
     port: int, path: str, body: bytes, stop_at: float, latencies: list[float], errors: list[int]
 ) -> None:
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    head = (
-        f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAPI-Key: {KEY}\r\n"
-        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
-    ).encode()
-    request = head + body
+    request = post_head(path, len(body)) + body
     try:
         while time.perf_counter() < stop_at:
             t0 = time.perf_counter()
             writer.write(request)
-            status_line = await reader.readline()
-            length = 0
-            while True:
-                line = await reader.readline()
-                if line in (b"\r\n", b""):
-                    break
-                if line[:15].lower() == b"content-length:":
-                    length = int(line[15:])
-            await reader.readexactly(length)
+            status = await read_response(reader)
             latencies.append(time.perf_counter() - t0)
-            status = int(status_line.split()[1])
             if status != 200:
                 errors.append(status)
     finally:
@@ -195,10 +205,7 @@ class PeakRSS:
 async def keyless_upload(port: int, size: int) -> str:
     """Declare ``size`` bytes without a key and send all but 1 KiB of them; what came back."""
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    writer.write(
-        f"POST /api/v1/evals/reward HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-        f"Content-Type: application/json\r\nContent-Length: {size}\r\n\r\n".encode()
-    )
+    writer.write(post_head("/api/v1/evals/reward", size, key=None))
     chunk = b"x" * (256 * 1024)
     sent = 0
     status = "no answer"
@@ -250,10 +257,7 @@ def big_trace_body(agents: int, words: int) -> bytes:
 async def slow_body(port: int, stop: asyncio.Event) -> None:
     """An authenticated request whose body arrives a byte every 0.5 s (within the timeout)."""
     _, writer = await asyncio.open_connection("127.0.0.1", port)
-    writer.write(
-        f"POST /api/v1/evals/reward HTTP/1.1\r\nHost: 127.0.0.1\r\nAPI-Key: {KEY}\r\n"
-        f"Content-Type: application/json\r\nContent-Length: 1000000\r\n\r\n".encode()
-    )
+    writer.write(post_head("/api/v1/evals/reward", 1000000))
     try:
         while not stop.is_set():
             writer.write(b" ")
@@ -278,11 +282,7 @@ async def health_under_load(port: int, slow: int, trace: bytes, traces: int) -> 
     async def post_traces() -> None:
         for _ in range(traces):
             reader, writer = await asyncio.open_connection("127.0.0.1", port)
-            writer.write(
-                f"POST /api/v1/evals/trace HTTP/1.1\r\nHost: 127.0.0.1\r\nAPI-Key: {KEY}\r\n"
-                f"Content-Type: application/json\r\nContent-Length: {len(trace)}\r\n\r\n".encode()
-                + trace
-            )
+            writer.write(post_head("/api/v1/evals/trace", len(trace)) + trace)
             await writer.drain()
             line = await reader.readline()
             statuses.append(int(line.split()[1]))
@@ -294,15 +294,7 @@ async def health_under_load(port: int, slow: int, trace: bytes, traces: int) -> 
         while not done.done():
             t0 = time.perf_counter()
             writer.write(request)
-            await reader.readline()
-            length = 0
-            while True:
-                line = await reader.readline()
-                if line in (b"\r\n", b""):
-                    break
-                if line[:15].lower() == b"content-length:":
-                    length = int(line[15:])
-            await reader.readexactly(length)
+            await read_response(reader)
             latencies.append(time.perf_counter() - t0)
             await asyncio.sleep(0.02)
         writer.close()
@@ -325,18 +317,18 @@ async def health_under_load(port: int, slow: int, trace: bytes, traces: int) -> 
     }
 
 
+def server(db: Path) -> ServerProcess:
+    """The server as its own process, with the benchmark's key and no access log."""
+    return ServerProcess(api_keys=(KEY,), dev_faults=False, db=db, extra_args=["--no-access-log"])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--concurrency", type=int, default=200)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        with ServerProcess(
-            api_keys=(KEY,),
-            dev_faults=False,
-            db=Path(tmp) / "bench.sqlite3",
-            extra_args=["--no-access-log"],
-        ) as srv:
+        with server(Path(tmp) / "bench.sqlite3") as srv:
             port = srv.port
             print(
                 f"local server, heuristic judge, {args.concurrency} concurrent clients, "
@@ -353,12 +345,7 @@ def main() -> None:
                     f"  ratio to goal {r['rps'] / GOAL_PER_SECOND:.2f}x "
                     f"(goal {GOAL_PER_SECOND:.0f}/s, 0 errors)"
                 )
-        with ServerProcess(
-            api_keys=(KEY,),
-            dev_faults=False,
-            db=Path(tmp) / "attack.sqlite3",
-            extra_args=["--no-access-log"],
-        ) as srv:
+        with server(Path(tmp) / "attack.sqlite3") as srv:
             assert srv.proc is not None
             before = rss_mib(srv.proc.pid)
             with PeakRSS(srv.proc.pid) as peak:

@@ -35,24 +35,29 @@ if TYPE_CHECKING:
     from composo._core.async_client import AsyncComposo
     from composo._core.cache import CachingTransport, ResultCache
     from composo._core.client import Composo
-    from composo._core.cores import MODEL_CORES, ModelCore
-    from composo._core.options import EvaluateOptions
-    from composo._core.plan import BatchResult
     from composo._core.plugins import hookimpl
-    from composo._core.responses import EvaluationResponse, MultiAgentTraceResponse, TaskInfo
-    from composo._core.trace import (
+    from composo._core.trace import trace_from_messages
+    from composo.tracing import AgentTracer, ComposoTracer, Instruments, agent_tracer
+    from composo.tracing._otlp import trace_from_otlp
+
+    # the models, as composo.types holds them (each loads from its own module below)
+    from composo.types import (
+        MODEL_CORES,
         AgentInstance,
+        BatchResult,
+        EvaluateOptions,
+        EvaluationResponse,
         InputMessage,
         LLMInteraction,
+        ModelCore,
         MultiAgentTrace,
+        MultiAgentTraceResponse,
         OutputMessage,
+        TaskInfo,
         ToolCall,
         ToolResponse,
         ToolSpec,
-        trace_from_messages,
     )
-    from composo.tracing import AgentTracer, ComposoTracer, Instruments, agent_tracer
-    from composo.tracing._otlp import trace_from_otlp
 
 
 __all__ = [

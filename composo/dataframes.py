@@ -93,19 +93,16 @@ class BatchEvaluator:
         cache: CacheOption = None,
         **options: Any,
     ) -> None:
-        from composo._core.frames import criteria_and_names
-        from composo._core.plan import Plan
+        from composo._core.frames import plan_frame
 
         key = api_key if api_key is not None else os.environ.get("COMPOSO_API_KEY")
         if not key or not key.strip():
             raise ComposoValidationError(
                 "api_key: no API key; pass api_key=... or set COMPOSO_API_KEY on the driver"
             )
-        crit, _ = criteria_and_names(criteria, None)
-        names = evaluator_name
-        if isinstance(evaluator_name, Mapping):
-            names, _ = criteria_and_names(None, evaluator_name)
-        Plan.create(crit, names, options)  # mistakes surface on the driver, before any batch
+        plan_frame(
+            criteria, evaluator_name, options
+        )  # mistakes surface on the driver, not in a batch
         self.criteria = criteria
         self.columns = dict(columns) if columns is not None else None
         self.evaluator_name = evaluator_name

@@ -1,20 +1,12 @@
 """Capture an agent's OpenAI calls as a trace and evaluate it.
 
-Needs the tracing extra (pip install 'composo[tracing]') and OPENAI_API_KEY (and OPENAI_BASE_URL
-for anything but OpenAI itself) besides the Composo variables.
+Needs the tracing extra (pip install 'composo[tracing]') and the OpenAI variables checked by
+_openai_key.py.
 """
 
-import os
-import sys
+from _openai_key import require_openai_key
 
-if not os.environ.get("OPENAI_API_KEY"):
-    # Any OpenAI-compatible endpoint works: set OPENAI_BASE_URL to it as well.
-    print(
-        "this example calls OpenAI: set OPENAI_API_KEY (and OPENAI_BASE_URL for an "
-        "OpenAI-compatible endpoint), plus COMPOSO_API_KEY or COMPOSO_BASE_URL",
-        file=sys.stderr,
-    )
-    sys.exit(2)
+require_openai_key()  # without OPENAI_API_KEY: one line saying what to set, exit 2
 
 
 from composo import Composo, ComposoTracer, Instruments, AgentTracer  # noqa: I001

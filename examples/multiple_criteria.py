@@ -7,14 +7,7 @@ client = Composo()
 results = client.evaluate(
     messages=[
         {"role": "user", "content": "How does a refrigerator keep food cold?"},
-        {
-            "role": "assistant",
-            "content": (
-                "A refrigerator pumps heat out of the box: a refrigerant evaporates inside, "
-                "absorbing heat, and is compressed and condensed outside, where it releases "
-                "that heat through the coils at the back."
-            ),
-        },
+        {"role": "assistant", "content": "Refrigerant soaks up heat inside and dumps it outside."},
     ],
     criteria=[
         "Reward accurate information",

@@ -8,13 +8,7 @@ client = Composo()
 response = client.evaluate(
     messages=[
         {"role": "user", "content": "Summarise the plot of Hamlet in one sentence."},
-        {
-            "role": "assistant",
-            "content": (
-                "Prince Hamlet feigns madness to avenge his father's murder by his uncle "
-                "Claudius, and the revenge ends in the deaths of nearly everyone at court."
-            ),
-        },
+        {"role": "assistant", "content": "Hamlet avenges his father's murder; nearly all die."},
     ],
     criteria="Reward concise summaries that keep the essential plot",
     block=False,

@@ -1,20 +1,12 @@
 """Evaluate an OpenAI Responses API answer that used built-in tools (web search, code).
 
-Needs OPENAI_API_KEY (and OPENAI_BASE_URL for anything but OpenAI itself) besides the Composo
-variables. Pass the Response object itself as result=, and the same input= you sent to OpenAI.
+Pass the Response object itself as result=, and the same input= you sent to OpenAI (which needs
+the variables _openai_key.py checks).
 """
 
-import os
-import sys
+from _openai_key import require_openai_key
 
-if not os.environ.get("OPENAI_API_KEY"):
-    # Any OpenAI-compatible endpoint works: set OPENAI_BASE_URL to it as well.
-    print(
-        "this example calls OpenAI: set OPENAI_API_KEY (and OPENAI_BASE_URL for an "
-        "OpenAI-compatible endpoint), plus COMPOSO_API_KEY or COMPOSO_BASE_URL",
-        file=sys.stderr,
-    )
-    sys.exit(2)
+require_openai_key()  # without OPENAI_API_KEY: one line saying what to set, exit 2
 
 
 from openai import OpenAI

@@ -16,7 +16,6 @@ from __future__ import annotations
 import threading
 import time
 import typing
-from collections.abc import Iterable
 
 import httpcore
 import httpx
@@ -99,29 +98,24 @@ class DeadlineBackend(httpcore.NetworkBackend):
     def __init__(self, inner: httpcore.NetworkBackend) -> None:
         self._inner = inner
 
+    # Only the connect timeout is capped; everything else passes through as httpcore sent it.
+
     def connect_tcp(
         self,
         host: str,
         port: int,
         timeout: float | None = None,
-        local_address: str | None = None,
-        socket_options: Iterable[typing.Any] | None = None,
+        *args: typing.Any,
+        **kwargs: typing.Any,
     ) -> httpcore.NetworkStream:
-        stream = self._inner.connect_tcp(
-            host, port, _cap(timeout, httpcore.ConnectTimeout), local_address, socket_options
-        )
-        return _Stream(stream)
+        capped = _cap(timeout, httpcore.ConnectTimeout)
+        return _Stream(self._inner.connect_tcp(host, port, capped, *args, **kwargs))
 
     def connect_unix_socket(
-        self,
-        path: str,
-        timeout: float | None = None,
-        socket_options: Iterable[typing.Any] | None = None,
+        self, path: str, timeout: float | None = None, *args: typing.Any, **kwargs: typing.Any
     ) -> httpcore.NetworkStream:  # pragma: no cover (the client speaks TCP)
-        stream = self._inner.connect_unix_socket(
-            path, _cap(timeout, httpcore.ConnectTimeout), socket_options
-        )
-        return _Stream(stream)
+        capped = _cap(timeout, httpcore.ConnectTimeout)
+        return _Stream(self._inner.connect_unix_socket(path, capped, *args, **kwargs))
 
     def sleep(self, seconds: float) -> None:  # pragma: no cover (retries are httpx's, off)
         self._inner.sleep(seconds)

@@ -402,15 +402,35 @@ def results_frame(results: Sequence[Any], kind: str) -> Any:
     )
 
 
-def criteria_and_names(
-    criteria: str | Sequence[str] | Mapping[str, str] | None, evaluator_name: Any
-) -> tuple[Any, dict[str, str] | None]:
+def _named(value: Any) -> tuple[Any, dict[str, str] | None]:
     """A ``{name: criterion}`` dict names the result columns; a list or string is passed on."""
-    if isinstance(criteria, Mapping):
-        return list(criteria.values()), {v: k for k, v in criteria.items()}
-    if isinstance(evaluator_name, Mapping):
-        return list(evaluator_name.values()), {v: k for k, v in evaluator_name.items()}
-    return criteria, None
+    if isinstance(value, Mapping):
+        return list(value.values()), {v: k for k, v in value.items()}
+    return value, None
+
+
+@dataclass(frozen=True)
+class FramePlan:
+    """What :func:`plan_frame` checked: ``criteria`` and ``evaluator_name`` as ``evaluate_many``
+    takes them, the result columns' ``names`` (from a dict) and the plan's ``labels``."""
+
+    criteria: Any
+    evaluator_name: Any
+    names: dict[str, str] | None
+    labels: list[str]
+
+
+def plan_frame(criteria: Any, evaluator_name: Any, options: Mapping[str, Any]) -> FramePlan:
+    """A table's criteria or saved evaluators (either may be ``{name: criterion}``) and options,
+    checked before any request."""
+    from composo._core.plan import Plan
+
+    criteria, names = _named(criteria)
+    evaluator_name, evaluator_names = _named(evaluator_name)
+    if evaluator_names is not None:
+        names = evaluator_names
+    plan = Plan.create(criteria, evaluator_name, options)
+    return FramePlan(criteria, evaluator_name, names, plan.criteria)
 
 
 def prepare(
@@ -418,54 +438,34 @@ def prepare(
     criteria: Any,
     evaluator_name: Any,
     columns: Mapping[str, str] | None,
-    options: Mapping[str, Any],
-) -> tuple[FrameJob, dict[str, Any]]:
-    """The table's job and the ``evaluate_many`` arguments for it, all checked before a request."""
-    from composo._core.plan import Plan
-
-    criteria, names = criteria_and_names(criteria, None)
-    if isinstance(evaluator_name, Mapping):
-        evaluator_name, names = criteria_and_names(None, evaluator_name)
-    plan = Plan.create(criteria, evaluator_name, options)
-    job = FrameJob.create(frame, plan.criteria, columns, names)
-    return job, {"criteria": criteria, "evaluator_name": evaluator_name}
-
-
-def evaluate_frame(
-    client: Any,
-    frame: Any,
-    criteria: Any,
-    evaluator_name: Any,
-    columns: Mapping[str, str] | None,
     concurrency: int | None,
     progress: Any,
     options: Mapping[str, Any],
-) -> Any:
-    """``Composo.evaluate_dataframe``: score every row, give back the table with result columns."""
-    job, chosen = prepare(frame, criteria, evaluator_name, columns, options)
-    job.record(
-        client.evaluate_many(
-            job.items(), **chosen, concurrency=concurrency, progress=progress, **options
-        )
-    )
+) -> tuple[FrameJob, dict[str, Any]]:
+    """The table's job and the ``evaluate_many`` keyword arguments for it (its items aside), all
+    checked before a request."""
+    plan = plan_frame(criteria, evaluator_name, options)
+    job = FrameJob.create(frame, plan.labels, columns, plan.names)
+    call = {
+        "criteria": plan.criteria,
+        "evaluator_name": plan.evaluator_name,
+        "concurrency": concurrency,
+        "progress": progress,
+        **options,
+    }
+    return job, call
+
+
+def evaluate_frame(client: Any, *arguments: Any) -> Any:
+    """``Composo.evaluate_dataframe``: score every row, give back the table with result columns;
+    ``arguments`` are :func:`prepare`'s."""
+    job, call = prepare(*arguments)
+    job.record(client.evaluate_many(job.items(), **call))
     return job.result()
 
 
-async def aevaluate_frame(
-    client: Any,
-    frame: Any,
-    criteria: Any,
-    evaluator_name: Any,
-    columns: Mapping[str, str] | None,
-    concurrency: int | None,
-    progress: Any,
-    options: Mapping[str, Any],
-) -> Any:
-    """``AsyncComposo.evaluate_dataframe``."""
-    job, chosen = prepare(frame, criteria, evaluator_name, columns, options)
-    job.record(
-        await client.evaluate_many(
-            job.items(), **chosen, concurrency=concurrency, progress=progress, **options
-        )
-    )
+async def aevaluate_frame(client: Any, *arguments: Any) -> Any:
+    """``AsyncComposo.evaluate_dataframe``: as :func:`evaluate_frame`, awaiting the batch."""
+    job, call = prepare(*arguments)
+    job.record(await client.evaluate_many(job.items(), **call))
     return job.result()

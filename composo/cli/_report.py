@@ -130,13 +130,9 @@ _TAG_VALUES = 12  # a tag with more distinct values than this is an id, not a gr
 
 def _text(content: Any) -> str:
     """The readable text of a message's content: a string or a list of text parts."""
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
     if isinstance(content, list):
         return " ".join(_text(p.get("text") if isinstance(p, dict) else p) for p in content)
-    return str(content)
+    return "" if content is None else str(content)
 
 
 def _question_answer(item: dict[str, Any]) -> tuple[str, str]:
@@ -172,19 +168,14 @@ class _Dataset:
 
     @classmethod
     def read(cls, path: Path, wanted: set[int]) -> _Dataset:
-        import json
+        from composo.cli._results import json_object
 
         tags: dict[int, dict[str, str]] = {}
         texts: dict[int, tuple[str, str]] = {}
         with path.open("rb") as f:
             for index, raw in enumerate(f):
-                if not raw.strip():
-                    continue
-                try:
-                    item = json.loads(raw)
-                except ValueError:
-                    continue
-                if not isinstance(item, dict):
+                item = json_object(raw)
+                if item is None:
                     continue
                 if isinstance(item.get("tags"), dict):
                     tags[index] = {str(k): str(v) for k, v in item["tags"].items()}

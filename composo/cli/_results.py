@@ -19,6 +19,7 @@ __all__ = [
     "RowWriter",
     "RunInfo",
     "iter_rows",
+    "json_object",
     "judge_text",
     "prepare_resume",
     "print_summary",
@@ -28,19 +29,21 @@ __all__ = [
 _log = logging.getLogger("composo")
 
 
-def _row(line: bytes) -> dict[str, Any] | None:
-    """A well-formed row, or ``None`` for anything else (a torn or foreign line)."""
+def json_object(line: bytes) -> dict[str, Any] | None:
+    """A JSON lines file's line as the object it holds, or ``None`` (blank, torn, not an object)."""
     try:
-        row = json.loads(line)
+        value = json.loads(line)
     except ValueError:
         return None
-    if (
-        not isinstance(row, dict)
-        or not isinstance(row.get("index"), int)
-        or not isinstance(row.get("criterion"), str)
-    ):
+    return value if isinstance(value, dict) else None
+
+
+def _row(line: bytes) -> dict[str, Any] | None:
+    """A well-formed row, or ``None`` for anything else (a torn or foreign line)."""
+    row = json_object(line)
+    if row is None or not isinstance(row.get("index"), int):
         return None
-    return row
+    return row if isinstance(row.get("criterion"), str) else None
 
 
 def iter_rows(path: Path) -> Iterator[dict[str, Any]]:

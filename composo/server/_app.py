@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import logging
 import sqlite3
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 
 from fastapi import FastAPI, Request, Response
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from composo._core.wire import LIGHTNING_MODEL_CORES, RewardRequest, TraceRequest, is_binary
 from composo._version import __version__
@@ -128,24 +128,16 @@ def build_app(config: ServerConfig) -> Gate:
             )
         return _json({"task_id": task_id})
 
-    reward_body = _body_schema("RewardRequest")
-    trace_body = _body_schema("TraceRequest")
-
-    @app.post("/api/v1/evals/reward", openapi_extra=reward_body)
-    async def reward(request: Request) -> Response:
-        return await evaluate(request, RewardRequest)
-
-    @app.post("/api/v1/evals/trace", openapi_extra=trace_body)
-    async def trace(request: Request) -> Response:
-        return await evaluate(request, TraceRequest)
-
-    @app.post("/api/v1/evals/reward/background", openapi_extra=reward_body)
-    async def reward_background(request: Request) -> Response:
-        return await background(request, RewardRequest)
-
-    @app.post("/api/v1/evals/trace/background", openapi_extra=trace_body)
-    async def trace_background(request: Request) -> Response:
-        return await background(request, TraceRequest)
+    # The evaluation routes: reward and trace, answered now or (background) as a task to poll.
+    for suffix, handle in (("", evaluate), ("/background", background)):
+        for kind, model in (("reward", RewardRequest), ("trace", TraceRequest)):
+            app.add_api_route(
+                f"/api/v1/evals/{kind}{suffix}",
+                _endpoint(handle, model),
+                methods=["POST"],
+                name=kind + suffix.replace("/", "_"),
+                openapi_extra=_body_schema(model.__name__),
+            )
 
     @app.get("/api/v1/evals/tasks/{task_id}")
     async def task(task_id: str, request: Request) -> Response:
@@ -177,6 +169,17 @@ def build_app(config: ServerConfig) -> Gate:
         else RateLimiter(config.rate_limit_per_minute),
         dev=dev,
     )
+
+
+def _endpoint(
+    handle: Callable[[Request, Any], Awaitable[Response]], model: type[BaseModel]
+) -> Callable[[Request], Awaitable[Response]]:
+    """A route answering with ``handle(request, model)``."""
+
+    async def endpoint(request: Request) -> Response:
+        return await handle(request, model)
+
+    return endpoint
 
 
 def _body_schema(name: str) -> dict[str, Any]:

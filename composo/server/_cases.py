@@ -64,25 +64,24 @@ def json_text(value: Any) -> str:
 
 def content_text(content: Any) -> str:
     """The readable text of a message's content, whatever its shape."""
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        parts: list[str] = []
-        for block in content:
-            if isinstance(block, str):
-                parts.append(block)
-            elif isinstance(block, Mapping):
-                kind = block.get("type")
-                if kind in ("text", "input_text", "output_text"):
-                    parts.append(json_text(block.get("text", "")))
-                elif kind == "tool_result":
-                    parts.append(content_text(block.get("content")))
-        return " ".join(p for p in parts if p)
     if isinstance(content, Mapping):
-        return content_text([content])
-    return json_text(content)
+        content = [content]
+    if isinstance(content, list):
+        return " ".join(t for t in map(_block_text, content) if t)
+    return "" if content is None else json_text(content)
+
+
+def _block_text(block: Any) -> str:
+    """A content block's text: a string, a text part, or a tool result's content."""
+    if isinstance(block, str):
+        return block
+    if isinstance(block, Mapping):
+        kind = block.get("type")
+        if kind in ("text", "input_text", "output_text"):
+            return json_text(block.get("text", ""))
+        if kind == "tool_result":
+            return content_text(block.get("content"))
+    return ""
 
 
 def tool_uses(messages: tuple[Mapping[str, Any], ...]) -> list[ToolUse]:

@@ -13,9 +13,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Awaitable, Callable, MutableMapping
-from typing import Any
 
+from composo.server._asgi import ASGIApp, Message, Receive, Scope, Send
 from composo.server._bodies import dumps
 from composo.server._devswitch import DevSwitch, Fault
 from composo.server._guards import KeyCheck, RateLimiter
@@ -23,12 +22,6 @@ from composo.server._guards import KeyCheck, RateLimiter
 __all__ = ["API_KEY_SCOPE_KEY", "BODY_SCOPE_KEY", "Gate"]
 
 _log = logging.getLogger("composo.server")
-
-Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
-ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 BODY_SCOPE_KEY = "composo.body"
 API_KEY_SCOPE_KEY = "composo.api_key"

@@ -10,7 +10,6 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from composo.server._config import JudgeOptions, ServerConfig
@@ -256,10 +255,5 @@ class LocalServer:
     def __enter__(self) -> LocalServer:
         return self.start()
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.stop()

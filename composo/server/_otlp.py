@@ -130,7 +130,7 @@ def mount(app: FastAPI, config: ServerConfig, tasks: Callable[[], Any]) -> None:
             keep(entry)
             _log.warning("OTLP %s", converted.error)
             for criterion in receiver.criteria:
-                await write(_row(index, converted.trace_id, criterion, error=converted.error))
+                await write(_row(index, converted.trace_id, criterion, None, converted.error))
             return
         entry["trace"] = converted.trace.model_dump(mode="json", exclude_none=True)
         manager = tasks()
@@ -158,11 +158,10 @@ def mount(app: FastAPI, config: ServerConfig, tasks: Callable[[], Any]) -> None:
             await asyncio.sleep(_POLL_SECONDS)
         if info is None or info.get("status") == "failed":
             error = (info or {}).get("error") or "the task is gone"
-            await write(_row(index, trace_id, crit, error=f"TaskFailed: {error}", task=task_id))
+            await write(_row(index, trace_id, crit, task_id, f"TaskFailed: {error}"))
             return
         verdict = MultiAgentTraceResponse.model_validate(info["result"])
-        row = _row(index, trace_id, crit, verdict.overall_score, verdict.explanation, task=task_id)
-        await write(row)
+        await write(_row(index, trace_id, crit, task_id, verdict))
 
     async def write(row: dict[str, Any]) -> None:
         if receiver.results is None:
@@ -237,19 +236,19 @@ def _row(
     index: int,
     trace_id: str,
     criterion: str,
-    score: float | None = None,
-    explanation: str | None = None,
-    *,
-    error: str | None = None,
-    task: str | None = None,
+    task: str | None,
+    outcome: MultiAgentTraceResponse | str | None,
 ) -> dict[str, Any]:
+    """A results row as ``composo evaluate`` writes it, with the task that judged the trace;
+    ``outcome`` is the verdict, or what went wrong."""
+    verdict = outcome if isinstance(outcome, MultiAgentTraceResponse) else None
     return {
         "index": index,
         "id": trace_id,
         "criterion": criterion,
-        "score": score,
-        "explanation": explanation,
-        "error": error,
+        "score": verdict.overall_score if verdict is not None else None,
+        "explanation": verdict.explanation if verdict is not None else None,
+        "error": outcome if verdict is None else None,
         "task_id": task,
     }
 

@@ -9,17 +9,12 @@ import collections
 import json
 import threading
 import time
-from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["JUDGE_HEADER", "Received", "ReceivedLog", "judge_header_app"]
+from composo.server._asgi import ASGIApp, Message, Receive, Scope, Send
 
-Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
-ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+__all__ = ["JUDGE_HEADER", "Received", "ReceivedLog", "judge_header_app"]
 
 JUDGE_HEADER = "x-composo-judge"
 _SECRET_HEADERS = frozenset({"authorization", "api-key", "x-api-key"})

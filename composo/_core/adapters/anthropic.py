@@ -60,34 +60,36 @@ def composo_convert_result(obj: Any) -> list[dict[str, Any]] | None:
     return [assistant_message(d)]
 
 
-@hookimpl
-def composo_convert_messages(obj: Any) -> list[dict[str, Any]] | None:
+def _dumped_list(obj: Any, field: str, expected: str) -> list[Mapping[str, Any]] | None:
+    """Each item, as a mapping, of a list holding an Anthropic object (``None`` for anything
+    else); an item that is neither is named by its position in ``field``."""
     if not isinstance(obj, Sequence) or isinstance(obj, (str, bytes)):
         return None
-    if not any(_is_anthropic_object(m) for m in obj):
+    if not any(_is_anthropic_object(item) for item in obj):
         return None
-    out: list[dict[str, Any]] = []
-    for i, m in enumerate(obj):
-        d = _dump(m)
+    out = []
+    for i, item in enumerate(obj):
+        d = _dump(item)
         if d is None:
-            raise TypeError(f"messages[{i}] is a {type(m).__name__}, expected a dict with 'role'")
-        out.append(assistant_message(d) if _is_message(d) else dict(d))
+            raise TypeError(f"{field}[{i}] is a {type(item).__name__}, expected {expected}")
+        out.append(d)
     return out
+
+
+@hookimpl
+def composo_convert_messages(obj: Any) -> list[dict[str, Any]] | None:
+    dumped = _dumped_list(obj, "messages", "a dict with 'role'")
+    if dumped is None:
+        return None
+    return [assistant_message(d) if _is_message(d) else dict(d) for d in dumped]
 
 
 @hookimpl
 def composo_convert_tools(obj: Any) -> list[dict[str, Any]] | None:
-    if not isinstance(obj, Sequence) or isinstance(obj, (str, bytes)):
+    dumped = _dumped_list(obj, "tools", "a tool definition")
+    if dumped is None:
         return None
-    if not any(_is_anthropic_object(t) for t in obj):
-        return None
-    out = []
-    for i, t in enumerate(obj):
-        d = _dump(t)
-        if d is None:
-            raise TypeError(f"tools[{i}] is a {type(t).__name__}, expected a tool definition")
-        out.append({k: v for k, v in d.items() if k != "cache_control"})
-    return out
+    return [{k: v for k, v in d.items() if k != "cache_control"} for d in dumped]
 
 
 @hookimpl

@@ -7,8 +7,9 @@ imports nothing from LangChain itself. An object can only be a LangChain object 
 
 from __future__ import annotations
 
+import functools
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from composo import hookimpl
@@ -25,10 +26,22 @@ def _maybe_langchain(obj: Any) -> bool:
     return hasattr(obj, "lc_serializable") or hasattr(obj, "generations")
 
 
+Converter = Callable[[Any], list[dict[str, Any]] | None]
+
+
+def _langchain_only(convert: Converter) -> Converter:
+    """A converter that answers only for what may be a LangChain object (``None``: not ours)."""
+
+    @functools.wraps(convert)
+    def hook(obj: Any) -> list[dict[str, Any]] | None:
+        return convert(obj) if _maybe_langchain(obj) else None
+
+    return hook
+
+
 @hookimpl
+@_langchain_only
 def composo_convert_messages(obj: Any) -> list[dict[str, Any]] | None:
-    if not _maybe_langchain(obj):
-        return None
     from langchain_composo import messages
 
     if messages.is_message_list(obj):
@@ -37,18 +50,16 @@ def composo_convert_messages(obj: Any) -> list[dict[str, Any]] | None:
 
 
 @hookimpl
+@_langchain_only
 def composo_convert_result(obj: Any) -> list[dict[str, Any]] | None:
-    if not _maybe_langchain(obj):
-        return None
     from langchain_composo import messages
 
     return messages.result_messages(obj)
 
 
 @hookimpl
+@_langchain_only
 def composo_convert_tools(obj: Any) -> list[dict[str, Any]] | None:
-    if not _maybe_langchain(obj):
-        return None
     from langchain_composo import messages
 
     if messages.is_tool_list(obj):

@@ -154,16 +154,16 @@ class ComposoCallback(BaseCallbackHandler):
         return done
 
     async def aflush(self, timeout: float | None = None) -> bool:
-        """:meth:`flush` for async code.
+        """:meth:`flush` for async code: the event loop runs on while it waits.
 
         Args:
-            timeout: Seconds to wait at most (``None``: as long as it takes).
+            timeout: As for :meth:`flush`.
 
         Returns:
-            ``False`` if ``timeout`` passed first.
+            As for :meth:`flush`.
 
         Raises:
-            ComposoError: With ``raise_error=True``, the first failure recorded since last time.
+            ComposoError: As for :meth:`flush`.
         """
         done = await self._evaluator.aflush(timeout)
         self._raise_recorded()
@@ -220,37 +220,33 @@ class ComposoCallback(BaseCallbackHandler):
     def ignore_agent(self) -> bool:  # LangChain files tool events under "agent"
         return self.mode == "llm"
 
+    # Model calls: ``parent_run_id``, ``metadata`` and the rest arrive in ``kwargs``.
+
     def on_chat_model_start(
-        self,
-        serialized: dict[str, Any],
-        messages: list[list[Any]],
-        *,
-        run_id: UUID,
-        parent_run_id: UUID | None = None,
-        tags: list[str] | None = None,
-        metadata: dict[str, Any] | None = None,
-        **kwargs: Any,
+        self, serialized: dict[str, Any], messages: list[list[Any]], *, run_id: UUID, **kwargs: Any
     ) -> None:
-        self._raise_recorded()
-        run = self._start(run_id, parent_run_id, "llm", kwargs.get("name"), serialized, metadata)
+        run = self._start_model_call(run_id, serialized, kwargs)
         run.messages = list(messages[0]) if messages else []
         params = kwargs.get("invocation_params")
         run.tools = params.get("tools") if isinstance(params, dict) else None
 
     def on_llm_start(
-        self,
-        serialized: dict[str, Any],
-        prompts: list[str],
-        *,
-        run_id: UUID,
-        parent_run_id: UUID | None = None,
-        tags: list[str] | None = None,
-        metadata: dict[str, Any] | None = None,
-        **kwargs: Any,
+        self, serialized: dict[str, Any], prompts: list[str], *, run_id: UUID, **kwargs: Any
     ) -> None:
+        self._start_model_call(run_id, serialized, kwargs).messages = list(prompts[:1])
+
+    def _start_model_call(
+        self, run_id: UUID, serialized: dict[str, Any], kwargs: dict[str, Any]
+    ) -> Run:
         self._raise_recorded()
-        run = self._start(run_id, parent_run_id, "llm", kwargs.get("name"), serialized, metadata)
-        run.messages = list(prompts[:1])
+        return self._start(
+            run_id,
+            kwargs.get("parent_run_id"),
+            "llm",
+            kwargs.get("name"),
+            serialized,
+            kwargs.get("metadata"),
+        )
 
     def on_llm_end(
         self,

@@ -515,24 +515,11 @@ class _SpanHandler(BaseSpanHandler[BaseSpan]):
         except Exception:
             _log.debug("could not follow a LlamaIndex span", exc_info=True)
 
-    def span_exit(
-        self,
-        id_: str,
-        bound_args: inspect.BoundArguments,
-        instance: Any | None = None,
-        result: Any | None = None,
-        **kwargs: Any,
-    ) -> None:
+    # A span returned (exit) or raised (drop): either way it ends here.
+    def span_exit(self, id_: str, *args: Any, **kwargs: Any) -> None:
         self._end(id_)
 
-    def span_drop(
-        self,
-        id_: str,
-        bound_args: inspect.BoundArguments,
-        instance: Any | None = None,
-        err: BaseException | None = None,
-        **kwargs: Any,
-    ) -> None:
+    def span_drop(self, id_: str, *args: Any, **kwargs: Any) -> None:
         self._end(id_)
 
     @staticmethod

@@ -1,0 +1,317 @@
+"""What ``composo evaluate`` and ``composo evaluate-traces`` share: their common flags, the checks
+made before any request, the results file with its resume note, the run's client (the platform,
+or a local server started for the run) and the end of a run (the summary and the run header)."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import sys
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from composo import Composo
+    from composo.cli._results import CriterionStats, Resume, RowWriter, RunInfo
+    from composo.types import EvaluateOptions
+
+__all__ = [
+    "EXIT_FAILED",
+    "EXIT_INTERRUPTED",
+    "EXIT_OK",
+    "EXIT_USAGE",
+    "SHOWN_ERRORS",
+    "Pending",
+    "Rows",
+    "UsageError",
+    "add_client_arguments",
+    "add_input_arguments",
+    "check_judge",
+    "client",
+    "connect",
+    "finish_run",
+    "open_results",
+    "options",
+    "parse_tags",
+    "positive_int",
+    "prepare",
+    "run_info",
+    "usage",
+]
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+SHOWN_ERRORS = 20  # problems said on stderr before the rest are left to the rows
+
+
+class UsageError(Exception):
+    """A command line that cannot run; the command prints the message and exits 2."""
+
+
+def usage(command: str, message: str) -> int:
+    """Say why ``composo COMMAND`` cannot run; the exit status for it."""
+    print(f"composo {command}: error: {message}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
+def parse_tags(pairs: Iterable[str]) -> dict[str, str]:
+    """``--tag KEY=VALUE`` flags as a dict; ``ValueError`` names the one that is not a pair."""
+    tags: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--tag: expected KEY=VALUE, got {pair!r}")
+        tags[key] = value
+    return tags
+
+
+def add_input_arguments(
+    parser: argparse.ArgumentParser, *, metavar: str, input_help: str, output_help: str
+) -> None:
+    """The input file, ``-c/--criterion``, ``-o/--output`` and ``--concurrency``."""
+    parser.add_argument("input", metavar=metavar, help=input_help)
+    parser.add_argument(
+        "-c",
+        "--criterion",
+        dest="criteria",
+        action="append",
+        required=True,
+        metavar="CRITERION",
+        help="a criterion ('Reward ...', 'Penalize ...', 'Passes if ...', 'Fails if ...'), a name "
+        "from `composo criteria`, or a group (RAG, TOOL_USE, AGENT, BINARY); repeatable",
+    )
+    parser.add_argument("-o", "--output", type=Path, metavar="OUT.jsonl", help=output_help)
+    parser.add_argument(
+        "--concurrency",
+        type=positive_int,
+        default=5,
+        metavar="N",
+        help="requests in flight at once (default 5, what the platform advises)",
+    )
+
+
+def add_client_arguments(
+    parser: argparse.ArgumentParser,
+    *,
+    tag_help: str = "a tag sent with every evaluation (repeatable)",
+) -> None:
+    """``--tag``, ``--model-core`` and where the evaluations go: ``--base-url``, ``--api-key``
+    or ``--local``."""
+    parser.add_argument("--tag", action="append", default=[], metavar="KEY=VALUE", help=tag_help)
+    parser.add_argument(
+        "--model-core",
+        metavar="CORE",
+        help="the evaluation model core, e.g. align-20251111 (default: the platform's)",
+    )
+    parser.add_argument("--base-url", metavar="URL", help="API base URL (or COMPOSO_BASE_URL)")
+    parser.add_argument("--api-key", metavar="KEY", help="API key (or COMPOSO_API_KEY)")
+    parser.add_argument(
+        "--local",
+        action="store_true",
+        help="start a local server with the offline heuristic judge (no account needed; "
+        "a development stand-in, not a quality judge)",
+    )
+
+
+def prepare(
+    args: argparse.Namespace, source: Path | None, name: str
+) -> tuple[list[str], dict[str, str]]:
+    """The run's criteria (names and groups resolved) and tags, once the flags agree and
+    ``source`` (``None``: stdin) is a file other than the results file; ``name`` is the input's
+    name in the message. Raises ``UsageError``."""
+    from composo.cli._criteria import resolve
+
+    try:
+        criteria = resolve(args.criteria)
+        tags = parse_tags(args.tag)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    if args.local and (args.base_url or args.api_key):
+        raise UsageError("--local runs its own server; drop --base-url and --api-key")
+    if source is not None:
+        if not source.is_file():
+            raise UsageError(f"{name}: no such file: {args.input}")
+        if args.output is not None and args.output.resolve() == source.resolve():
+            raise UsageError("-o: the results file cannot be the input file")
+    return criteria, tags
+
+
+def check_judge(args: argparse.Namespace) -> None:
+    """Something to evaluate with: the local server's packages for ``--local``, else an API key.
+    Raises ``UsageError``."""
+    if args.local:
+        try:
+            import fastapi  # noqa: F401
+            import uvicorn  # noqa: F401
+        except ImportError:
+            raise UsageError(
+                "--local needs the local server's packages: pip install 'composo[cli]'"
+            ) from None
+    elif not (args.api_key or os.environ.get("COMPOSO_API_KEY", "").strip()):
+        raise UsageError(
+            "no API key: pass --api-key KEY or set COMPOSO_API_KEY (or use --local to try it "
+            "offline against a local server)"
+        )
+
+
+def open_results(args: argparse.Namespace, criteria: list[str]) -> Rows:
+    """Where the run's rows go: ``-o`` (resuming what an earlier run into it scored) or stdout;
+    says on stderr what the run resumes. Raises ``UsageError``."""
+    from composo.cli._results import RowWriter, prepare_resume
+
+    try:
+        resume = prepare_resume(args.output, set(criteria)) if args.output is not None else None
+        writer = RowWriter(args.output, None if args.output is not None else sys.stdout.buffer)
+    except OSError as exc:
+        raise UsageError(f"-o: cannot write {args.output}: {exc.strerror or exc}") from None
+    if resume is not None and (resume.kept or resume.dropped_errors or resume.repaired):
+        retry = (
+            f", {resume.dropped_errors} failed pair(s) to retry" if resume.dropped_errors else ""
+        )
+        repaired = ", damaged or duplicate lines removed" if resume.repaired else ""
+        print(
+            f"resuming {args.output}: {resume.kept} pair(s) already scored{retry}{repaired}",
+            file=sys.stderr,
+        )
+    return Rows(criteria, resume, writer, {} if args.output is None else None)
+
+
+def run_info(args: argparse.Namespace, criteria: list[str], source: Path | None) -> RunInfo:
+    """The run's header: judge, model core, criteria and input (``None``: stdin)."""
+    from composo.cli._results import RunInfo
+
+    return RunInfo(
+        local=args.local,
+        model_core=args.model_core,
+        criteria=criteria,
+        input=None if source is None else str(source.resolve()),
+    )
+
+
+def options(args: argparse.Namespace, tags: dict[str, str]) -> EvaluateOptions:
+    """The evaluate options every item of the run is sent with."""
+    return {"model_core": args.model_core, "tags": tags or None}
+
+
+@contextlib.contextmanager
+def connect(args: argparse.Namespace, info: RunInfo, transport: Any = None) -> Iterator[Composo]:
+    """The run's client: to ``--base-url`` (or the platform), or to a local server with the
+    offline heuristic judge started for the run (``--local``) and stopped after it."""
+    with contextlib.ExitStack() as stack:
+        base_url, api_key = args.base_url, args.api_key
+        if args.local:
+            from composo.server import LocalServer
+
+            srv = stack.enter_context(LocalServer(judge="heuristic", latency=0.0))
+            base_url, api_key = srv.base_url, srv.api_key
+        yield stack.enter_context(client(api_key, base_url, args.concurrency, info, transport))
+
+
+@contextlib.contextmanager
+def client(
+    api_key: str | None,
+    base_url: str | None,
+    concurrency: int,
+    info: RunInfo | None = None,
+    transport: Any = None,
+) -> Iterator[Composo]:
+    """A client allowed ``concurrency`` requests at once, with as many kept-alive connections
+    (fewer would close and reopen connections all run long), each read bounded by the call's
+    timeout; ``info`` learns the judge's name from the server's answers; ``transport``: the
+    caching one."""
+    import httpx
+
+    from composo import Composo
+    from composo._core import deadline
+
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    if transport is None:
+        transport = httpx.HTTPTransport(limits=limits)
+        deadline.install(transport)  # every read waits at most what is left of the call's time
+    hooks = {"response": [info.observe]} if info is not None else {}
+    with (
+        httpx.Client(limits=limits, transport=transport, event_hooks=hooks) as http,
+        Composo(
+            api_key=api_key,
+            base_url=base_url,
+            max_concurrent_requests=concurrency,
+            http_client=http,
+        ) as composo,
+    ):
+        yield composo
+
+
+class Rows:
+    """Where a run's result rows go: the results writer, and the figures kept of them when they
+    go to stdout (``tally``; ``None`` with ``-o``, which is read back); ``resume``: what an
+    earlier run into ``-o`` already scored."""
+
+    def __init__(
+        self,
+        criteria: list[str],
+        resume: Resume | None,
+        writer: RowWriter,
+        tally: dict[str, CriterionStats] | None,
+    ) -> None:
+        self.criteria = criteria
+        self.resume = resume
+        self.writer = writer
+        self.tally = tally
+
+    def remaining(self, index: int) -> list[str]:
+        """The criteria record ``index`` still needs."""
+        return self.resume.remaining(index, self.criteria) if self.resume else self.criteria
+
+    def write(self, row: dict[str, Any]) -> None:
+        from composo.cli._results import CriterionStats
+
+        self.writer.write(row)
+        if self.tally is not None:
+            self.tally.setdefault(row["criterion"], CriterionStats()).add(row)
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+class Pending:
+    """Which record each item of the batch stream came from: stream position -> (the record's
+    index, results still due). A record is remembered only while its requests are pending."""
+
+    def __init__(self) -> None:
+        self._due: dict[int, tuple[int, int]] = {}
+        self._next = 0
+
+    def add(self, index: int, results: int) -> None:
+        """The next item of the stream is record ``index``, with ``results`` criteria."""
+        self._due[self._next] = (index, results)
+        self._next += 1
+
+    def index(self, position: int) -> int:
+        """The record of the result at stream ``position``, forgotten once all its results came."""
+        index, left = self._due.pop(position)
+        if left > 1:
+            self._due[position] = (index, left - 1)
+        return index
+
+
+def finish_run(args: argparse.Namespace, info: RunInfo, rows: Rows) -> dict[str, CriterionStats]:
+    """The run's figures (read back from ``-o``, else those kept of stdout's rows), printed on
+    stderr; the run header is saved beside ``-o``."""
+    from composo.cli._results import iter_rows, print_summary, summarize
+
+    stats = summarize(iter_rows(args.output)) if args.output is not None else (rows.tally or {})
+    if args.output is not None:
+        info.save(args.output)
+    print_summary(stats, rows.criteria, info, str(args.output) if args.output else "stdout")
+    return stats
