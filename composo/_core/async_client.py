@@ -6,7 +6,6 @@ import asyncio
 import sys
 import time
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Mapping, Sequence
-from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 import httpx
@@ -113,12 +112,7 @@ class AsyncComposo(BaseClient):
     async def __aenter__(self) -> AsyncComposo:
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
 
     async def evaluate(
