@@ -57,13 +57,14 @@ async def test_a_refused_connection_gives_its_slot_back() -> None:
     assert transport.busy == [0]
 
 
-def test_a_request_leaves_in_one_write() -> None:
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_a_request_leaves_in_one_write(kind: str) -> None:
     """The head and a small body go out together: one packet, not a head the server must wait
     behind for the body."""
     import socket
     import threading
 
-    from composo import Composo
+    from composo import AsyncComposo, Composo
 
     first_reads: list[bytes] = []
     server = socket.create_server(("127.0.0.1", 0))
@@ -95,9 +96,19 @@ def test_a_request_leaves_in_one_write() -> None:
     thread = threading.Thread(target=serve, daemon=True)
     thread.start()
     url = f"http://127.0.0.1:{server.getsockname()[1]}"
-    with Composo(api_key="k", base_url=url) as client:
-        for _ in range(2):
-            client.evaluate(messages=BODY["messages"], criteria=BODY["evaluation_criteria"])
+    call = {"messages": BODY["messages"], "criteria": BODY["evaluation_criteria"]}
+    if kind == "sync":
+        with Composo(api_key="k", base_url=url) as client:
+            for _ in range(2):
+                client.evaluate(**call)
+    else:
+
+        async def twice() -> None:
+            async with AsyncComposo(api_key="k", base_url=url) as client:
+                for _ in range(2):
+                    await client.evaluate(**call)
+
+        asyncio.run(twice())
     thread.join(5)
     server.close()
     assert len(first_reads) == 2

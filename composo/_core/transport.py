@@ -8,7 +8,9 @@ warm), which is O(1). Only when every connection is busy does a request queue, o
 one.
 
 The connections are counted in groups of at most ``pool_size`` (``busy``), so callers can see the
-load spread across them; ``max_connections`` is rounded up to fill the groups evenly.
+load spread across them; ``max_connections`` is rounded up to fill the groups evenly. Like the
+sync client's, each connection holds a request's writes until its answer is read, so the head and
+a small body leave in one write.
 """
 
 from __future__ import annotations
@@ -17,11 +19,82 @@ import math
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+import httpcore
 import httpx
+
+from composo._core.deadline import COALESCE_BYTES
 
 __all__ = ["ShardedAsyncTransport"]
 
 POOL_SIZE = 8
+
+
+class _CoalescingStream(httpcore.AsyncNetworkStream):
+    __slots__ = ("_inner", "_pending")
+
+    def __init__(self, inner: httpcore.AsyncNetworkStream) -> None:
+        self._inner = inner
+        self._pending = b""
+
+    async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        if self._pending:
+            pending, self._pending = self._pending, b""
+            await self._inner.write(pending, timeout)
+        return await self._inner.read(max_bytes, timeout)
+
+    async def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        pending = self._pending + buffer
+        if len(pending) < COALESCE_BYTES:
+            self._pending = pending  # sent by the read that waits for the answer
+            return
+        self._pending = b""
+        await self._inner.write(pending, timeout)
+
+    async def aclose(self) -> None:
+        self._pending = b""
+        await self._inner.aclose()
+
+    async def start_tls(
+        self, ssl_context: Any, server_hostname: str | None = None, timeout: float | None = None
+    ) -> httpcore.AsyncNetworkStream:
+        return _CoalescingStream(await self._inner.start_tls(ssl_context, server_hostname, timeout))
+
+    def get_extra_info(self, info: str) -> Any:
+        return self._inner.get_extra_info(info)
+
+
+class _CoalescingBackend(httpcore.AsyncNetworkBackend):
+    def __init__(self, inner: httpcore.AsyncNetworkBackend) -> None:
+        self._inner = inner
+
+    async def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Any = None,
+    ) -> httpcore.AsyncNetworkStream:
+        stream = await self._inner.connect_tcp(host, port, timeout, local_address, socket_options)
+        return _CoalescingStream(stream)
+
+    async def connect_unix_socket(
+        self, path: str, timeout: float | None = None, socket_options: Any = None
+    ) -> httpcore.AsyncNetworkStream:  # pragma: no cover (the client speaks TCP)
+        return _CoalescingStream(
+            await self._inner.connect_unix_socket(path, timeout, socket_options)
+        )
+
+    async def sleep(self, seconds: float) -> None:  # pragma: no cover (retries are the client's)
+        await self._inner.sleep(seconds)
+
+
+def _coalescing(transport: httpx.AsyncHTTPTransport) -> httpx.AsyncHTTPTransport:
+    pool = getattr(transport, "_pool", None)
+    backend = getattr(pool, "_network_backend", None)
+    if isinstance(pool, httpcore.AsyncConnectionPool) and backend is not None:
+        pool._network_backend = _CoalescingBackend(backend)
+    return transport
 
 
 class _Released(httpx.AsyncByteStream):
@@ -55,7 +128,9 @@ class ShardedAsyncTransport(httpx.AsyncBaseTransport):
         per_group = math.ceil(max_connections / groups)
         one = httpx.Limits(max_connections=1, max_keepalive_connections=1)
         count = groups * per_group
-        self._pools = [httpx.AsyncHTTPTransport(limits=one, **options) for _ in range(count)]
+        self._pools = [
+            _coalescing(httpx.AsyncHTTPTransport(limits=one, **options)) for _ in range(count)
+        ]
         self._group_of = [i // per_group for i in range(count)]
         self._groups = groups
         self._load = [0] * count  # requests in progress (or queued) per connection
