@@ -7,6 +7,7 @@ import gzip
 import socket
 import tracemalloc
 import zlib
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -217,3 +218,45 @@ def test_blocking_calls_send_no_idempotency_key(client: Composo, live: ServerPro
     blocking, background = live.requests()
     assert "idempotency-key" not in {h.lower() for h in blocking["headers"]}
     assert any(h.lower() == "idempotency-key" for h in background["headers"])
+
+
+def test_a_gzip_bomb_is_refused_with_the_cache_on_too(bomb: bytes, tmp_path: Path) -> None:
+    """The cache holds answers whole, so it reads them within the same limit first."""
+    with (
+        serving(bomb, {"Content-Encoding": "gzip"}) as srv,
+        Composo(api_key="k", base_url=srv.url, cache=tmp_path) as c,
+    ):
+        tracemalloc.start()
+        try:
+            with pytest.raises(ResponseTooLargeError, match="limit"):
+                c.evaluate(messages=QA, criteria=CRITERION)
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+    assert peak < 4 * MAX_RESPONSE_BYTES
+
+
+async def test_async_client_with_the_cache_refuses_a_gzip_bomb(bomb: bytes, tmp_path: Path) -> None:
+    with serving(bomb, {"Content-Encoding": "gzip"}) as srv:
+        async with AsyncComposo(api_key="k", base_url=srv.url, cache=tmp_path) as c:
+            tracemalloc.start()
+            try:
+                with pytest.raises(ResponseTooLargeError):
+                    await c.evaluate(messages=QA, criteria=CRITERION)
+                _, peak = tracemalloc.get_traced_memory()
+            finally:
+                tracemalloc.stop()
+    assert peak < 4 * MAX_RESPONSE_BYTES
+
+
+def test_a_gzipped_answer_is_cached_decoded_and_served_again(tmp_path: Path) -> None:
+    packer = zlib.compressobj(9, zlib.DEFLATED, 31)
+    body = packer.compress(b'{"score": 0.75, "explanation": "Fine."}') + packer.flush()
+    with (
+        serving(body, {"Content-Encoding": "gzip"}) as srv,
+        Composo(api_key="k", base_url=srv.url, cache=tmp_path) as c,
+    ):
+        first = c.evaluate(messages=QA, criteria=CRITERION)
+        again = c.evaluate(messages=QA, criteria=CRITERION)
+    assert first.score == again.score == 0.75 and again.explanation == "Fine."
+    assert len(srv.seen) == 1  # the second answer came from the cache

@@ -24,6 +24,8 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
+from composo._core.body import Inflater
+
 if TYPE_CHECKING:
     import sqlite3
 
@@ -286,9 +288,34 @@ class _Caching:
         self._counts.count(stored is not None)
         return key, None if stored is None else _answer(request, stored)
 
-    def _store(self, key: str, response: httpx.Response) -> None:
-        if _storable(response):
-            self.cache.put(key, response.content)
+    def _kept(
+        self, key: str, request: httpx.Request, response: httpx.Response, body: bytes
+    ) -> httpx.Response:
+        """The answer, decoded within the response limit, stored when it is a success; handed
+        on decoded (the client's own bounded reader then takes it as it is)."""
+        headers = [
+            (k, v)
+            for k, v in response.headers.multi_items()
+            if k.lower() not in ("content-encoding", "content-length", "transfer-encoding")
+        ]
+        answer = httpx.Response(
+            response.status_code,
+            headers=headers,
+            content=body,
+            request=request,
+            extensions=response.extensions,
+        )
+        if _storable(answer):
+            self.cache.put(key, body)
+        return answer
+
+
+def _inflater(response: httpx.Response) -> Inflater:
+    """The bounded reader for a body the cache must hold whole: the response limit applies
+    here too, before anything is inflated in memory."""
+    inflater = Inflater(response.headers.get("content-encoding"))
+    inflater.check_length(response.headers.get("content-length"))
+    return inflater
 
 
 class CachingTransport(_Caching, httpx.BaseTransport):
@@ -308,10 +335,15 @@ class CachingTransport(_Caching, httpx.BaseTransport):
         if answer is not None:
             return answer
         response = self.inner.handle_request(request)
-        if key is not None:
-            response.read()
-            self._store(key, response)
-        return response
+        if key is None:
+            return response
+        inflater = _inflater(response)
+        try:
+            for chunk in response.stream:  # type: ignore[union-attr]
+                inflater.feed(chunk)
+        finally:
+            response.close()
+        return self._kept(key, request, response, inflater.result())
 
     def close(self) -> None:
         self.inner.close()
@@ -330,10 +362,15 @@ class AsyncCachingTransport(_Caching, httpx.AsyncBaseTransport):
         if answer is not None:
             return answer
         response = await self.inner.handle_async_request(request)
-        if key is not None:
-            await response.aread()
-            self._store(key, response)
-        return response
+        if key is None:
+            return response
+        inflater = _inflater(response)
+        try:
+            async for chunk in response.stream:  # type: ignore[union-attr]
+                inflater.feed(chunk)
+        finally:
+            await response.aclose()
+        return self._kept(key, request, response, inflater.result())
 
     async def aclose(self) -> None:
         await self.inner.aclose()
