@@ -20,6 +20,8 @@ import typing
 import httpcore
 import httpx
 
+from composo._core.coalesce import HeldWrites
+
 __all__ = ["DeadlineBackend", "clear", "install", "set_deadline"]
 
 _local = threading.local()
@@ -44,37 +46,24 @@ def _cap(timeout: float | None, kind: type[Exception]) -> float | None:
     return left if timeout is None else min(timeout, left)
 
 
-COALESCE_BYTES = 64 * 1024
-"""Writes are held back up to this size and sent with the next read: a request's head and a
-small body leave in one ``send`` (one packet, half the system calls) instead of two."""
-
-
 class _Stream(httpcore.NetworkStream):
-    __slots__ = ("_inner", "_pending")
+    __slots__ = ("_held", "_inner")
 
     def __init__(self, inner: httpcore.NetworkStream) -> None:
         self._inner = inner
-        self._pending = b""
+        self._held = HeldWrites()
 
     def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        if self._pending:
-            self._flush(timeout)
+        if pending := self._held.take():
+            self._inner.write(pending, _cap(timeout, httpcore.WriteTimeout))
         return self._inner.read(max_bytes, _cap(timeout, httpcore.ReadTimeout))
 
     def write(self, buffer: bytes, timeout: float | None = None) -> None:
-        pending = self._pending + buffer
-        if len(pending) < COALESCE_BYTES:
-            self._pending = pending  # sent by the read that waits for the answer
-            return
-        self._pending = b""
-        self._inner.write(pending, _cap(timeout, httpcore.WriteTimeout))
-
-    def _flush(self, timeout: float | None) -> None:
-        pending, self._pending = self._pending, b""
-        self._inner.write(pending, _cap(timeout, httpcore.WriteTimeout))
+        if now := self._held.add(buffer):
+            self._inner.write(now, _cap(timeout, httpcore.WriteTimeout))
 
     def close(self) -> None:
-        self._pending = b""
+        self._held.take()
         self._inner.close()
 
     def start_tls(

@@ -22,7 +22,7 @@ from typing import Any
 import httpcore
 import httpx
 
-from composo._core.deadline import COALESCE_BYTES
+from composo._core.coalesce import HeldWrites
 
 __all__ = ["ShardedAsyncTransport"]
 
@@ -30,28 +30,23 @@ POOL_SIZE = 8
 
 
 class _CoalescingStream(httpcore.AsyncNetworkStream):
-    __slots__ = ("_inner", "_pending")
+    __slots__ = ("_held", "_inner")
 
     def __init__(self, inner: httpcore.AsyncNetworkStream) -> None:
         self._inner = inner
-        self._pending = b""
+        self._held = HeldWrites()
 
     async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        if self._pending:
-            pending, self._pending = self._pending, b""
+        if pending := self._held.take():
             await self._inner.write(pending, timeout)
         return await self._inner.read(max_bytes, timeout)
 
     async def write(self, buffer: bytes, timeout: float | None = None) -> None:
-        pending = self._pending + buffer
-        if len(pending) < COALESCE_BYTES:
-            self._pending = pending  # sent by the read that waits for the answer
-            return
-        self._pending = b""
-        await self._inner.write(pending, timeout)
+        if now := self._held.add(buffer):
+            await self._inner.write(now, timeout)
 
     async def aclose(self) -> None:
-        self._pending = b""
+        self._held.take()
         await self._inner.aclose()
 
     async def start_tls(
