@@ -1,4 +1,5 @@
-"""The `composo` command line, run as a subprocess against the local server."""
+"""The `composo` command line against the local server: run in the test process, and as a process
+of its own where the test needs one (a kill, a missing dependency)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.cli import run_cli
 from tests.support.servers import ServerProcess
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -32,18 +34,9 @@ def env() -> dict[str, str]:
     return out
 
 
-def composo(
-    *args: Any, stdin: str | None = None, timeout: float = 60
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "composo", *map(str, args)],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        env=env(),
-        timeout=timeout,
-        cwd=ROOT,
-    )
+def composo(*args: Any, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    """``composo ARGS`` run in this process (tests/support/cli.py)."""
+    return run_cli(*args, stdin=stdin, cwd=ROOT)
 
 
 def server_args(live: ServerProcess) -> list[str]:

@@ -204,7 +204,6 @@ def local_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Any
         "-o",
         out,
         "--local",
-        timeout=120,
     )
     assert done.returncode == 0, done.stderr
     return data, out, done

@@ -1,5 +1,5 @@
-"""Quality gates, JUnit XML and the markdown summary of `composo evaluate`, run as a subprocess
-against the local server."""
+"""Quality gates, JUnit XML and the markdown summary of `composo evaluate`, run in the test
+process (tests/support/cli.py) against the local server."""
 
 from __future__ import annotations
 
