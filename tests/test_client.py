@@ -331,3 +331,33 @@ def test_async_client_survives_a_new_event_loop(live: ServerProcess) -> None:
     asyncio.run(c.aclose())
     assert [r.criterion for r in first] == [r.criterion for r in second]
     assert len([r for r in live.requests() if r["path"].endswith("/reward")]) == 4
+
+
+@pytest.mark.parametrize("supplied", [False, True], ids=["own client", "http_client"])
+def test_every_request_names_the_sdk_and_the_encodings_it_reads(
+    live: ServerProcess, supplied: bool
+) -> None:
+    http = httpx.Client(headers={"X-Team": "search"}) if supplied else None
+    before = dict(http.headers) if http is not None else None
+    with Composo(api_key=live.api_key, base_url=live.base_url, http_client=http) as c:
+        c.evaluate(messages=QA, criteria="Reward accuracy")
+        c.evaluate(messages=QA, criteria="Reward accuracy", block=False)
+    # Both were answered, so the API key went too (the server checks it; it never records it).
+    for got in (r["headers"] for r in live.requests()):
+        assert got["user-agent"].startswith("composo-python/")
+        assert got["accept"] == "application/json"
+        assert "gzip" in got["accept-encoding"]
+        if supplied:
+            assert got["x-team"] == "search"  # the supplied client's own defaults stay
+    assert "idempotency-key" in live.requests()[-1]["headers"]
+    if http is not None:
+        assert dict(http.headers) == before  # the supplied client is left as it was
+        http.close()
+
+
+async def test_async_requests_name_the_sdk_too(live: ServerProcess) -> None:
+    async with AsyncComposo(api_key=live.api_key, base_url=live.base_url) as c:
+        await c.evaluate(messages=QA, criteria="Reward accuracy")
+    (got,) = (r["headers"] for r in live.requests())
+    assert got["user-agent"].startswith("composo-python/")
+    assert got["accept"] == "application/json"

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from composo._core.base_client import BaseClient
+from composo._core.base_client import BaseClient, RequestHeaders
 from composo._core.cache import CacheOption, async_transport, open_cache
 from composo._core.limits import (
     DEFAULT_MAX_CONCURRENT_REQUESTS,
@@ -95,7 +95,9 @@ class AsyncComposo(BaseClient):
                 # Several small pools: httpcore's async pool costs CPU per request in its size.
                 # The previous loop's connections cannot be used from this one; they are dropped.
                 pools = ShardedAsyncTransport(max(self.max_concurrent_requests, 10))
-                self._http = httpx.AsyncClient(transport=async_transport(self.cache, pools))
+                self._http = httpx.AsyncClient(
+                    transport=async_transport(self.cache, pools), headers=self._base_headers
+                )
         assert self._http is not None
         return self._http, self._slots
 
@@ -384,7 +386,7 @@ class AsyncComposo(BaseClient):
         method: str,
         url: str,
         json: Any,
-        headers: dict[str, str],
+        headers: RequestHeaders,
         deadline: float,
         patient: bool,
     ) -> Any:
@@ -408,7 +410,7 @@ class AsyncComposo(BaseClient):
                 waits += 1
 
     async def _once(
-        self, method: str, url: str, json: Any, headers: dict[str, str], deadline: float
+        self, method: str, url: str, json: Any, headers: RequestHeaders, deadline: float
     ) -> Any:
         """One exchange, cancelled at ``deadline`` whatever the transport does (waiting for a
         request slot included)."""
@@ -427,16 +429,14 @@ class AsyncComposo(BaseClient):
         return self._decode(response, raw)
 
     async def _exchange(
-        self, method: str, url: str, json: Any, headers: dict[str, str], left: float
+        self, method: str, url: str, json: Any, headers: RequestHeaders, left: float
     ) -> tuple[httpx.Response, bytes]:
         """Send, then read the answer as it arrives, within the limits of the body's size."""
         http, slots = self._bind()
         if left <= 0:
             raise self._timed_out()
         async with slots:
-            request = http.build_request(
-                method, url, json=json, headers=headers, timeout=httpx.Timeout(left)
-            )
+            request = http.build_request(method, url, json=json, headers=headers, timeout=left)
             response = await http.send(request, stream=True)
             try:
                 inflater = self._inflater(response)

@@ -43,8 +43,15 @@ TASK_PATH = "/api/v1/evals/tasks/{task_id}"
 _REQUEST_ID_HEADERS = ("x-request-id", "request-id", "x-amzn-requestid")
 
 
+# A request's own headers: none, those of a supplied ``http_client``'s calls, or with a key.
+RequestHeaders = httpx.Headers | dict[str, str] | None
+
+
 class BaseClient:
     """Configuration and decoding shared by :class:`Composo` and :class:`AsyncComposo`."""
+
+    _owns_http: bool  # set by each client: no ``http_client`` was given
+    _supplied_headers: httpx.Headers | None = None
 
     def __init__(
         self,
@@ -183,15 +190,22 @@ class BaseClient:
 
         return ordered(results, plan)
 
-    def _headers(self, block: bool = True) -> dict[str, str]:
-        """The request headers; a background submission carries an ``Idempotency-Key`` of its
-        own, which its retries repeat, so a retry after a lost answer cannot start a second
-        task."""
+    def _headers(self, block: bool = True) -> RequestHeaders:
+        """The request's own headers; a background submission carries an ``Idempotency-Key`` of
+        its own, which its retries repeat, so a retry after a lost answer cannot start a second
+        task. The client's own ``httpx`` client holds the common headers already (merging them
+        into every request is a good part of httpx's work per request); a supplied one gets
+        them with each request, and its own defaults stay as they are."""
         if block:
-            return self._base_headers
+            if self._owns_http:
+                return None
+            if self._supplied_headers is None:  # normalized once, not on every request
+                self._supplied_headers = httpx.Headers(self._base_headers)
+            return self._supplied_headers
         import uuid
 
-        return {**self._base_headers, "Idempotency-Key": uuid.uuid4().hex}
+        common = {} if self._owns_http else self._base_headers
+        return {**common, "Idempotency-Key": uuid.uuid4().hex}
 
     @staticmethod
     def _task_path(task_id: Any) -> str:
@@ -219,9 +233,7 @@ class BaseClient:
 
     @staticmethod
     def _path(request: RewardRequest | TraceRequest, block: bool) -> str:
-        from composo._core.wire import TraceRequest
-
-        path = TRACE_PATH if isinstance(request, TraceRequest) else REWARD_PATH
+        path = TRACE_PATH if request.is_trace else REWARD_PATH
         return path if block else path + "/background"
 
     # -- responses --------------------------------------------------------------------------
@@ -272,8 +284,6 @@ class BaseClient:
 
     @staticmethod
     def _parse(request: RewardRequest | TraceRequest, body: Any, block: bool) -> Any:
-        from composo._core.wire import TraceRequest
-
         if not isinstance(body, dict):
             raise UnexpectedResponseError(
                 f"unexpected response body: {str(body)[:200]}", response_body=body
@@ -287,7 +297,7 @@ class BaseClient:
                 )
             return dict(body)
         criterion = request.evaluation_criteria or request.evaluator_name
-        return BaseClient._response(body, isinstance(request, TraceRequest), criterion)
+        return BaseClient._response(body, request.is_trace, criterion)
 
     @staticmethod
     def _response(
@@ -296,9 +306,7 @@ class BaseClient:
         """A success body as its response model; a body without the model's own field is an
         error, never a result (an empty ``{}`` must not read as "not applicable", which is an
         explicit ``"score": null``)."""
-        from pydantic import ValidationError
-
-        from composo._core.responses import EvaluationResponse, MultiAgentTraceResponse
+        from composo._core import responses
 
         field = "results_by_agent_name" if trace else "score"
         if field not in body:
@@ -309,11 +317,14 @@ class BaseClient:
             )
         if criterion is not None:
             body = {**body, "criterion": criterion}
+        model = responses.MultiAgentTraceResponse if trace else responses.EvaluationResponse
         try:
-            if trace:
-                return MultiAgentTraceResponse.model_validate(body)
-            return EvaluationResponse.model_validate(body)
-        except ValidationError as exc:
+            return model.model_validate(body)
+        except Exception as exc:
+            from pydantic import ValidationError  # loaded by then; not imported per request
+
+            if not isinstance(exc, ValidationError):
+                raise
             raise UnexpectedResponseError(
                 f"unexpected response body: {exc}", response_body=body
             ) from None
@@ -346,11 +357,12 @@ class BaseClient:
             return APITimeoutError(f"request to {url} timed out")
         return APIConnectionError(f"could not reach {url}: {exc.__class__.__name__}: {exc}")
 
-    def _attempt_timeout(self, deadline: float) -> httpx.Timeout:
+    def _attempt_timeout(self, deadline: float) -> float:
+        """The seconds left for an attempt (one number: httpx applies it to every phase)."""
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             raise APITimeoutError(f"timeout of {self.timeout}s reached")
-        return httpx.Timeout(remaining)
+        return remaining
 
     def _paced_out(self) -> APITimeoutError:
         return APITimeoutError(

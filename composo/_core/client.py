@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from composo._core.base_client import BaseClient
+from composo._core.base_client import BaseClient, RequestHeaders
 from composo._core.cache import CacheOption, CachingTransport, open_cache
 from composo._core.limits import (
     DEFAULT_MAX_CONCURRENT_REQUESTS,
@@ -324,7 +324,9 @@ class Composo(BaseClient):
                     transport: httpx.BaseTransport = inner
                     if self.cache is not None:
                         transport = CachingTransport(inner, self.cache)
-                    http = self._http_client = httpx.Client(transport=transport)
+                    http = self._http_client = httpx.Client(
+                        transport=transport, headers=self._base_headers
+                    )
                     if self._closed:  # closed before its first request: refused as before
                         http.close()
         return http
@@ -404,7 +406,7 @@ class Composo(BaseClient):
         method: str,
         url: str,
         json: Any,
-        headers: dict[str, str],
+        headers: RequestHeaders,
         deadline: float,
         patient: bool,
     ) -> Any:
@@ -428,7 +430,7 @@ class Composo(BaseClient):
                 waits += 1
 
     def _once(
-        self, method: str, url: str, json: Any, headers: dict[str, str], deadline: float
+        self, method: str, url: str, json: Any, headers: RequestHeaders, deadline: float
     ) -> Any:
         """Send, then read the answer as it arrives, all before ``deadline``."""
         from composo._core import deadline as call_deadline  # httpcore: loaded by then
@@ -445,7 +447,7 @@ class Composo(BaseClient):
                     inflater = self._inflater(response)
                     # The body's reads wait at most what is left now (not at the start).
                     left = deadline - time.monotonic()
-                    request.extensions["timeout"] = httpx.Timeout(max(left, 1e-3)).as_dict()
+                    request.extensions["timeout"] = _phases(max(left, 1e-3))
                     for chunk in () if response.is_stream_consumed else response.iter_raw():
                         if time.monotonic() > deadline:
                             raise self._timed_out()
@@ -502,3 +504,8 @@ class Composo(BaseClient):
         return evaluate_frame(
             self, df, criteria, evaluator_name, columns, concurrency, progress, options
         )
+
+
+def _phases(seconds: float) -> dict[str, float]:
+    """httpx's per-request timeout extension, every phase at ``seconds``."""
+    return {"connect": seconds, "read": seconds, "write": seconds, "pool": seconds}

@@ -55,7 +55,33 @@ def _convert(kind: str, hook_name: str, obj: Any) -> Any:
     return out
 
 
+# Messages already in the wire's shape: plain dicts of these keys, a string content, one of these
+# roles. They are copied as they are instead of being offered to every plugin in turn, which
+# was a good part of the client's own work per request.
+_PLAIN_KEYS = frozenset({"role", "content", "name"})
+_PLAIN_ROLES = frozenset({"system", "user", "assistant"})
+
+
+def _plain_messages(obj: Any) -> list[dict[str, Any]] | None:
+    if type(obj) is not list:
+        return None
+    out = []
+    for m in obj:
+        if (
+            type(m) is not dict
+            or type(m.get("content")) is not str
+            or m.get("role") not in _PLAIN_ROLES
+            or not _PLAIN_KEYS.issuperset(m)
+        ):
+            return None
+        out.append(dict(m))  # a copy: the caller's dicts are never changed
+    return out
+
+
 def to_messages(obj: Any) -> list[dict[str, Any]]:
+    plain = _plain_messages(obj)
+    if plain is not None:
+        return plain
     return list(_convert("messages", "composo_convert_messages", obj))
 
 

@@ -22,7 +22,11 @@ Messages = list[dict[str, Any]]
 
 @hookspec(firstresult=True)
 def composo_convert_messages(obj: Any) -> Messages | None:
-    """Turn ``obj`` (a value passed as ``messages=``) into OpenAI-style message dicts."""
+    """Turn ``obj`` (a value passed as ``messages=``) into OpenAI-style message dicts.
+
+    Not asked for a list of plain chat dicts (``role`` system/user/assistant, a string
+    ``content``, optionally ``name``): those are already in that shape and are sent as they are.
+    """
 
 
 @hookspec(firstresult=True)

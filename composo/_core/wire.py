@@ -5,7 +5,7 @@ an error to the argument the caller used)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 from uuid import UUID
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -146,6 +146,8 @@ class RequestOptions(BaseModel):
 
 
 class _Request(RequestOptions):
+    # Which endpoint the request is for, read by the clients without importing this module.
+    is_trace: ClassVar[bool] = False
     evaluation_criteria: str | None = None
     evaluator_name: str | None = None
 
@@ -212,6 +214,7 @@ class RewardRequest(_Request):
 class TraceRequest(_Request):
     """Body of ``POST /api/v1/evals/trace``."""
 
+    is_trace: ClassVar[bool] = True
     trace: MultiAgentTrace
 
     @model_validator(mode="before")
