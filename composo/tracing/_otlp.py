@@ -42,6 +42,9 @@ _TRACE_ID_TEXT = re.compile(rb'"trace_?[iI]d"\s*:\s*"([0-9A-Za-z+/=]+)"')
 _STATUS_ERROR = 2
 
 
+_HEX = re.compile(r"[0-9a-fA-F]+")
+
+
 def _hex_id(value: Any, width: int) -> str | None:
     """A span or trace id as lower-case hex (OTLP/JSON writes hex, protobuf's JSON mapping
     base64)."""
@@ -49,7 +52,7 @@ def _hex_id(value: Any, width: int) -> str | None:
         return value.hex() if value.strip(b"\0") else None
     if not isinstance(value, str) or not value:
         return None
-    if len(value) == width and all(c in "0123456789abcdefABCDEF" for c in value):
+    if len(value) == width and _HEX.fullmatch(value):
         return value.lower() if value.strip("0") else None
     try:
         raw = base64.b64decode(value, validate=True)
