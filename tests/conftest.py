@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
+from typing import TYPE_CHECKING
 
 import pytest
 
 from composo import AsyncComposo, Composo
-from tests.support.openai_standin import OpenAIStandIn
 from tests.support.servers import ServerProcess
+
+if TYPE_CHECKING:
+    from tests.support.openai_standin import OpenAIStandIn
 
 
 @pytest.fixture(autouse=True)
@@ -59,6 +62,8 @@ async def aclient(live: ServerProcess) -> AsyncIterator[AsyncComposo]:
 
 @pytest.fixture(scope="session")
 def _openai_standin_server() -> Iterator[OpenAIStandIn]:
+    from tests.support.openai_standin import OpenAIStandIn  # FastAPI and uvicorn: only if used
+
     with OpenAIStandIn() as oa:
         yield oa
 

@@ -77,7 +77,7 @@ def test_a_scored_criterion_is_refused_by_assert_passes():
         assert_score(GOOD, REFUND, min_score=1.5)
 """
 
-INI = "[pytest]\naddopts = -p no:cacheprovider\nasyncio_default_fixture_loop_scope = function\n"
+INI = "[pytest]\naddopts = -p no:cacheprovider\n"
 
 
 def project(tmp_path: Path, tests: str = APP_TESTS) -> Path:
@@ -89,13 +89,15 @@ def project(tmp_path: Path, tests: str = APP_TESTS) -> Path:
 def pytest_session(
     where: Path, *args: Any, env: dict[str, str] | None = None, timeout: float = 120
 ) -> subprocess.CompletedProcess[str]:
-    # Two installed plugins these sessions never use cost seconds in each pytest process.
-    unused = ("-p", "no:langsmith_plugin", "-p", "no:hypothesispytest")
+    # Each pytest process would load every installed plugin (and rewrite its asserts): these
+    # sessions load only the two they use, by their pytest11 entry point names, as autoloading
+    # would (a later `-p composo` would undo a `-p no:composo` in ``args``, so it is left out).
+    plugins = ["-p", "xdist"] + ([] if "no:composo" in args else ["-p", "composo"])
     return subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-rN", *unused, *map(str, args)],
+        [sys.executable, "-m", "pytest", "-q", "-rN", *plugins, *map(str, args)],
         capture_output=True,
         text=True,
-        env=clean_env(**(env or {})),
+        env=clean_env(PYTEST_DISABLE_PLUGIN_AUTOLOAD="1", **(env or {})),
         cwd=where,
         timeout=timeout,
     )
@@ -341,8 +343,10 @@ def test_the_plugin_is_registered_by_the_package() -> None:
 
     (ep,) = [e for e in entry_points(group="pytest11") if e.name == "composo"]
     assert ep.value == "composo._pytest_plugin"
+    # autoloaded, as a user's pytest does (less two slow plugins unrelated to this check)
+    unrelated = ("-p", "no:langsmith_plugin", "-p", "no:hypothesispytest")
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "--help"],
+        [sys.executable, "-m", "pytest", *unrelated, "--help"],
         capture_output=True,
         text=True,
         cwd=ROOT,

@@ -8,9 +8,8 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import anthropic
 import pytest
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -27,6 +26,9 @@ from tests.support.openai_standin import (
 )
 from tests.support.otlp_files import OtlpJsonFileExporter
 from tests.support.servers import ServerProcess
+
+if TYPE_CHECKING:
+    import anthropic
 
 MODEL = "claude-sonnet-4-5"
 WEATHER = {
@@ -45,6 +47,8 @@ def standin() -> Iterator[AnthropicStandIn]:
 @pytest.fixture
 def claude(standin: AnthropicStandIn) -> anthropic.Anthropic:
     standin.reset()
+    import anthropic  # the SDK loads in the workers that run these tests, not at collection
+
     return anthropic.Anthropic(base_url=standin.base_url, api_key="test-key", max_retries=0)
 
 
@@ -112,6 +116,8 @@ def test_anthropic_streamed_tool_use_is_a_tool_call(
 def test_anthropic_message_as_result_and_tools(
     claude: anthropic.Anthropic, standin: AnthropicStandIn, live: ServerProcess
 ) -> None:
+    import anthropic
+
     standin.queue(message("Checking.", tool_use("get_weather", {"city": "Rome"}, id="toolu_1")))
     question = [{"role": "user", "content": "Weather in Rome?"}]
     answer = claude.messages.create(model=MODEL, max_tokens=50, tools=[WEATHER], messages=question)

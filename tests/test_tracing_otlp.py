@@ -10,9 +10,8 @@ import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import anthropic
 import httpx
 import pytest
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
@@ -24,6 +23,9 @@ from composo.tracing import AgentTracer, ComposoTracer, Instruments, read_otlp
 from tests.support.anthropic_standin import AnthropicStandIn, message, tool_use
 from tests.support.otlp_files import OtlpJsonFileExporter
 from tests.support.servers import TEST_API_KEY, ServerProcess
+
+if TYPE_CHECKING:
+    import anthropic
 
 MODEL = "claude-sonnet-4-5"
 WEATHER = {
@@ -43,6 +45,8 @@ def standin() -> Iterator[AnthropicStandIn]:
 @pytest.fixture
 def claude(standin: AnthropicStandIn) -> anthropic.Anthropic:
     standin.reset()
+    import anthropic  # the SDK loads in the workers that run these tests, not at collection
+
     return anthropic.Anthropic(base_url=standin.base_url, api_key="test-key", max_retries=0)
 
 
