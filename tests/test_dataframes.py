@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 
-import datasets
 import pandas as pd
 import polars as pl
 import pytest
@@ -86,6 +85,8 @@ def test_polars_messages_column_and_named_criteria(client: Composo) -> None:
 def test_hugging_face_dataset_through_the_same_mapping(
     client: Composo, live: ServerProcess
 ) -> None:
+    import datasets  # loaded by the test that uses it, not at collection
+
     ds = datasets.Dataset.from_dict(
         {
             "prompt": ["How do refunds work?", "Is there a fee?"],

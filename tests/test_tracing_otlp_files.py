@@ -9,7 +9,6 @@ import tracemalloc
 from collections.abc import Iterator
 from pathlib import Path
 
-import anthropic
 import pytest
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -52,6 +51,8 @@ def run_cli(args: list[str]) -> tuple[int, str, str]:
 
 def ask(standin: AnthropicStandIn, text: str, answer: str) -> None:
     standin.queue(message(answer))
+    import anthropic  # loaded by the tests that use it, not at collection
+
     client = anthropic.Anthropic(base_url=standin.base_url, api_key="k", max_retries=0)
     client.messages.create(model=MODEL, max_tokens=50, messages=[{"role": "user", "content": text}])
 
@@ -271,6 +272,8 @@ def test_single_document_and_base64_ids_read_the_same(
     b64 = tmp_path / "b64.jsonl"
     provider.add_span_processor(SimpleSpanProcessor(OtlpJsonFileExporter(b64, hex_ids=False)))
     standin.queue(message("Checking.", tool_use("lookup", {"q": "x"})))
+    import anthropic  # loaded by the tests that use it, not at collection
+
     client = anthropic.Anthropic(base_url=standin.base_url, api_key="k", max_retries=0)
     with AgentTracer("solo", agent_id="solo-1"):
         client.messages.create(
