@@ -70,12 +70,22 @@ class ServerProcess:
         self.log: IO[bytes] | None = None
 
     def start(self, wait: float = 30.0) -> ServerProcess:
+        return self.launch().ready(wait)
+
+    def launch(self) -> ServerProcess:
+        """Start the process without waiting for it (``ready`` waits): several servers a test
+        needs at once start side by side."""
         # A file, not a pipe: nobody reads the access log while tests run, and a full pipe
         # would stall the server.
         self.log = tempfile.TemporaryFile()  # noqa: SIM115 (closed in stop())
         self.proc = subprocess.Popen(
             self.args, env=self.env, stdout=self.log, stderr=subprocess.STDOUT
         )
+        return self
+
+    def ready(self, wait: float = 30.0) -> ServerProcess:
+        """Wait until the launched server answers its healthcheck."""
+        assert self.proc is not None, "launch() first"
         deadline = time.monotonic() + wait
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -130,7 +140,7 @@ class ServerProcess:
             self.log = None
 
     def __enter__(self) -> ServerProcess:
-        return self.start()
+        return self.ready() if self.proc is not None else self.start()
 
     def __exit__(self, *exc: object) -> None:
         self.close()
