@@ -15,7 +15,7 @@ QA = [
     {"role": "assistant", "content": "The capital of France is Paris."},
 ]
 CRITERION = "Reward accurate answers"
-TIMEOUT = 1.5
+TIMEOUT = 0.6
 MARGIN = 2.0  # generous: the call must end near its timeout, not when the server gives up
 
 BODY = b'{"score": 0.9, "explanation": "' + b"x" * 400 + b'"}'
@@ -28,12 +28,12 @@ WHERE = {
 
 
 def dripping(where: str) -> Loopback:
-    """A server whose answer trickles in, one byte every 0.2 s (a whole answer takes minutes)."""
+    """A server whose answer trickles in, one byte every 0.05 s (a whole answer takes over 20 s)."""
 
     def handler(sock: socket.socket, seen: Seen) -> None:
         if where == "body":  # the status line and headers at once, then the body drips
             sock.sendall(HEAD.encode())
-        drip(sock, WHERE[where], 0.2, server.stop)
+        drip(sock, WHERE[where], 0.05, server.stop)
 
     server = Loopback(handler)
     return server

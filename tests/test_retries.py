@@ -25,6 +25,15 @@ QA = [
 CRITERION = "Reward accurate answers"
 
 
+@pytest.fixture(autouse=True)
+def _quick_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Backoff between retries shrunk to a hundredth of a second: these tests count attempts and
+    check Retry-After and timeouts, none of them how long a backoff is."""
+    from composo._core import retry
+
+    monkeypatch.setattr(retry, "BACKOFF_BASE", 0.01)
+
+
 def make(live: ServerProcess, **kw: object) -> Composo:
     return Composo(api_key=live.api_key, base_url=live.base_url, **kw)  # type: ignore[arg-type]
 
@@ -119,12 +128,12 @@ def test_retry_after_longer_than_the_timeout_gives_up_early(live: ServerProcess)
 
 def test_hanging_server_is_bounded_by_timeout(live: ServerProcess) -> None:
     live.fault({"delay": 10}, {"delay": 10})
-    with make(live, timeout=1.5) as c:
+    with make(live, timeout=0.75) as c:
         start = time.monotonic()
         with pytest.raises(APITimeoutError):
             c.evaluate(messages=QA, criteria=CRITERION)
         elapsed = time.monotonic() - start
-    assert elapsed < 3.0  # the whole call, retries included, stays near the timeout
+    assert elapsed < 2.25  # the whole call, retries included, stays near the timeout
 
 
 def test_dropped_connection_is_retried(live: ServerProcess) -> None:
@@ -155,11 +164,11 @@ async def test_async_retries_and_timeout(live: ServerProcess) -> None:
     assert attempts(live) == 3
     live.reset()
     live.fault({"delay": 10}, {"delay": 10})
-    async with AsyncComposo(api_key=live.api_key, base_url=live.base_url, timeout=1.0) as c:
+    async with AsyncComposo(api_key=live.api_key, base_url=live.base_url, timeout=0.5) as c:
         start = time.monotonic()
         with pytest.raises(APITimeoutError):
             await c.evaluate(messages=QA, criteria=CRITERION)
-        assert time.monotonic() - start < 2.5
+        assert time.monotonic() - start < 2.0
 
 
 def test_a_huge_error_body_is_cut_in_the_message_and_kept_whole(live: ServerProcess) -> None:

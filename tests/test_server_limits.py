@@ -20,13 +20,14 @@ QA = [
 ]
 REWARD = "Reward responses that name the capital city"
 LIMIT = 65536
+READ_TIMEOUT = 0.5  # seconds; tests that stall a connection wait this long
 
 
 @pytest.fixture(scope="module")
 def guarded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    """A server with a one-second read timeout and a 64 KiB body limit."""
+    """A server with a half-second read timeout and a 64 KiB body limit."""
     db = tmp_path_factory.mktemp("guarded") / "t.db"
-    args = ["--read-timeout", "1", "--max-body-bytes", str(LIMIT)]
+    args = ["--read-timeout", str(READ_TIMEOUT), "--max-body-bytes", str(LIMIT)]
     with ServerProcess(extra_args=args, db=db) as srv:
         yield srv
 
@@ -128,7 +129,10 @@ def test_partial_headers_are_answered_408_and_closed(guarded: ServerProcess) -> 
     with connect(guarded) as sock:
         sock.sendall(b"POST /api/v1/evals/reward HTTP/1.1\r\nHost: 127.0.0.1\r\nAPI-")
         status, _, body = read_response(sock)
-        assert status == 408 and "did not arrive within 1s" in json.loads(body)["detail"]
+        assert (
+            status == 408
+            and f"did not arrive within {READ_TIMEOUT:g}s" in json.loads(body)["detail"]
+        )
         assert closed_by_server(sock)
 
 
@@ -181,7 +185,7 @@ def test_connections_over_the_cap_are_refused_with_503(tmp_path: Path) -> None:
             except httpx.HTTPError:
                 pass
             assert time.monotonic() < deadline, "the server did not recover after the cap"
-            time.sleep(0.1)
+            time.sleep(0.02)
 
 
 def test_unauthenticated_uploads_do_not_grow_memory(live: ServerProcess) -> None:

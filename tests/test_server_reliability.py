@@ -210,7 +210,9 @@ def test_data_retention_none_result_is_served_from_memory(tmp_path: Path) -> Non
 def test_tasks_of_a_running_server_are_not_taken_over(tmp_path: Path) -> None:
     db = tmp_path / "tasks.sqlite3"
     # Both servers are up before the task exists, so how long a start takes cannot decide it.
-    with ServerProcess(db=db, latency=3.0) as first, ServerProcess(db=db) as second:
+    first = ServerProcess(db=db, latency=1.5).launch()
+    second = ServerProcess(db=db).launch()  # started side by side
+    with first, second:
         tid = _submit(first)
         # The second server shares the file but the first is alive: the task stays with it.
         with Composo(api_key=second.api_key, base_url=second.base_url) as c:

@@ -145,7 +145,8 @@ def test_a_predecessor_whose_pid_is_alive_does_not_keep_its_tasks(tmp_path: Path
     _forge(db, "pid-one", "1:89abcdef", None)
     # An owner with no lock file and a lease that runs out in two seconds.
     _forge(db, "short-lease", "f" * 32, time.time() + 2)
-    with ServerProcess(db=db, api_keys=("k",), extra_args=["--task-lease", "3"]) as srv:
+    # The shortest lease there is: the server looks for expired work every third of a second.
+    with ServerProcess(db=db, api_keys=("k",), extra_args=["--task-lease", "1"]) as srv:
         done = wait_all(srv, ["alive-pid", "pid-one", "short-lease"])
     assert {tid: info["status"] for tid, info in done.items()} == dict.fromkeys(done, "succeeded")
 
@@ -153,8 +154,10 @@ def test_a_predecessor_whose_pid_is_alive_does_not_keep_its_tasks(tmp_path: Path
 def test_tasks_of_a_live_server_stay_with_it_until_its_lease_runs_out(tmp_path: Path) -> None:
     db = tmp_path / "tasks.sqlite3"
     _forge(db, "leased", "e" * 32, time.time() + 3600)
-    with ServerProcess(db=db, api_keys=("k",)) as srv:
-        time.sleep(1.0)
+    # With the shortest lease the server looks for expired work every third of a second: the
+    # wait below spans its start-up claim and two more looks.
+    with ServerProcess(db=db, api_keys=("k",), extra_args=["--task-lease", "1"]) as srv:
+        time.sleep(0.8)
         assert task(srv, "leased", "k").json()["status"] == "running"
 
 
