@@ -137,9 +137,11 @@ class BatchEvaluator:
     def _transport(self) -> httpx.BaseTransport:
         """What reaches the server: connections, then the pacing, then the cache (so an answer
         from the cache uses no request of the budget)."""
-        n = self.max_concurrent_requests
-        limits = httpx.Limits(max_connections=n, max_keepalive_connections=n)
-        transport: httpx.BaseTransport = self._gate(httpx.HTTPTransport(limits=limits))
+        from composo._core import deadline as call_deadline
+        from composo._core.transport import ShardedTransport
+
+        connections = ShardedTransport(self.max_concurrent_requests, prepare=call_deadline.install)
+        transport: httpx.BaseTransport = self._gate(connections)
         if self.requests_per_minute is not None:
             transport = PacedTransport(transport, self.requests_per_minute)
         if self.cache is not None:

@@ -313,14 +313,13 @@ class Composo(BaseClient):
             with self._http_lock:
                 http = self._http_client
                 if http is None:
-                    connections = max(self.max_concurrent_requests, 10)
-                    limits = httpx.Limits(
-                        max_connections=connections, max_keepalive_connections=connections
-                    )
                     from composo._core import deadline as call_deadline  # loads httpcore
+                    from composo._core.transport import ShardedTransport
 
-                    inner = httpx.HTTPTransport(limits=limits)
-                    call_deadline.install(inner)  # every read waits at most the call's time left
+                    # every read waits at most the call's time left
+                    inner = ShardedTransport(
+                        max(self.max_concurrent_requests, 10), prepare=call_deadline.install
+                    )
                     transport: httpx.BaseTransport = inner
                     if self.cache is not None:
                         transport = CachingTransport(inner, self.cache)

@@ -1,22 +1,24 @@
-"""An async HTTP transport that gives every connection its own httpcore pool.
+"""HTTP transports that give every connection its own httpcore pool.
 
-httpcore's pool re-examines each of its connections every time a request starts or ends, and
-under asyncio each check goes through anyio's socket attributes: the work per request grows with
-the pool's size. A pool of one connection does the least of it, so this transport holds one pool
-per connection and hands each request an idle one (the most recently freed, whose connection is
-warm), which is O(1). Only when every connection is busy does a request queue, on the least busy
-one.
+httpcore's pool re-examines each of its connections every time a request starts or ends (under
+asyncio each check goes through anyio's socket attributes; with threads, all of it under one
+lock they queue on): the work per request grows with the pool's size. A pool of one connection
+does the least of it, so these transports hold one pool per connection and hand each request an
+idle one (the most recently freed, whose connection is warm), which is O(1). Only when every
+connection is busy does a request queue, on the least busy one.
 
 The connections are counted in groups of at most ``pool_size`` (``busy``), so callers can see the
-load spread across them; ``max_connections`` is rounded up to fill the groups evenly. Like the
-sync client's, each connection holds a request's writes until its answer is read, so the head and
-a small body leave in one write.
+load spread across them; ``max_connections`` is rounded up to fill the groups evenly. Each
+connection holds a request's writes until its answer is read, so the head and a small body leave
+in one write (the async one here, the sync one through the deadline it is prepared with).
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import AsyncIterator, Callable
+import threading
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 import httpcore
@@ -24,7 +26,7 @@ import httpx
 
 from composo._core.coalesce import HeldWrites
 
-__all__ = ["ShardedAsyncTransport"]
+__all__ = ["ShardedAsyncTransport", "ShardedTransport"]
 
 POOL_SIZE = 8
 
@@ -92,6 +94,65 @@ def _coalescing(transport: httpx.AsyncHTTPTransport) -> httpx.AsyncHTTPTransport
     return transport
 
 
+class _Shards:
+    """Which of ``count`` one-connection pools takes the next request: an idle one (the most
+    recently freed, whose connection is warm), else the least loaded; O(1) while any is idle.
+    ``lock`` is for threads; one event loop needs none (nothing awaits inside)."""
+
+    def __init__(self, count: int, per_group: int, lock: threading.Lock | None = None) -> None:
+        self._group_of = [i // per_group for i in range(count)]
+        self._groups = math.ceil(count / per_group)
+        self._load = [0] * count  # requests in progress (or queued) per connection
+        # Idle connections, most recently freed last; reversed so the first ones go out first.
+        self._idle = list(reversed(range(count)))
+        self._lock: contextlib.AbstractContextManager[Any] = lock or contextlib.nullcontext()
+
+    def busy(self) -> list[int]:
+        out = [0] * self._groups
+        with self._lock:
+            for index, load in enumerate(self._load):
+                out[self._group_of[index]] += load
+        return out
+
+    def take(self) -> int:
+        with self._lock:
+            if self._idle:
+                index = self._idle.pop()
+            else:
+                index = min(range(len(self._load)), key=self._load.__getitem__)
+            self._load[index] += 1
+            return index
+
+    def give_back(self, index: int) -> None:
+        with self._lock:
+            self._load[index] -= 1
+            if not self._load[index]:
+                self._idle.append(index)
+
+
+def _shared_tls(options: dict[str, Any]) -> dict[str, Any]:
+    """``options`` with one TLS context for all the pools: making one loads the CA bundle, tens
+    of milliseconds each, which the first request would wait for once per connection."""
+    if "verify" not in options or isinstance(options["verify"], bool):
+        options = dict(options)
+        options["verify"] = httpx.create_ssl_context(
+            verify=options.get("verify", True),
+            cert=options.pop("cert", None),
+            trust_env=options.get("trust_env", True),
+        )
+    return options
+
+
+def _sizes(max_connections: int, pool_size: int) -> tuple[int, int]:
+    """The connections, rounded up to fill the groups evenly, and the size of a group."""
+    groups = max(1, math.ceil(max_connections / pool_size))
+    per_group = math.ceil(max_connections / groups)
+    return groups * per_group, per_group
+
+
+_ONE = httpx.Limits(max_connections=1, max_keepalive_connections=1)
+
+
 class _Released(httpx.AsyncByteStream):
     """The response body; closing it gives the request's connection back."""
 
@@ -119,52 +180,94 @@ class ShardedAsyncTransport(httpx.AsyncBaseTransport):
     at most ``pool_size``. ``options`` go to each :class:`httpx.AsyncHTTPTransport`."""
 
     def __init__(self, max_connections: int, pool_size: int = POOL_SIZE, **options: Any) -> None:
-        groups = max(1, math.ceil(max_connections / pool_size))
-        per_group = math.ceil(max_connections / groups)
-        one = httpx.Limits(max_connections=1, max_keepalive_connections=1)
-        count = groups * per_group
+        count, per_group = _sizes(max_connections, pool_size)
+        options = _shared_tls(options)
         self._pools = [
-            _coalescing(httpx.AsyncHTTPTransport(limits=one, **options)) for _ in range(count)
+            _coalescing(httpx.AsyncHTTPTransport(limits=_ONE, **options)) for _ in range(count)
         ]
-        self._group_of = [i // per_group for i in range(count)]
-        self._groups = groups
-        self._load = [0] * count  # requests in progress (or queued) per connection
-        # Idle connections, most recently freed last; reversed so the first ones go out first.
-        self._idle = list(reversed(range(count)))
+        self._shards = _Shards(count, per_group)
 
     @property
     def busy(self) -> list[int]:
         """Requests in progress per group (a response counts until its body is closed)."""
-        out = [0] * self._groups
-        for index, load in enumerate(self._load):
-            out[self._group_of[index]] += load
-        return out
-
-    def _take(self) -> int:
-        # One event loop runs this, and nothing awaits between choosing and counting.
-        if self._idle:
-            index = self._idle.pop()
-        else:
-            index = min(range(len(self._load)), key=self._load.__getitem__)
-        self._load[index] += 1
-        return index
-
-    def _give_back(self, index: int) -> None:
-        self._load[index] -= 1
-        if not self._load[index]:
-            self._idle.append(index)
+        return self._shards.busy()
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        index = self._take()
+        shards = self._shards
+        index = shards.take()
         try:
             response = await self._pools[index].handle_async_request(request)
         except BaseException:
-            self._give_back(index)
+            shards.give_back(index)
             raise
         assert isinstance(response.stream, httpx.AsyncByteStream)
-        response.stream = _Released(response.stream, lambda: self._give_back(index))
+        response.stream = _Released(response.stream, lambda: shards.give_back(index))
         return response
 
     async def aclose(self) -> None:
         for pool in self._pools:
             await pool.aclose()
+
+
+class _ReleasedSync(httpx.SyncByteStream):
+    """The sync response body; closing it gives the request's connection back."""
+
+    __slots__ = ("_release", "_stream")
+
+    def __init__(self, stream: httpx.SyncByteStream, release: Callable[[], None]) -> None:
+        self._stream = stream
+        self._release: Callable[[], None] | None = release
+
+    def __iter__(self) -> Iterator[bytes]:
+        return self._stream.__iter__()
+
+    def close(self) -> None:
+        try:
+            self._stream.close()
+        finally:
+            release, self._release = self._release, None
+            if release is not None:
+                release()
+
+
+class ShardedTransport(httpx.BaseTransport):
+    """The sync counterpart, for threads: httpcore's sync pool examines every connection under
+    one lock each time a request starts or ends, so with many threads they queue on that lock.
+    ``prepare`` is called with each :class:`httpx.HTTPTransport` made (the clients put their
+    deadline under it)."""
+
+    def __init__(
+        self,
+        max_connections: int,
+        pool_size: int = POOL_SIZE,
+        prepare: Callable[[httpx.HTTPTransport], object] | None = None,
+        **options: Any,
+    ) -> None:
+        count, per_group = _sizes(max_connections, pool_size)
+        options = _shared_tls(options)
+        self._pools = [httpx.HTTPTransport(limits=_ONE, **options) for _ in range(count)]
+        if prepare is not None:
+            for pool in self._pools:
+                prepare(pool)
+        self._shards = _Shards(count, per_group, threading.Lock())
+
+    @property
+    def busy(self) -> list[int]:
+        """Requests in progress per group (a response counts until its body is closed)."""
+        return self._shards.busy()
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        shards = self._shards
+        index = shards.take()
+        try:
+            response = self._pools[index].handle_request(request)
+        except BaseException:
+            shards.give_back(index)
+            raise
+        assert isinstance(response.stream, httpx.SyncByteStream)
+        response.stream = _ReleasedSync(response.stream, lambda: shards.give_back(index))
+        return response
+
+    def close(self) -> None:
+        for pool in self._pools:
+            pool.close()
