@@ -1,4 +1,4 @@
-"""The async client's connection layout, against the local server over HTTP."""
+"""The clients' connection layout (one pool per connection), against the local server over HTTP."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import asyncio
 import httpx
 import pytest
 
-from composo._core.transport import ShardedAsyncTransport
+from composo._core.transport import ShardedAsyncTransport, ShardedTransport
 from tests.support.servers import ServerProcess, free_port
 
 BODY = {
@@ -54,6 +54,39 @@ async def test_a_refused_connection_gives_its_slot_back() -> None:
         for _ in range(3):  # more attempts than connections: none stays counted as busy
             with pytest.raises(httpx.ConnectError):
                 await http.get(f"http://127.0.0.1:{free_port()}/")
+    assert transport.busy == [0]
+
+
+def test_threads_each_get_a_connection_and_give_it_back(live: ServerProcess) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    transport = ShardedTransport(4, pool_size=2)  # two groups of two connections
+    live.fault(*[{"delay": 0.2}] * 4)
+    peers: set[object] = set()
+    with httpx.Client(transport=transport, base_url=live.base_url) as http:
+
+        def one(_: int) -> float:
+            r = http.post("/api/v1/evals/reward", json=BODY, headers={"API-Key": live.api_key})
+            r.raise_for_status()
+            peers.add(r.extensions["network_stream"].get_extra_info("client_addr"))
+            score: float = r.json()["score"]
+            return score
+
+        with ThreadPoolExecutor(4) as pool:
+            scores = list(pool.map(one, range(4)))
+            assert transport.busy == [0, 0]
+            more = list(pool.map(one, range(8)))  # no delay now: warm connections come back
+    assert len(scores + more) == 12 and all(0.0 <= s <= 1.0 for s in scores + more)
+    assert len(peers) == 4  # four at once went out on four connections, none was opened after
+    assert transport.busy == [0, 0]
+
+
+def test_a_refused_sync_connection_gives_its_slot_back() -> None:
+    transport = ShardedTransport(2)
+    with httpx.Client(transport=transport) as http:
+        for _ in range(3):
+            with pytest.raises(httpx.ConnectError):
+                http.get(f"http://127.0.0.1:{free_port()}/")
     assert transport.busy == [0]
 
 
