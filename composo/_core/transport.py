@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import ssl
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
@@ -133,7 +134,7 @@ class _Shards:
 def _shared_tls(options: dict[str, Any]) -> dict[str, Any]:
     """``options`` with one TLS context for all the pools: making one loads the CA bundle, tens
     of milliseconds each, which the first request would wait for once per connection."""
-    if "verify" not in options or isinstance(options["verify"], bool):
+    if not isinstance(options.get("verify"), ssl.SSLContext):  # True, False or a CA path
         options = dict(options)
         options["verify"] = httpx.create_ssl_context(
             verify=options.get("verify", True),
