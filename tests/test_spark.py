@@ -26,6 +26,7 @@ pytestmark = pytest.mark.filterwarnings(
 CRITERION = "Reward answers that explain the refund policy"
 EXECUTORS = 2
 ROWS = 24
+JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -XX:CICompilerCount=1 -Xss1m"
 
 
 @pytest.fixture(scope="module")
@@ -38,6 +39,9 @@ def spark() -> Iterator[object]:
         .config("spark.ui.enabled", "false")
         .config("spark.sql.shuffle.partitions", str(EXECUTORS))
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        # A short-lived JVM: the quick compiler only and one GC thread cost less CPU than the
+        # defaults, which tune for long jobs (and share two cores with the other tests).
+        .config("spark.driver.extraJavaOptions", JVM_OPTIONS)
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")
