@@ -7,6 +7,8 @@
 2. Client CPU per request: ``Composo.evaluate`` against a bare ``httpx.Client.post`` of the same
    JSON body, on ``httpx.MockTransport`` and against the local server in its own process
    (goal <= 1.2x for both). CPU time of this process only, so the server's work is not counted.
+   The client's own connections send past ``httpx.Client.send``'s unused layers; a supplied
+   ``http_client`` goes through them (its hooks, auth and cookies apply), shown on its own line.
 3. Wall time of 5 criteria / wall time of 1, against the local server with 300 ms latency
    (goal <= 1.3x: criteria run concurrently).
 
@@ -137,16 +139,31 @@ def bench_cpu(n: int, rounds: int) -> None:
         return httpx.Response(200, content=answer, headers={"content-type": "application/json"})
 
     url = "https://platform.composo.ai/api/v1/evals/reward"
+
+    class OnMock(Composo):
+        """The default client, its own connections replaced by the mock transport."""
+
+        def _connections(self) -> httpx.BaseTransport:
+            return httpx.MockTransport(handler)
+
     with (
         httpx.Client(transport=httpx.MockTransport(handler)) as bare,
+        OnMock(api_key="k") as own,
         Composo(
             api_key="k", http_client=httpx.Client(transport=httpx.MockTransport(handler))
-        ) as client,
+        ) as supplied,
     ):
         _compare_cpu(
             "httpx.MockTransport",
             lambda: bare.post(url, json=BODY, headers={"API-Key": "k"}).json(),
-            lambda: client.evaluate(messages=QA, criteria=CRITERION),
+            lambda: own.evaluate(messages=QA, criteria=CRITERION),
+            n,
+            rounds,
+        )
+        _compare_cpu(
+            "  with http_client=",
+            lambda: bare.post(url, json=BODY, headers={"API-Key": "k"}).json(),
+            lambda: supplied.evaluate(messages=QA, criteria=CRITERION),
             n,
             rounds,
         )

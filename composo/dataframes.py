@@ -12,12 +12,13 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import httpx
 
 from composo._core.cache import CacheOption, CachingTransport, open_cache
+from composo._core.client import Composo
 from composo._core.limits import (
     DEFAULT_MAX_CONCURRENT_REQUESTS,
     DEFAULT_NUM_RETRIES,
@@ -26,6 +27,18 @@ from composo._core.limits import (
 from composo.errors import ComposoValidationError
 
 __all__ = ["BatchEvaluator", "PacedTransport"]
+
+
+class _WorkerClient(Composo):
+    """A worker's client on the evaluator's transport stack, which it owns as its own
+    connections (and so sends on them as directly as the default client does)."""
+
+    def __init__(self, connections: Callable[[], httpx.BaseTransport], **settings: Any) -> None:
+        super().__init__(**settings)
+        self._make_connections = connections
+
+    def _connections(self) -> httpx.BaseTransport:
+        return self._make_connections()
 
 
 class PacedTransport(httpx.BaseTransport):
@@ -156,16 +169,14 @@ class BatchEvaluator:
         """This worker's client, made on first use."""
         with self._lock:
             if self._client is None:
-                from composo._core.client import Composo
-
-                self._client = Composo(
+                self._client = _WorkerClient(
+                    self._transport,
                     api_key=self._api_key,
                     base_url=self.base_url,
                     num_retries=self.num_retries,
                     model_core=self.model_core,
                     timeout=self.timeout,
                     max_concurrent_requests=self.max_concurrent_requests,
-                    http_client=httpx.Client(transport=self._transport()),
                 )
             return self._client
 

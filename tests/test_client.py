@@ -355,6 +355,26 @@ def test_every_request_names_the_sdk_and_the_encodings_it_reads(
         http.close()
 
 
+@pytest.mark.parametrize("supplied", [False, True], ids=["own client", "http_client"])
+def test_each_request_is_logged_as_httpx_logs_it(
+    live: ServerProcess, supplied: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Turning on INFO logging shows one line per request, whichever client sends it (the
+    client's own connections send past ``httpx.Client.send``, which writes that line)."""
+    http = httpx.Client() if supplied else None
+    with (
+        caplog.at_level("INFO", logger="httpx"),
+        Composo(api_key=live.api_key, base_url=live.base_url, http_client=http) as c,
+    ):
+        c.evaluate(messages=QA, criteria=["Reward accuracy", "Reward brevity"])
+    lines = [r.getMessage() for r in caplog.records if r.name == "httpx"]
+    assert (
+        lines == [f'HTTP Request: POST {live.base_url}/api/v1/evals/reward "HTTP/1.1 200 OK"'] * 2
+    )
+    if http is not None:
+        http.close()
+
+
 async def test_async_requests_name_the_sdk_too(live: ServerProcess) -> None:
     async with AsyncComposo(api_key=live.api_key, base_url=live.base_url) as c:
         await c.evaluate(messages=QA, criteria="Reward accuracy")

@@ -141,7 +141,7 @@ class BaseClient:
         system: str | None,
         tools: Any,
     ) -> tuple[list[RewardRequest], bool]:
-        from composo._core import build
+        import composo._core.build as build  # not ``from ... import``: cheaper on every call
 
         conversation = {"messages": messages, "input": input, "result": result}
         return build.reward_requests(
@@ -156,7 +156,7 @@ class BaseClient:
     def _trace_requests(
         self, trace: Any, criteria: Any, evaluator_name: Any, options: Mapping[str, Any]
     ) -> tuple[list[TraceRequest], bool]:
-        from composo._core import build
+        import composo._core.build as build
 
         return build.trace_requests(
             criteria, evaluator_name, self._options(options, "evaluate_trace"), trace=trace
@@ -306,7 +306,7 @@ class BaseClient:
         """A success body as its response model; a body without the model's own field is an
         error, never a result (an empty ``{}`` must not read as "not applicable", which is an
         explicit ``"score": null``)."""
-        from composo._core import responses
+        import composo._core.responses as responses
 
         field = "results_by_agent_name" if trace else "score"
         if field not in body:
