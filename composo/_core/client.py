@@ -50,9 +50,10 @@ class Composo(BaseClient):
         timeout: Seconds one call may take: connecting, sending, every read of the answer,
             retries and waits included, however slowly the server sends.
         http_client: An ``httpx.Client`` to use (tests, proxies); it is not closed by
-            :meth:`close`. (With your own client each read is bounded by what is left of the
-            timeout, but a server dripping its status line is only stopped between reads on
-            the client's own connections.)
+            :meth:`close`, and its event hooks, auth, cookies and default headers apply. (With
+            your own client each read is bounded by what is left of the timeout, but a server
+            dripping its status line is only stopped between reads on the client's own
+            connections, which also skip the httpx layers they do not use.)
         max_concurrent_requests: Requests in flight at once across all calls.
         cache: ``True`` keeps answers in the user's cache directory (a path: there; a
             :class:`~composo._core.cache.ResultCache`: that one), so a repeated request is not
