@@ -11,12 +11,12 @@ from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from composo import Composo, criteria
 from composo.server import JUDGE_HEADER, LocalServer
 from tests.support.cli import ROOT, read_rows, run_composo
+from tests.support.servers import HTTP
 
 DATA = ROOT / "examples" / "data" / "conversations.jsonl"
 RESOLVES = "Reward answers that resolve the customer's problem"
@@ -112,7 +112,7 @@ def test_the_record_is_bounded_and_keeps_the_latest() -> None:
 
 def test_a_refused_request_is_recorded_with_its_status() -> None:
     with LocalServer(api_keys=["right"], record_requests=True) as srv:
-        answer = httpx.post(
+        answer = HTTP.post(
             f"{srv.base_url}/api/v1/evals/reward", headers={"API-Key": "wrong"}, json={}
         )
         assert answer.status_code == 401
@@ -121,7 +121,7 @@ def test_a_refused_request_is_recorded_with_its_status() -> None:
 
 def test_the_server_names_its_judge_on_every_answer() -> None:
     with LocalServer() as srv:
-        answer = httpx.post(f"{srv.base_url}/api/v1/evals/reward", json={})
+        answer = HTTP.post(f"{srv.base_url}/api/v1/evals/reward", json={})
         assert answer.headers[JUDGE_HEADER] == "heuristic"
 
 

@@ -17,7 +17,7 @@ from composo import (
     NotFoundError,
 )
 from composo._core.trace import AgentInstance, LLMInteraction, MultiAgentTrace, trace_from_messages
-from tests.support.servers import ServerProcess
+from tests.support.servers import HTTP, ServerProcess
 
 QA = [
     {"role": "user", "content": "What is the capital of France?"},
@@ -44,7 +44,7 @@ WEATHER = [
 
 def post(live: ServerProcess, path: str, body: object, key: str | None = None) -> httpx.Response:
     headers = {"API-Key": key if key is not None else live.api_key}
-    return httpx.post(live.base_url + path, json=body, headers=headers, timeout=10)
+    return HTTP.post(live.base_url + path, json=body, headers=headers, timeout=10)
 
 
 def two_agent_trace() -> MultiAgentTrace:
@@ -61,7 +61,7 @@ def two_agent_trace() -> MultiAgentTrace:
 
 
 def test_healthcheck_needs_no_key(live: ServerProcess) -> None:
-    r = httpx.get(live.base_url + "/api/healthcheck")
+    r = HTTP.get(live.base_url + "/api/healthcheck")
     assert r.status_code == 200
     assert r.json()["status"] == "ok"
 
@@ -132,7 +132,7 @@ def test_unknown_task_is_404(client: Composo) -> None:
 def test_wrong_or_missing_key_is_401(live: ServerProcess) -> None:
     with Composo(api_key="wrong", base_url=live.base_url) as c, pytest.raises(AuthenticationError):
         c.evaluate(messages=QA, criteria=REWARD)
-    r = httpx.post(live.base_url + "/api/v1/evals/reward", json={})
+    r = HTTP.post(live.base_url + "/api/v1/evals/reward", json={})
     assert r.status_code == 401
     assert "API-Key" in r.json()["detail"]
 
@@ -244,8 +244,8 @@ def test_dropped_twice_exhausts_retries(live: ServerProcess, client: Composo) ->
 
 def test_dev_routes_are_404_without_the_switch(tmp_path: Path) -> None:
     with ServerProcess(dev_faults=False, db=tmp_path / "t.db") as srv:
-        assert httpx.get(srv.base_url + "/_dev/requests").status_code == 404
-        assert httpx.post(srv.base_url + "/_dev/faults", json={"faults": []}).status_code == 404
+        assert HTTP.get(srv.base_url + "/_dev/requests").status_code == 404
+        assert HTTP.post(srv.base_url + "/_dev/faults", json={"faults": []}).status_code == 404
 
 
 def test_trace_interactions_render_like_a_conversation(client: Composo) -> None:

@@ -16,7 +16,7 @@ from composo.server import LocalServer
 from composo.server._config import JudgeOptions
 from composo.server._parse import MAX_TRACE_AGENTS
 from tests.support.openai_standin import OpenAIStandIn, chat_completion
-from tests.support.servers import ServerProcess
+from tests.support.servers import HTTP, ServerProcess
 
 REWARD = "Reward responses that name the capital city"
 QUESTION = {"role": "user", "content": "What is the capital of France?"}
@@ -49,7 +49,7 @@ ODD_TOOLS: list[Any] = [
 
 
 def post(srv: ServerProcess, path: str, body: Any, key: str | None = None) -> httpx.Response:
-    return httpx.post(
+    return HTTP.post(
         srv.base_url + path, json=body, headers={"API-Key": key or srv.api_key}, timeout=30
     )
 
@@ -156,7 +156,7 @@ def test_model_core_refusal_says_what_is_expected(live: ServerProcess) -> None:
 
 
 def test_a_body_that_is_not_json_is_one_line(live: ServerProcess) -> None:
-    r = httpx.post(
+    r = HTTP.post(
         live.base_url + "/api/v1/evals/reward",
         content=b'{"messages": [',
         headers={"API-Key": live.api_key, "Content-Type": "application/json"},
@@ -204,7 +204,7 @@ def test_healthcheck_answers_while_a_large_trace_is_judged(live: ServerProcess) 
 
     def judge() -> None:
         done.append(
-            httpx.post(
+            HTTP.post(
                 live.base_url + "/api/v1/evals/trace",
                 content=body,
                 headers={"API-Key": live.api_key, "Content-Type": "application/json"},

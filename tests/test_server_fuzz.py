@@ -14,7 +14,7 @@ import httpx
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.support.servers import ServerProcess
+from tests.support.servers import HTTP, ServerProcess
 
 CRITERIA = [
     "Reward responses that name the capital city",
@@ -94,7 +94,7 @@ reward_bodies = st.fixed_dictionaries(
 
 def _schemas(srv: ServerProcess) -> dict[str, dict[str, Any]]:
     """Each request body schema of the served OpenAPI document, standalone."""
-    doc = httpx.get(srv.base_url + "/openapi.json", timeout=10).json()
+    doc = HTTP.get(srv.base_url + "/openapi.json", timeout=10).json()
     defs = json.loads(
         json.dumps(doc["components"]["schemas"]).replace("#/components/schemas/", "#/$defs/")
     )

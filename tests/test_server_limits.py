@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.support.servers import ServerProcess
+from tests.support.servers import HTTP, ServerProcess
 
 QA = [
     {"role": "user", "content": "What is the capital of France?"},
@@ -157,7 +157,7 @@ def test_slow_clients_do_not_hold_the_server(guarded: ServerProcess) -> None:
     try:
         for sock in stalled:
             sock.sendall(b"POST /api/v1/evals/reward HTTP/1.1\r\nHost: x\r\n")
-        assert httpx.get(guarded.base_url + "/api/healthcheck", timeout=5).status_code == 200
+        assert HTTP.get(guarded.base_url + "/api/healthcheck", timeout=5).status_code == 200
         assert all(closed_by_server(sock) for sock in stalled)
     finally:
         for sock in stalled:
@@ -180,7 +180,7 @@ def test_connections_over_the_cap_are_refused_with_503(tmp_path: Path) -> None:
         deadline = time.monotonic() + 10
         while True:  # once they are gone, requests are served again
             try:
-                if httpx.get(srv.base_url + "/api/healthcheck", timeout=5).status_code == 200:
+                if HTTP.get(srv.base_url + "/api/healthcheck", timeout=5).status_code == 200:
                     break
             except httpx.HTTPError:
                 pass
@@ -227,14 +227,14 @@ def test_dev_routes_need_the_key_and_record_only_authenticated_requests(
     live: ServerProcess,
 ) -> None:
     url = live.base_url
-    assert httpx.get(url + "/_dev/requests").status_code == 401
-    assert httpx.get(url + "/_dev/requests", headers={"API-Key": "nope"}).status_code == 401
-    r = httpx.post(url + "/_dev/faults", json={"faults": [{"status": 500}]})
+    assert HTTP.get(url + "/_dev/requests").status_code == 401
+    assert HTTP.get(url + "/_dev/requests", headers={"API-Key": "nope"}).status_code == 401
+    r = HTTP.post(url + "/_dev/faults", json={"faults": [{"status": 500}]})
     assert r.status_code == 401
     body = {"messages": QA, "evaluation_criteria": REWARD}
     secret = "hidden-marker-6180"
     keyless = {**body, "tags": {"m": secret}}
-    r = httpx.post(url + "/api/v1/evals/reward", json=keyless, headers={"X-Marker": secret})
+    r = HTTP.post(url + "/api/v1/evals/reward", json=keyless, headers={"X-Marker": secret})
     assert r.status_code == 401  # no fault ran: the queue was never filled
     # The refused request shows where it went, nothing of what it carried.
     assert live.requests() == [
@@ -248,7 +248,7 @@ def test_dev_routes_need_the_key_and_record_only_authenticated_requests(
     ]
     live.reset()
     assert (
-        httpx.post(
+        HTTP.post(
             url + "/api/v1/evals/reward", json=body, headers={"API-Key": live.api_key}
         ).status_code
         == 200

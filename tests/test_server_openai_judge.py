@@ -13,7 +13,7 @@ from composo._core.trace import trace_from_messages
 from composo.server import LocalServer
 from composo.server._config import JudgeOptions
 from tests.support.openai_standin import OpenAIStandIn, chat_completion
-from tests.support.servers import ServerProcess
+from tests.support.servers import HTTP, ServerProcess
 
 QA = [
     {"role": "user", "content": "What is the capital of France?"},
@@ -210,19 +210,18 @@ def test_judge_endpoint_retry_after_is_honoured_and_capped(
 def test_the_judge_retries_by_the_client_policy(openai_standin: OpenAIStandIn) -> None:
     """One policy for both: 5xx retried (two retries), 401 not retried, Retry-After read by the
     same parser."""
-    import httpx
 
     options = JudgeOptions(model="judge-mini", api_key="sk-test", base_url=openai_standin.base_url)
     body = {"messages": QA, "evaluation_criteria": "Reward correct answers"}
     with LocalServer(judge="openai", judge_options=options) as srv:
         url, headers = srv.base_url + "/api/v1/evals/reward", {"API-Key": srv.api_key}
         openai_standin.fail(401, "Incorrect API key provided")
-        r = httpx.post(url, json=body, headers=headers, timeout=30)
+        r = HTTP.post(url, json=body, headers=headers, timeout=30)
         assert r.status_code == 502 and "401" in r.text
         assert len(chat_requests(openai_standin)) == 1  # not asked again
         openai_standin.requests.clear()
         for _ in range(3):
             openai_standin.fail(503)
-        r = httpx.post(url, json=body, headers=headers, timeout=30)
+        r = HTTP.post(url, json=body, headers=headers, timeout=30)
         assert r.status_code == 502 and "503" in r.text
         assert len(chat_requests(openai_standin)) == 3  # the first attempt and two retries

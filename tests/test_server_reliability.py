@@ -18,7 +18,7 @@ from composo.plugins import get_plugin_manager
 from composo.server import LocalServer
 from composo.server._cases import Case
 from composo.server.judges import Verdict
-from tests.support.servers import ServerProcess, free_port
+from tests.support.servers import HTTP, ServerProcess, free_port
 
 QA = [
     {"role": "user", "content": "What is the capital of France?"},
@@ -47,7 +47,7 @@ def test_body_over_the_limit_is_413(strict: ServerProcess) -> None:
 
 def test_default_limit_is_ten_mebibytes(live: ServerProcess) -> None:
     big = [{"role": "user", "content": "x" * (10 * 1024 * 1024)}, QA[1]]
-    r = httpx.post(
+    r = HTTP.post(
         live.base_url + "/api/v1/evals/reward",
         json={"messages": big, "evaluation_criteria": REWARD},
         headers={"API-Key": live.api_key},
@@ -61,7 +61,7 @@ def test_rate_limit_answers_429_with_retry_after(strict: ServerProcess) -> None:
     body = {"messages": QA, "evaluation_criteria": REWARD}
     statuses = []
     for _ in range(4):
-        r = httpx.post(
+        r = HTTP.post(
             strict.base_url + "/api/v1/evals/reward", json=body, headers={"API-Key": strict.api_key}
         )
         statuses.append(r.status_code)
@@ -69,7 +69,7 @@ def test_rate_limit_answers_429_with_retry_after(strict: ServerProcess) -> None:
     assert 1 <= int(r.headers["retry-after"]) <= 20
     assert "3 requests per minute" in r.json()["detail"]
     # A bad key is refused before it can use anyone's allowance.
-    r = httpx.post(strict.base_url + "/api/v1/evals/reward", json=body, headers={"API-Key": "x"})
+    r = HTTP.post(strict.base_url + "/api/v1/evals/reward", json=body, headers={"API-Key": "x"})
     assert r.status_code == 401
 
 
@@ -77,7 +77,7 @@ def test_keys_from_the_environment(tmp_path: Path) -> None:
     env = {"COMPOSO_SERVER_API_KEYS": "alpha, beta"}
     with ServerProcess(api_keys=(), env=env, db=tmp_path / "t.db") as srv:
         for key, status in (("beta", 200), ("alpha", 200), ("gamma", 401), ("alph", 401)):
-            r = httpx.post(
+            r = HTTP.post(
                 srv.base_url + "/api/v1/evals/reward",
                 json={"messages": QA, "evaluation_criteria": REWARD},
                 headers={"API-Key": key},
@@ -266,7 +266,7 @@ def test_judges_are_plugins() -> None:
         ):
             res = c.evaluate(messages=QA, criteria=REWARD)
             assert (res.score, res.explanation) == (0.5, "half for 2 messages")
-            health = httpx.get(srv.base_url + "/api/healthcheck").json()
+            health = HTTP.get(srv.base_url + "/api/healthcheck").json()
             assert health["judge"] == "half"
     finally:
         pm.unregister(name="test-half-judge")
@@ -294,7 +294,7 @@ def test_a_judge_that_raises_answers_in_the_error_shape() -> None:
     pm.register(_BrokenPlugin(), name="test-broken-judge")
     try:
         with LocalServer(judge="broken") as srv:
-            r = httpx.post(
+            r = HTTP.post(
                 srv.base_url + "/api/v1/evals/reward",
                 json={"messages": QA, "evaluation_criteria": REWARD},
                 headers={"API-Key": srv.api_key},
@@ -308,10 +308,10 @@ def test_a_judge_that_raises_answers_in_the_error_shape() -> None:
 def test_local_server_stops_cleanly() -> None:
     srv = LocalServer().start()
     url = srv.base_url
-    assert httpx.get(url + "/api/healthcheck").status_code == 200
+    assert HTTP.get(url + "/api/healthcheck").status_code == 200
     srv.stop()
     with pytest.raises(httpx.ConnectError):
-        httpx.get(url + "/api/healthcheck", timeout=2)
+        HTTP.get(url + "/api/healthcheck", timeout=2)
 
 
 def test_request_content_never_reaches_the_log(tmp_path: Path) -> None:
@@ -326,7 +326,7 @@ def test_request_content_never_reaches_the_log(tmp_path: Path) -> None:
             {"messages": messages, "evaluation_criteria": f"Reward {marker}", marker: 1},
             {"messages": messages[:1], "evaluation_criteria": REWARD},
         ):
-            httpx.post(srv.base_url + "/api/v1/evals/reward", json=body, headers={"API-Key": "k"})
+            HTTP.post(srv.base_url + "/api/v1/evals/reward", json=body, headers={"API-Key": "k"})
         srv.stop()
         out = srv.output()
     assert "POST /api/v1/evals/reward" in out  # the access log is there...
@@ -346,7 +346,7 @@ def test_large_evaluation_does_not_stall_other_requests(tmp_path: Path) -> None:
         done: list[int] = []
 
         def big() -> None:
-            r = httpx.post(
+            r = HTTP.post(
                 srv.base_url + "/api/v1/evals/reward", json=body, headers=headers, timeout=60
             )
             done.append(r.status_code)
@@ -393,7 +393,7 @@ def test_a_locked_task_database_does_not_stall_other_requests(tmp_path: Path) ->
         answers: list[httpx.Response] = []
         worker = threading.Thread(
             target=lambda: answers.append(
-                httpx.post(
+                HTTP.post(
                     srv.base_url + "/api/v1/evals/reward/background",
                     json={"messages": QA, "evaluation_criteria": REWARD},
                     headers={"API-Key": srv.api_key},
@@ -423,7 +423,7 @@ def test_rate_limit_without_keys_cannot_be_dodged_by_changing_the_key() -> None:
     body = {"messages": QA, "evaluation_criteria": REWARD}
     with LocalServer(rate_limit_per_minute=3) as srv:
         statuses = [
-            httpx.post(
+            HTTP.post(
                 srv.base_url + "/api/v1/evals/reward", json=body, headers={"API-Key": f"k-{i}"}
             ).status_code
             for i in range(4)

@@ -22,7 +22,7 @@ import pytest
 
 from composo import Composo
 from tests.support.openai_standin import OpenAIStandIn, chat_completion
-from tests.support.servers import ServerProcess, free_port
+from tests.support.servers import HTTP, ServerProcess, free_port
 
 REWARD = "Reward responses that name the capital city"
 
@@ -37,7 +37,7 @@ def qa(marker: str) -> list[dict[str, str]]:
 def submit(
     srv: ServerProcess, body: dict[str, Any], key: str | None = None, **headers: str
 ) -> httpx.Response:
-    return httpx.post(
+    return HTTP.post(
         srv.base_url + "/api/v1/evals/reward/background",
         json=body,
         headers={"API-Key": key or srv.api_key, **headers},
@@ -46,7 +46,7 @@ def submit(
 
 
 def task(srv: ServerProcess, task_id: str, key: str | None = None) -> httpx.Response:
-    return httpx.get(
+    return HTTP.get(
         f"{srv.base_url}/api/v1/evals/tasks/{task_id}",
         headers={"API-Key": key or srv.api_key},
         timeout=10,
@@ -136,6 +136,38 @@ def _forge(db: Path, task_id: str, owner: str, lease_until: float | None) -> Non
             "UPDATE tasks SET owner = ?, lease_until = ?, status = 'running' WHERE task_id = ?",
             (owner, lease_until, task_id),
         )
+
+
+def test_servers_opening_one_new_task_file_at_once_all_start(tmp_path: Path) -> None:
+    """Servers started side by side on a new file bring its tables up to date in turn (one
+    adding a column another has just added was an error that stopped it)."""
+    from composo.server._store import TaskStore
+
+    def open_store(db: Path, start: threading.Barrier, opened: list[Any], out: list[Any]) -> None:
+        start.wait()
+        try:
+            opened.append(TaskStore(db))
+        except BaseException as exc:
+            out.append(exc)
+
+    for attempt in range(5):  # a race: several new files, eight openers each
+        db = tmp_path / f"tasks-{attempt}.sqlite3"
+        start = threading.Barrier(8)
+        opened: list[TaskStore] = []
+        errors: list[BaseException] = []
+        args = (db, start, opened, errors)
+        threads = [threading.Thread(target=open_store, args=args) for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
+        assert errors == [] and len(opened) == 8
+        for store in opened:
+            store.close()
+        with sqlite3.connect(db) as raw:
+            columns = [row[1] for row in raw.execute("PRAGMA table_info(tasks)")]
+        assert len(columns) == len(set(columns))
+        assert {"client", "idem", "lease_until"} <= set(columns)
 
 
 def test_a_predecessor_whose_pid_is_alive_does_not_keep_its_tasks(tmp_path: Path) -> None:
@@ -259,14 +291,14 @@ def test_keys_from_a_file_and_the_banner_never_shows_them(tmp_path: Path) -> Non
         deadline = time.monotonic() + 20
         while True:  # the banner comes just before the port is bound
             try:
-                httpx.get(f"http://127.0.0.1:{port}/api/healthcheck", timeout=1)
+                HTTP.get(f"http://127.0.0.1:{port}/api/healthcheck", timeout=1)
                 break
             except httpx.HTTPError:
                 assert time.monotonic() < deadline
                 time.sleep(0.05)
         body = {"messages": qa("keys"), "evaluation_criteria": REWARD}
         for key, status in (("file-key-1", 200), ("file-key-2", 200), ("env-key", 200), ("x", 401)):
-            assert httpx.post(url, json=body, headers={"API-Key": key}).status_code == status, key
+            assert HTTP.post(url, json=body, headers={"API-Key": key}).status_code == status, key
     finally:
         proc.terminate()
         proc.wait(10)

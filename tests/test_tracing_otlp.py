@@ -12,7 +12,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import httpx
 import pytest
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.trace import TracerProvider
@@ -22,7 +21,7 @@ from composo import trace_from_otlp
 from composo.tracing import AgentTracer, ComposoTracer, Instruments, read_otlp
 from tests.support.anthropic_standin import AnthropicStandIn, message, tool_use
 from tests.support.otlp_files import OtlpJsonFileExporter
-from tests.support.servers import TEST_API_KEY, ServerProcess
+from tests.support.servers import HTTP, TEST_API_KEY, ServerProcess
 
 if TYPE_CHECKING:
     import anthropic
@@ -108,7 +107,7 @@ def wait_for(fn: Any, timeout: float = 20.0) -> Any:
 
 def finished_trace(srv: ServerProcess, trace_id: str) -> dict[str, Any]:
     def get() -> dict[str, Any] | None:
-        r = httpx.get(f"{srv.base_url}/v1/traces/{trace_id}", headers={"API-Key": TEST_API_KEY})
+        r = HTTP.get(f"{srv.base_url}/v1/traces/{trace_id}", headers={"API-Key": TEST_API_KEY})
         return r.json() if r.status_code == 200 else None
 
     found: dict[str, Any] = wait_for(get)
@@ -177,7 +176,7 @@ def test_two_agent_run_is_the_same_live_from_a_file_and_from_the_endpoint(
     [row] = results_for(otlp_server, converted.trace_id, 1)
     assert row["task_id"] == task_id and row["criterion"] == CRITERION
     assert isinstance(row["score"], float) and row["error"] is None
-    task = httpx.get(
+    task = HTTP.get(
         f"{otlp_server.base_url}/api/v1/evals/tasks/{task_id}", headers={"API-Key": TEST_API_KEY}
     ).json()
     assert task["status"] == "succeeded"
@@ -204,7 +203,7 @@ def test_endpoint_takes_otlp_json_and_finishes_a_rootless_trace_when_idle(
     [converted] = list(read_otlp(export))
     headers = {"API-Key": TEST_API_KEY, "Content-Type": "application/json"}
     for doc in docs:
-        r = httpx.post(f"{otlp_server.base_url}/v1/traces", json=doc, headers=headers)
+        r = HTTP.post(f"{otlp_server.base_url}/v1/traces", json=doc, headers=headers)
         assert r.status_code == 200, r.text
     entry = finished_trace(otlp_server, converted.trace_id)  # after --otlp-idle 0.5
     assert any("without a new span" in n for n in entry["notes"])
@@ -220,21 +219,21 @@ def test_endpoint_refuses_bodies_that_are_not_otlp_and_wrong_keys(
     otlp_server: ServerProcess,
 ) -> None:
     url = f"{otlp_server.base_url}/v1/traces"
-    bad = httpx.post(
+    bad = HTTP.post(
         url,
         content=b"\x00\xffnot protobuf",
         headers={"API-Key": TEST_API_KEY, "Content-Type": "application/x-protobuf"},
     )
     assert bad.status_code == 400 and "OTLP" in bad.json()["detail"]
-    not_json = httpx.post(
+    not_json = HTTP.post(
         url,
         content=b"{truncated",
         headers={"API-Key": TEST_API_KEY, "Content-Type": "application/json"},
     )
     assert not_json.status_code == 400
-    wrong = httpx.post(url, json={"resourceSpans": []}, headers={"API-Key": "wrong"})
+    wrong = HTTP.post(url, json={"resourceSpans": []}, headers={"API-Key": "wrong"})
     assert wrong.status_code == 401
-    ok = httpx.post(url, json={"resourceSpans": []}, headers={"API-Key": TEST_API_KEY})
+    ok = HTTP.post(url, json={"resourceSpans": []}, headers={"API-Key": TEST_API_KEY})
     assert ok.status_code == 200
 
 

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
+import certifi
 import httpx
 import pytest
 
@@ -148,3 +150,24 @@ def test_a_request_leaves_in_one_write(kind: str) -> None:
     for data in first_reads:
         assert data.startswith(b"POST ") and data.endswith(b"}"), data[-40:]
         assert b"Reward answers that state the refund window" in data
+
+
+def test_clients_made_one_after_another_load_the_ca_bundle_once(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A client made per request or per worker reuses the process's TLS context for the same
+    settings (loading the CA bundle costs tens of milliseconds); other settings get their own."""
+
+    def contexts(transport: ShardedTransport | ShardedAsyncTransport) -> set[int]:
+        return {id(pool._pool._ssl_context) for pool in transport._pools}
+
+    first, second = ShardedTransport(4), ShardedAsyncTransport(4)
+    assert len(contexts(first) | contexts(second)) == 1
+    unverified = ShardedTransport(2, verify=False)
+    assert contexts(unverified) != contexts(first)
+    assert contexts(unverified) == contexts(ShardedTransport(2, verify=False))
+    # Pointing SSL_CERT_FILE elsewhere is a different CA setting, so a different context.
+    bundle = tmp_path / "ca.pem"
+    bundle.write_text(Path(certifi.where()).read_text())
+    monkeypatch.setenv("SSL_CERT_FILE", str(bundle))
+    assert contexts(ShardedTransport(2)) != contexts(first)

@@ -11,7 +11,7 @@ import pytest
 
 from composo import AsyncComposo, Composo, ComposoValidationError
 from composo.types import RewardRequest, TraceRequest
-from tests.support.servers import ServerProcess, free_port
+from tests.support.servers import HTTP, ServerProcess, free_port
 
 QA = [
     {"role": "user", "content": "What's the capital of France?"},
@@ -21,9 +21,7 @@ REWARD = "Reward accurate answers"
 
 
 def post(live: ServerProcess, path: str, body: object) -> httpx.Response:
-    return httpx.post(
-        live.base_url + path, json=body, headers={"API-Key": live.api_key}, timeout=10
-    )
+    return HTTP.post(live.base_url + path, json=body, headers={"API-Key": live.api_key}, timeout=10)
 
 
 def tool_trace() -> dict[str, Any]:

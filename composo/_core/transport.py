@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 import ssl
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -136,12 +137,29 @@ def _shared_tls(options: dict[str, Any]) -> dict[str, Any]:
     of milliseconds each, which the first request would wait for once per connection."""
     if not isinstance(options.get("verify"), ssl.SSLContext):  # True, False or a CA path
         options = dict(options)
-        options["verify"] = httpx.create_ssl_context(
-            verify=options.get("verify", True),
-            cert=options.pop("cert", None),
-            trust_env=options.get("trust_env", True),
+        options["verify"] = _tls_context(
+            options.get("verify", True), options.pop("cert", None), options.get("trust_env", True)
         )
     return options
+
+
+_TLS: dict[tuple[Any, ...], ssl.SSLContext] = {}
+_TLS_LOCK = threading.Lock()
+
+
+def _tls_context(verify: Any, cert: Any, trust_env: bool) -> ssl.SSLContext:
+    """The TLS context for these settings. The default ones (``verify=True`` or ``False``, no
+    client certificate) share one context per process and CA environment, so a client made per
+    request or per worker does not load the CA bundle again each time."""
+    if cert is not None or not isinstance(verify, bool):
+        return httpx.create_ssl_context(verify=verify, cert=cert, trust_env=trust_env)
+    env = (os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR")) if trust_env else ()
+    key = (verify, *env)
+    with _TLS_LOCK:
+        context = _TLS.get(key)
+        if context is None:
+            context = _TLS[key] = httpx.create_ssl_context(verify=verify, trust_env=trust_env)
+    return context
 
 
 def _sizes(max_connections: int, pool_size: int) -> tuple[int, int]:

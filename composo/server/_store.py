@@ -19,6 +19,7 @@ import hashlib
 import hmac
 import json
 import os
+import random
 import secrets
 import sqlite3
 import threading
@@ -45,21 +46,21 @@ try:
 except ImportError:  # pragma: no cover - not on Windows: leases alone decide there
     fcntl = None  # type: ignore[assignment]
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS tasks (
-    task_id TEXT PRIMARY KEY,
-    kind TEXT NOT NULL,
-    status TEXT NOT NULL,
-    retain INTEGER NOT NULL,
-    request TEXT,
-    result TEXT,
-    error TEXT,
-    owner TEXT,
-    created REAL NOT NULL,
-    updated REAL NOT NULL
-);
-CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
-"""
+_SCHEMA = (
+    """CREATE TABLE IF NOT EXISTS tasks (
+        task_id TEXT PRIMARY KEY,
+        kind TEXT NOT NULL,
+        status TEXT NOT NULL,
+        retain INTEGER NOT NULL,
+        request TEXT,
+        result TEXT,
+        error TEXT,
+        owner TEXT,
+        created REAL NOT NULL,
+        updated REAL NOT NULL
+    )""",
+    "CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL)",
+)
 # Columns added after the first release; older files gain them on open.
 _ADDED_COLUMNS = {
     "lease_until": "REAL",
@@ -67,11 +68,12 @@ _ADDED_COLUMNS = {
     "idem": "TEXT",
     "idem_request": "TEXT",
 }
-_INDEXES = """
-CREATE INDEX IF NOT EXISTS tasks_unfinished ON tasks (status)
-    WHERE status IN ('pending', 'running');
-CREATE UNIQUE INDEX IF NOT EXISTS tasks_idem ON tasks (idem) WHERE idem IS NOT NULL;
-"""
+_INDEXES = (
+    "CREATE INDEX IF NOT EXISTS tasks_unfinished ON tasks (status) "
+    "WHERE status IN ('pending', 'running')",
+    "CREATE UNIQUE INDEX IF NOT EXISTS tasks_idem ON tasks (idem) WHERE idem IS NOT NULL",
+)
+_BUSY_SECONDS = 10.0  # how long a call waits for another connection's lock
 _UNFINISHED = "status IN ('pending', 'running')"
 _LOST = (
     "the server stopped before this task finished and, as data_retention='none' asked, its "
@@ -117,38 +119,70 @@ class TaskStore:
                 ":memory:" if path is None else str(path),
                 check_same_thread=False,
                 isolation_level=None,
-                timeout=10.0,
+                timeout=_BUSY_SECONDS,
             )
         except (OSError, sqlite3.Error) as exc:
             raise TaskStoreError(f"cannot open the task database {path}: {exc}") from exc
         self._lock = threading.Lock()
         try:
             with self._lock:
-                if path is not None:
-                    self._db.execute("PRAGMA journal_mode=WAL")
-                    self._db.execute("PRAGMA synchronous=NORMAL")
-                self._db.executescript(_SCHEMA)
-                have = {row[1] for row in self._db.execute("PRAGMA table_info(tasks)")}
-                for column, kind in _ADDED_COLUMNS.items():
-                    if column not in have:
-                        self._db.execute(f"ALTER TABLE tasks ADD COLUMN {column} {kind}")
-                self._db.executescript(_INDEXES)
-                self._db.execute(
-                    "INSERT OR IGNORE INTO meta (name, value) VALUES ('salt', ?)",
-                    (secrets.token_hex(16),),
-                )
-                (salt,) = self._db.execute("SELECT value FROM meta WHERE name = 'salt'").fetchone()
-                self._salt = bytes.fromhex(salt)
-                self._db.execute(
-                    "DELETE FROM tasks WHERE status IN ('succeeded', 'failed') AND updated < ?",
-                    (time.time() - KEEP_FINISHED_SECONDS,),
-                )
+                self._set_up(path is not None)
             if path is not None:
                 os.chmod(path, 0o600)
                 self._lock_file = self._hold_owner_lock(path)
         except (OSError, sqlite3.Error) as exc:
             self._db.close()
             raise TaskStoreError(f"cannot use the task database {path}: {exc}") from exc
+
+    def _set_up(self, on_disk: bool) -> None:
+        """Switch the file to WAL and create or update its tables, trying again for as long as
+        the busy timeout while other servers do the same to a new file: two connections that
+        each want the other's lock are told at once that the file is locked (SQLite does not
+        wait when waiting cannot help), and the one that tries again a moment later gets it."""
+        deadline = time.monotonic() + _BUSY_SECONDS
+        pause = 0.005
+        while True:
+            try:
+                if on_disk:
+                    self._db.execute("PRAGMA journal_mode=WAL")
+                    self._db.execute("PRAGMA synchronous=NORMAL")
+                self._tables()
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() + pause > deadline:
+                    raise
+                time.sleep(pause * (1 + random.random()))
+                pause = min(pause * 2, 0.2)
+
+    def _tables(self) -> None:
+        """Create or bring the tables up to date in one write transaction: servers that open
+        the same new file at once take turns, so none adds a column twice."""
+        db = self._db
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            for statement in _SCHEMA:
+                db.execute(statement)
+            have = {row[1] for row in db.execute("PRAGMA table_info(tasks)")}
+            for column, kind in _ADDED_COLUMNS.items():
+                if column not in have:
+                    db.execute(f"ALTER TABLE tasks ADD COLUMN {column} {kind}")
+            for statement in _INDEXES:
+                db.execute(statement)
+            db.execute(
+                "INSERT OR IGNORE INTO meta (name, value) VALUES ('salt', ?)",
+                (secrets.token_hex(16),),
+            )
+            (salt,) = db.execute("SELECT value FROM meta WHERE name = 'salt'").fetchone()
+            self._salt = bytes.fromhex(salt)
+            db.execute(
+                "DELETE FROM tasks WHERE status IN ('succeeded', 'failed') AND updated < ?",
+                (time.time() - KEEP_FINISHED_SECONDS,),
+            )
+            db.execute("COMMIT")
+        except BaseException:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            raise
 
     # -- liveness -------------------------------------------------------------------------------
 

@@ -17,6 +17,11 @@ import httpx
 
 TEST_API_KEY = "test-key-0123456789"
 
+# What the tests send by hand: each request on a fresh connection, closed after, as
+# ``httpx.post`` does, but without building a client (and loading the CA bundle, tens of
+# milliseconds) per call. No connection is kept, so none counts against a server's limits.
+HTTP = httpx.Client(limits=httpx.Limits(max_keepalive_connections=0), timeout=5.0)
+
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -148,7 +153,7 @@ class ServerProcess:
     # -- development switch (only with dev_faults=True) ----------------------------------------
 
     def _dev(self, method: str, path: str, json: Any = None) -> Any:
-        r = httpx.request(
+        r = HTTP.request(
             method,
             self.base_url + "/_dev/" + path,
             json=json,
