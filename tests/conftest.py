@@ -73,3 +73,12 @@ def openai_standin(_openai_standin_server: OpenAIStandIn) -> OpenAIStandIn:
     """The loopback stand-in for the OpenAI HTTP API (one per session), reset for this test."""
     _openai_standin_server.reset()
     return _openai_standin_server
+
+
+# The modules that start a cluster (Ray, a Spark JVM) run longest on one worker: started first,
+# the other workers' tests fill the time around them instead of waiting on them at the end.
+_FIRST = ("tests/test_ray.py", "tests/test_spark.py")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    items.sort(key=lambda item: not item.nodeid.startswith(_FIRST))
