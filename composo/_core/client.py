@@ -452,13 +452,12 @@ class Composo(BaseClient):
         slots = self._slots
         slots.get()
         try:
+            timeout = _phases(self._attempt_timeout(deadline))
             if direct is None:  # a supplied client: its hooks, auth and cookies apply
                 request = http.build_request(method, url, json=json, headers=headers)
-                request.extensions["timeout"] = _phases(self._attempt_timeout(deadline))
+                request.extensions["timeout"] = timeout
             else:
-                extra = None if headers is None else dict(headers)
-                timeout = _phases(self._attempt_timeout(deadline))
-                request = direct.build(method, url, json, extra, timeout)
+                request = direct.build(method, url, json, headers, timeout)
             call_deadline.set_deadline(deadline)
             try:
                 response = (

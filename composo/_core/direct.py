@@ -12,6 +12,7 @@ its hooks, auth and cookies apply.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 import httpx
@@ -32,7 +33,12 @@ class DirectSender:
         self.headers = client.headers.copy()  # the client's defaults, normalized once
 
     def build(
-        self, method: str, url: str, json: Any, extra: dict[str, str] | None, timeout: Any
+        self,
+        method: str,
+        url: str,
+        json: Any,
+        extra: Mapping[str, str] | httpx.Headers | None,
+        timeout: dict[str, float],
     ) -> httpx.Request:
         """The request ``client.build_request`` would make, with ``timeout`` as its extension."""
         headers = self.headers
