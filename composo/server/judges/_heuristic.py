@@ -7,8 +7,9 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Set
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from composo._core.wire import is_binary
@@ -196,15 +197,61 @@ _REFUSE_TERMS = frozenset({"refuse", "refuses", "refusal", "refusals", "decline"
 _NEGATIVE_PREFIXES = ("penalize", "penalise", "fails if")
 
 
-def _stem(word: str) -> str:
+def _strip(word: str) -> str:
+    """The word without a plural or tense ending."""
     for suffix in ("ing", "ed", "es", "s"):
         if len(word) > len(suffix) + 3 and word.endswith(suffix):
             return word[: -len(suffix)]
     return word
 
 
-def _terms(text: str) -> set[str]:
-    return {_stem(w) for w in _WORD.findall(text.lower()) if w not in _STOP and len(w) > 1}
+@lru_cache(maxsize=1 << 16)
+def _stem(word: str) -> str:
+    """A word's term: its stem, or ``""`` for a stop word or a single letter (cached: a
+    conversation repeats its words, and requests repeat each other's)."""
+    return "" if word in _STOP or len(word) < 2 else _strip(word)
+
+
+def _terms_of(text: str) -> frozenset[str]:
+    stems = frozenset(map(_stem, _WORD.findall(text.lower())))
+    return stems - {""} if "" in stems else stems
+
+
+# Texts up to this size keep their terms: one request asks for the same answer's and
+# question's terms several times, and a run repeats its question and system prompt.
+_CACHED_TEXT = 4096
+_terms_cached = lru_cache(maxsize=1024)(_terms_of)
+
+
+def _terms(text: str) -> frozenset[str]:
+    return _terms_cached(text) if len(text) <= _CACHED_TEXT else _terms_of(text)
+
+
+@dataclass(frozen=True)
+class _Criterion:
+    """What scoring needs of a criterion, worked out once per distinct criterion."""
+
+    binary: bool
+    negative: bool
+    key_terms: frozenset[str]
+    about_tools: bool
+    about_refusal: bool
+
+
+_NOISE_STEMS = frozenset(map(_strip, _CRITERION_NOISE))
+
+
+@lru_cache(maxsize=512)
+def _criterion(criterion: str) -> _Criterion:
+    lowered = criterion.lower()
+    words = set(_WORD.findall(lowered))
+    return _Criterion(
+        binary=is_binary(criterion),
+        negative=lowered.startswith(_NEGATIVE_PREFIXES),
+        key_terms=_terms_of(criterion) - _NOISE_STEMS,
+        about_tools=bool(words & _TOOL_TERMS) or "function call" in lowered,
+        about_refusal=bool(words & _REFUSE_TERMS),
+    )
 
 
 @dataclass(frozen=True)
@@ -272,14 +319,9 @@ def _ratio(found: int, total: int) -> float:
 
 def score_case(case: Case) -> Verdict:
     """Score ``case`` from surface signals; the same input always gives the same verdict."""
-    criterion = case.criterion.strip()
-    lowered = criterion.lower()
-    binary = is_binary(criterion)
-    negative = lowered.startswith(_NEGATIVE_PREFIXES)
-    crit_words = set(_WORD.findall(lowered))
-    key_terms = _terms(criterion) - {_stem(w) for w in _CRITERION_NOISE}
-    about_tools = bool(crit_words & _TOOL_TERMS) or "function call" in lowered
-    about_refusal = bool(crit_words & _REFUSE_TERMS)
+    crit = _criterion(case.criterion.strip())
+    binary, negative, key_terms = crit.binary, crit.negative, crit.key_terms
+    about_tools, about_refusal = crit.about_tools, crit.about_refusal
     parts = _split(case)
     who = f"agent {case.agent_name!r}" if case.agent_name else "the response"
     tail = " (Heuristic signals, not a quality judgement.)"
@@ -363,7 +405,7 @@ def score_case(case: Case) -> Verdict:
 
 
 def _grounding(
-    parts: _Parts, answer_terms: set[str], signals: list[str]
+    parts: _Parts, answer_terms: Set[str], signals: list[str]
 ) -> tuple[float, float | None]:
     """Signals of an answer that is unfounded or unhelpful: figures and words not found in what
     it could draw on (system prompt, user turns, tool results), tool results it ignores, rude or
@@ -401,7 +443,7 @@ def _grounding(
 def _tool_adjust(
     case: Case,
     parts: _Parts,
-    q_terms: set[str],
+    q_terms: Set[str],
     negative: bool,
     quality: float,
     signals: list[str],
@@ -416,7 +458,7 @@ def _tool_adjust(
             json.loads(c.arguments or "{}")
         except ValueError:
             bad_args += 1
-    arg_terms: set[str] = set()
+    arg_terms: Set[str] = frozenset()
     for c in calls:
         arg_terms |= _terms(c.arguments)
     grounded = _ratio(len(arg_terms & q_terms), len(arg_terms)) if arg_terms else 1.0
