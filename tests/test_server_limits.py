@@ -3,7 +3,9 @@ on loopback, so slow, partial and oversized requests are sent exactly as an atta
 
 from __future__ import annotations
 
+import contextlib
 import json
+import select
 import socket
 import time
 from collections.abc import Iterator
@@ -134,6 +136,50 @@ def test_partial_headers_are_answered_408_and_closed(guarded: ServerProcess) -> 
             and f"did not arrive within {READ_TIMEOUT:g}s" in json.loads(body)["detail"]
         )
         assert closed_by_server(sock)
+
+
+HEAD_LIMIT = 16 * 1024
+
+
+def test_a_head_just_under_the_limit_is_served(guarded: ServerProcess) -> None:
+    payload = json.dumps({"messages": QA, "evaluation_criteria": REWARD}).encode()
+    filler = "X-Trace-Note: " + "n" * (HEAD_LIMIT - 1024) + "\r\n"
+    with connect(guarded) as sock:
+        sock.sendall(head("/api/v1/evals/reward", len(payload), guarded.api_key, filler) + payload)
+        status, _, body = read_response(sock)
+    assert status == 200 and json.loads(body)["score"] is not None
+
+
+@pytest.mark.parametrize("many", [False, True], ids=["one-header", "many-headers"])
+def test_a_head_over_the_limit_is_431_and_closed(guarded: ServerProcess, many: bool) -> None:
+    if many:
+        extra = "".join(f"X-Note-{i}: {'v' * 100}\r\n" for i in range(200))
+    else:
+        extra = "X-Trace-Note: " + "n" * (2 * HEAD_LIMIT) + "\r\n"
+    with connect(guarded) as sock:
+        # The server may refuse while the rest is still being sent.
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            sock.sendall(head("/api/v1/evals/reward", 2, guarded.api_key, extra) + b"{}")
+        status, headers, body = read_response(sock)
+        assert status == 431 and str(HEAD_LIMIT) in json.loads(body)["detail"]
+        assert headers.get("connection") == "close"
+        assert closed_by_server(sock)
+
+
+def test_a_head_that_never_ends_is_refused_at_the_limit(guarded: ServerProcess) -> None:
+    """A header line that keeps growing and never ends is cut once the head passes the limit,
+    long before the read timeout, and the server holds no more of it."""
+    with connect(guarded) as sock:
+        sock.sendall(b"POST /api/v1/evals/reward HTTP/1.1\r\nHost: x\r\nX-Endless: ")
+        sent = 0
+        # Send a kilobyte at a time until the server answers (or 4 MiB have gone).
+        while sent < 256 * HEAD_LIMIT and not select.select([sock], [], [], 0.002)[0]:
+            sock.sendall(b"a" * 1024)
+            sent += 1024
+        status, _, body = read_response(sock)
+        assert status == 431 and "request head" in json.loads(body)["detail"]
+        assert closed_by_server(sock)
+    assert HEAD_LIMIT < sent < 4 * HEAD_LIMIT  # refused soon after the limit, not at the end
 
 
 def test_a_connection_that_sends_nothing_is_closed(guarded: ServerProcess) -> None:

@@ -1,13 +1,14 @@
-"""Connection limits that an ASGI application cannot see: uvicorn's HTTP/1.1 protocol with a
-deadline for each request head and a cap on open connections.
+"""Connection limits that an ASGI application cannot see: uvicorn's HTTP/1.1 protocol (the
+httptools parser) with a size limit and a deadline for each request head, a deadline for a body
+that stops arriving, and a cap on open connections.
 
-uvicorn itself bounds the size of a request head (h11's incomplete-event limit, 16 KiB), closes
-idle keep-alive connections (``timeout_keep_alive``) and stops reading a body the application is
-not reading (flow control at 64 KiB). It does not time out a connection that opens and sends
-nothing, sends part of a head, or stops sending a body it announced; nor does it refuse
-connections past a number (its ``limit_concurrency`` answers 503 to their requests but keeps them
-open). Those are here, as timers on the connection: cheaper than a timeout around every read in
-the application. What a body may hold is the gate's (:mod:`composo.server._gate`).
+uvicorn itself closes idle keep-alive connections (``timeout_keep_alive``) and stops reading a
+body the application is not reading (flow control at 64 KiB). It does not bound a request head
+(the parser would hold any size), time out a connection that opens and sends nothing, sends part
+of a head, or stops sending a body it announced; nor does it refuse connections past a number
+(its ``limit_concurrency`` answers 503 to their requests but keeps them open). Those are here, as
+counters and timers on the connection: cheaper than a timeout around every read in the
+application. What a body may hold is the gate's (:mod:`composo.server._gate`).
 """
 
 from __future__ import annotations
@@ -15,11 +16,14 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from uvicorn.protocols.http.h11_impl import H11Protocol
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from composo.server._bodies import dumps
 
-__all__ = ["guarded_protocol"]
+__all__ = ["MAX_HEAD_BYTES", "guarded_protocol"]
+
+# A request head (request line and headers) may hold this much; ours are well under 1 KiB.
+MAX_HEAD_BYTES = 16 * 1024
 
 
 def _raw_answer(status: int, reason: str, detail: str) -> bytes:
@@ -31,15 +35,27 @@ def _raw_answer(status: int, reason: str, detail: str) -> bytes:
     return head.encode() + body
 
 
-class _GuardedH11(H11Protocol):
+class _HeadTooLarge(Exception):
+    """Raised from a parser callback: stops the parser at the first byte over the limit."""
+
+
+class _GuardedProtocol(HttpToolsProtocol):
     read_timeout: float = 10.0
     max_connections: int = 1000
+    max_head_bytes: int = MAX_HEAD_BYTES
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._head_timer: asyncio.TimerHandle | None = None
         self._body_timer: asyncio.TimerHandle | None = None
         self._body_seen = 0.0
+        self._in_message = False  # from a request's first byte to the end of its body
+        self._in_head = False  # from a request's first byte to the end of its head
+        self._head_size = 0  # what the parser has handed over of the open head
+        self._head_reads = 0  # whole reads since then while the head stayed open
+        self._too_large = False
+
+    # Connection events
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         if len(self.server_state.connections) >= self.max_connections:
@@ -57,6 +73,81 @@ class _GuardedH11(H11Protocol):
         super().connection_made(transport)
         self._arm()
 
+    def data_received(self, data: bytes) -> None:
+        if self._awaiting_head():
+            self._arm()  # the next head (and the end of any body left unread) must come in time
+        cycle = self.cycle
+        open_before = self._in_head
+        super().data_received(data)
+        if self.transport.is_closing():
+            return
+        if self.cycle is not cycle:
+            self._disarm()  # a complete head arrived
+        if self._in_head and open_before:
+            # Bytes the parser may be holding for a header line it has not finished.
+            self._head_reads += len(data)
+            if self._head_reads > self.max_head_bytes:
+                self._refuse_head()
+                return
+        self._watch_body()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        if self._body_timer is not None:
+            self._body_timer.cancel()
+            self._body_timer = None
+        if self.transport is None:
+            return  # refused in connection_made: nothing was set up
+        super().connection_lost(exc)
+
+    # Parser callbacks: how much of the head has arrived
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        self._in_message = self._in_head = True
+        self._head_size = self._head_reads = 0
+
+    def _count(self, size: int) -> None:
+        self._head_size += size
+        if self._head_size > self.max_head_bytes:
+            self._too_large = True
+            raise _HeadTooLarge
+
+    def on_url(self, url: bytes) -> None:
+        self._count(len(url))
+        super().on_url(url)
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._count(len(name) + len(value) + 4)
+        super().on_header(name, value)
+
+    def on_headers_complete(self) -> None:
+        self._in_head = False
+        super().on_headers_complete()
+
+    def on_message_complete(self) -> None:
+        self._in_message = False
+        super().on_message_complete()
+
+    def send_400_response(self, msg: str) -> None:
+        if self._too_large:
+            self._refuse_head()
+            return
+        super().send_400_response(msg)
+
+    def _refuse_head(self) -> None:
+        self.transport.write(
+            _raw_answer(
+                431,
+                "Request Header Fields Too Large",
+                f"the request head is over this server's limit of {self.max_head_bytes} bytes; "
+                "send fewer or shorter headers",
+            )
+        )
+        self.transport.close()
+
+    # The head's deadline
+
     def _arm(self) -> None:
         if self._head_timer is None:
             self._head_timer = self.loop.call_later(self.read_timeout, self._head_timed_out)
@@ -69,14 +160,22 @@ class _GuardedH11(H11Protocol):
     def _awaiting_head(self) -> bool:
         return self.cycle is None or bool(self.cycle.response_complete)
 
-    def data_received(self, data: bytes) -> None:
-        if self._awaiting_head():
-            self._arm()  # the next head (and the end of any body left unread) must come in time
-        cycle = self.cycle
-        super().data_received(data)
-        if self.cycle is not cycle:
-            self._disarm()  # a complete head arrived
-        self._watch_body()
+    def _head_timed_out(self) -> None:
+        self._head_timer = None
+        if self.transport.is_closing():
+            return
+        if self._in_head or not self._in_message:
+            # No answer is owed to anything else on this connection: say why it closes.
+            self.transport.write(
+                _raw_answer(
+                    408,
+                    "Request Timeout",
+                    f"the request did not arrive within {self.read_timeout:g}s; closing",
+                )
+            )
+        self.transport.close()
+
+    # The body's deadline
 
     def _receiving_body(self) -> bool:
         cycle = self.cycle
@@ -127,36 +226,11 @@ class _GuardedH11(H11Protocol):
         if self.cycle is not cycle:
             self._disarm()  # a pipelined request started
 
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._disarm()
-        if self._body_timer is not None:
-            self._body_timer.cancel()
-            self._body_timer = None
-        if self.transport is None:
-            return  # refused in connection_made: nothing was set up
-        super().connection_lost(exc)
-
-    def _head_timed_out(self) -> None:
-        self._head_timer = None
-        if self.transport.is_closing():
-            return
-        import h11
-
-        if self.conn.our_state is h11.IDLE and self.conn.their_state is h11.IDLE:
-            self.transport.write(
-                _raw_answer(
-                    408,
-                    "Request Timeout",
-                    f"the request did not arrive within {self.read_timeout:g}s; closing",
-                )
-            )
-        self.transport.close()
-
 
 def guarded_protocol(read_timeout: float, max_connections: int) -> type[asyncio.Protocol]:
     """The protocol class uvicorn is given (``Config(http=...)``) for these limits."""
     return type(
-        "GuardedH11Protocol",
-        (_GuardedH11,),
+        "GuardedHttpProtocol",
+        (_GuardedProtocol,),
         {"read_timeout": read_timeout, "max_connections": max_connections},
     )

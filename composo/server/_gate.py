@@ -16,6 +16,7 @@ import uuid
 
 from composo.server._asgi import ASGIApp, Message, Receive, Scope, Send
 from composo.server._bodies import dumps
+from composo.server._collector import collector_paused
 from composo.server._devswitch import DevSwitch, Fault
 from composo.server._guards import KeyCheck, RateLimiter
 
@@ -32,6 +33,8 @@ _EVAL_PREFIX = "/api/v1/evals/"
 # reads the answer instead of a reset connection), unless it is declared this many times over the
 # limit: then the connection is closed at once.
 _DISCARD_FACTOR = 4
+# Bodies over this size are handled with the cyclic collector held off (see _collector).
+_LARGE_BODY = 1024 * 1024
 
 
 class _TooLarge(Exception):
@@ -127,7 +130,11 @@ class Gate:
                 return
         scope[BODY_SCOPE_KEY] = body
         scope[API_KEY_SCOPE_KEY] = api_key
-        await self.app(scope, _no_more(receive), send)
+        if len(body) <= _LARGE_BODY:
+            await self.app(scope, _no_more(receive), send)
+            return
+        with collector_paused():
+            await self.app(scope, _no_more(receive), send)
 
     def _too_large(self) -> str:
         return (

@@ -23,21 +23,23 @@ _log = logging.getLogger("composo.server")
 
 
 def require_server_extra() -> None:
-    """Fail with the install hint when FastAPI or uvicorn is missing."""
+    """Fail with the install hint when FastAPI, uvicorn or httptools is missing."""
     try:
         import fastapi  # noqa: F401
+        import httptools  # noqa: F401
         import uvicorn  # noqa: F401
     except ImportError as exc:
         raise ImportError(
-            f"the local Composo server needs FastAPI and uvicorn ({exc.name} is missing): "
+            f"the local Composo server needs FastAPI, uvicorn and httptools "
+            f"({exc.name} is missing): "
             "pip install 'composo[server]'"
         ) from exc
 
 
 def _uvicorn_config(app: Any, config: ServerConfig, access_log: bool) -> Any:
-    """uvicorn bounds request heads (16 KiB) and idle keep-alive connections (5 s); the
-    protocol from :mod:`composo.server._connections` adds the head deadline and the connection
-    cap, and the gate the body limits."""
+    """uvicorn closes idle keep-alive connections (5 s); the protocol from
+    :mod:`composo.server._connections` bounds request heads (16 KiB) and adds the read deadlines
+    and the connection cap, and the gate the body limits."""
     import uvicorn
 
     from composo.server._connections import guarded_protocol
