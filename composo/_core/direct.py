@@ -20,17 +20,19 @@ import httpx
 __all__ = ["DirectSender"]
 
 _log = logging.getLogger("httpx")
+_KEPT_URLS = 64  # task URLs differ per task: the cache stays small
 
 
 class DirectSender:
     """Builds and sends the requests of one own ``httpx.Client`` through its transport."""
 
-    __slots__ = ("client", "headers", "transport")
+    __slots__ = ("client", "headers", "transport", "urls")
 
     def __init__(self, client: httpx.Client, transport: httpx.BaseTransport) -> None:
         self.client = client
         self.transport = transport
         self.headers = client.headers.copy()  # the client's defaults, normalized once
+        self.urls: dict[str, httpx.URL] = {}  # parsed once: a client calls a few endpoints
 
     def build(
         self,
@@ -45,8 +47,13 @@ class DirectSender:
         if extra is not None:
             headers = headers.copy()
             headers.update(extra)
+        parsed = self.urls.get(url)
+        if parsed is None:
+            if len(self.urls) >= _KEPT_URLS:
+                self.urls.clear()
+            parsed = self.urls[url] = httpx.URL(url)
         return httpx.Request(
-            method, url, json=json, headers=headers, extensions={"timeout": timeout}
+            method, parsed, json=json, headers=headers, extensions={"timeout": timeout}
         )
 
     def send(self, request: httpx.Request) -> httpx.Response:
