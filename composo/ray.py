@@ -41,6 +41,7 @@ class _Permits:
         self.granted = 0  # requests started with them, as the workers report
         self.first = 0.0
         self.last = 0.0
+        self.calls = 0  # acquire and release calls taken
         self._next = 0.0
         self._free: asyncio.Semaphore | None = None
         self._clock: asyncio.Lock | None = None
@@ -48,6 +49,7 @@ class _Permits:
     async def acquire(self, want: int = 1) -> int:
         """Wait for one permit, then take up to ``want`` in all of those free now (one only
         when paced: each request start needs its own place on the clock)."""
+        self.calls += 1
         if self._free is None or self._clock is None:
             self._free, self._clock = asyncio.Semaphore(self.limit), asyncio.Lock()
         await self._free.acquire()
@@ -72,6 +74,7 @@ class _Permits:
     async def release(self, count: int = 1, used: int = 0) -> None:
         """``count`` permits back, and ``used`` more requests started since the last report."""
         assert self._free is not None
+        self.calls += 1
         self.in_flight -= count
         self.granted += used
         self.last = time.monotonic()
@@ -84,6 +87,7 @@ class _Permits:
             "peak": self.peak,
             "granted": self.granted,
             "seconds": max(0.0, self.last - self.first),
+            "calls": self.calls,
         }
 
 
@@ -93,17 +97,25 @@ _SHARING = threading.Lock()
 class _Share:
     """This process's permits from the budget. A permit freed while another thread of the
     process waits goes to that thread without a round trip to the actor; one freed with nobody
-    waiting goes back at once, so an idle worker holds none. One thread at a time asks the actor,
-    for as many permits as threads are waiting."""
+    waiting stays ``HOLD`` seconds for the process's next request, then goes back with any
+    others freed meanwhile (the last requests of a batch finish one by one: one call returns
+    them, not one call each), so an idle worker holds none for longer. One thread at a time asks
+    the actor, for as many permits as threads are waiting."""
+
+    HOLD = 0.003
 
     def __init__(self, actor: Any, paced: bool) -> None:
         self.actor = actor
         self.paced = paced  # every start goes through the actor's clock
-        self.cond = threading.Condition()
+        lock = threading.Lock()
+        self.cond = threading.Condition(lock)  # threads waiting for a permit
+        self.due = threading.Condition(lock)  # the returner, waiting for permits to return
         self.free = 0
         self.waiting = 0
         self.asking = False
         self.used = 0
+        self.holding = False  # free permits nobody waits for: the returner's to send back
+        self.returner: threading.Thread | None = None
         self.returning: list[Any] = []  # release calls the actor may not have run yet
 
     def acquire(self) -> None:
@@ -134,35 +146,65 @@ class _Share:
             self.asking = False
             self.free += got - 1
             self.used += 1
-            surplus = max(0, self.free - self.waiting)
-            self.free -= surplus
+            surplus, used = self._surplus()
             # wake a thread for each free permit, and one more to ask for the rest
             self.cond.notify(self.free + (self.waiting > self.free))
-            used, self.used = (self.used, 0) if surplus else (0, self.used)
-        if surplus:
-            self._give_back(surplus, used)
+            if surplus:
+                self._give_back(surplus, used)
 
     def release(self) -> None:
         with self.cond:
-            if self.waiting > self.free and not self.paced:
+            if self.paced:
+                used, self.used = self.used, 0
+                self._give_back(1, used)
+            else:
                 self.free += 1
-                self.cond.notify()
-                return
-            used, self.used = self.used, 0
-        self._give_back(1, used)
+                if self.waiting >= self.free:
+                    self.cond.notify()
+                elif not self.holding:
+                    self.holding = True
+                    if self.returner is None:
+                        self.returner = threading.Thread(
+                            target=self._return_held, name="composo-budget", daemon=True
+                        )
+                        self.returner.start()
+                    self.due.notify()
+
+    def _surplus(self) -> tuple[int, int]:
+        """Free permits no thread waits for, taken out to give back (with the lock held)."""
+        surplus = max(0, self.free - self.waiting)
+        self.free -= surplus
+        used, self.used = (self.used, 0) if surplus else (0, self.used)
+        return surplus, used
+
+    def _return_held(self) -> None:
+        while True:
+            with self.cond:
+                while not self.holding:
+                    self.due.wait()
+                end = time.monotonic() + self.HOLD
+                while (left := end - time.monotonic()) > 0:
+                    self.due.wait(left)
+                self.holding = False
+                surplus, used = self._surplus()
+                if surplus:
+                    self._give_back(surplus, used)
 
     def _give_back(self, count: int, used: int) -> None:
-        ref = self.actor.release.remote(count, used)
-        with self.cond:
-            self.returning.append(ref)
-            if len(self.returning) >= 64:  # forget the ones the actor has done
-                _, pending = ray.wait(self.returning, num_returns=len(self.returning), timeout=0)
-                self.returning = pending
+        """Send ``count`` permits back (with the lock held, so :meth:`settle` sees the call)."""
+        self.returning.append(self.actor.release.remote(count, used))
+        if len(self.returning) >= 64:  # forget the ones the actor has done
+            _, pending = ray.wait(self.returning, num_returns=len(self.returning), timeout=0)
+            self.returning = pending
 
     def settle(self) -> None:
         """Wait until the actor has taken every permit this process gave back (the actor
         runs calls concurrently, so a later call may overtake them)."""
         with self.cond:
+            surplus, used = self._surplus()
+            used, self.used = used + self.used, 0
+            if surplus or used:
+                self._give_back(surplus, used)
             returning, self.returning = self.returning, []
         ray.get(returning)
 
@@ -231,8 +273,9 @@ class RequestBudget:
         self._local().release()
 
     def stats(self) -> dict[str, float]:
-        """``in_flight`` now, the ``peak`` reached, the permits ``granted`` so far and the
-        ``seconds`` from the first permit to the last one given back."""
+        """``in_flight`` now, the ``peak`` reached, the permits ``granted`` so far, the
+        ``seconds`` from the first permit to the last one given back, and the ``calls`` the
+        actor has taken (what the budget costs: a few per batch, not two per request)."""
         if self._share is not None:
             self._share.settle()
         out: dict[str, float] = ray.get(self.actor.stats.remote())

@@ -156,3 +156,40 @@ def test_threads_of_one_worker_share_its_permits_within_the_budget(local_ray: No
     assert running[1] <= 4
     stats = budget.stats()
     assert stats["granted"] == 12 * 40 and stats["in_flight"] == 0 and stats["peak"] <= 4
+
+
+def test_permits_freed_together_go_back_in_one_call_and_none_stay_idle(local_ray: None) -> None:
+    """The last requests of a batch finish within moments of each other: their permits go back
+    to the actor together, and a worker with nothing to send keeps none of them."""
+    import threading
+    import time
+
+    budget = RequestBudget(8)
+    held = threading.Barrier(9)
+    finish = threading.Event()
+
+    def one() -> None:
+        budget.acquire()
+        held.wait(10)
+        finish.wait(10)
+        budget.release()
+
+    threads = [threading.Thread(target=one) for _ in range(8)]
+    for t in threads:
+        t.start()
+    held.wait(10)  # all eight hold a permit
+    before = ray.get(budget.actor.stats.remote())
+    assert before["in_flight"] == 8
+    finish.set()  # and all finish at once
+    for t in threads:
+        t.join(30)
+    assert not any(t.is_alive() for t in threads)
+    deadline = time.monotonic() + 10
+    while True:  # not settled by stats(): the worker itself gave them back
+        after = ray.get(budget.actor.stats.remote())
+        if after["in_flight"] == 0 or time.monotonic() > deadline:
+            break
+        time.sleep(0.01)
+    assert after["in_flight"] == 0
+    assert after["calls"] - before["calls"] <= 2  # not one call per permit
+    assert budget.stats()["granted"] == 8
