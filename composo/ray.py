@@ -197,14 +197,19 @@ class _Share:
             _, pending = ray.wait(self.returning, num_returns=len(self.returning), timeout=0)
             self.returning = pending
 
-    def settle(self) -> None:
-        """Wait until the actor has taken every permit this process gave back (the actor
-        runs calls concurrently, so a later call may overtake them)."""
+    def hand_back(self) -> None:
+        """Give back now the free permits nobody waits for, and report every start."""
         with self.cond:
             surplus, used = self._surplus()
             used, self.used = used + self.used, 0
             if surplus or used:
                 self._give_back(surplus, used)
+
+    def settle(self) -> None:
+        """Wait until the actor has taken every permit this process gave back (the actor
+        runs calls concurrently, so a later call may overtake them)."""
+        self.hand_back()
+        with self.cond:
             returning, self.returning = self.returning, []
         ray.get(returning)
 
@@ -272,6 +277,12 @@ class RequestBudget:
         """Give a permit back (the request finished)."""
         self._local().release()
 
+    def hand_back(self) -> None:
+        """Give back at once the permits this process holds for no request (a batch has
+        ended: the process may be stopped before it would have returned them)."""
+        if self._share is not None:
+            self._share.hand_back()
+
     def stats(self) -> dict[str, float]:
         """``in_flight`` now, the ``peak`` reached, the permits ``granted`` so far, the
         ``seconds`` from the first permit to the last one given back, and the ``calls`` the
@@ -332,3 +343,12 @@ class ComposoBatch(BatchEvaluator):
 
     def _gate(self, transport: httpx.BaseTransport) -> httpx.BaseTransport:
         return transport if self.budget is None else BudgetTransport(transport, self.budget)
+
+    def __call__(self, batch: Any) -> Any:
+        """As :meth:`BatchEvaluator.__call__`; the permits the batch leaves idle go back as it
+        ends."""
+        try:
+            return super().__call__(batch)
+        finally:
+            if self.budget is not None:
+                self.budget.hand_back()

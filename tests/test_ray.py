@@ -3,6 +3,7 @@ same results as a local run."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import pandas as pd
@@ -78,6 +79,11 @@ def test_ray_data_run_stays_within_the_budget_and_matches_a_local_run(
     seen = sorted((b["messages"][0]["content"], b["evaluation_criteria"]) for b in bodies)
     assert len(set(seen)) == len(seen) == ROWS * len(CRITERIA)
     assert sorted(out["id"]) == sorted(df["id"]) and out["error"].isna().all()
+    # The workers gave every permit back as their batches ended (no settling by the driver).
+    deadline = time.monotonic() + 10
+    while ray.get(budget.actor.stats.remote())["in_flight"] and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert ray.get(budget.actor.stats.remote())["in_flight"] == 0
     stats = budget.stats()
     assert stats["in_flight"] == 0 and stats["granted"] == 120 and 1 <= stats["peak"] <= BUDGET
 
@@ -130,7 +136,6 @@ def test_threads_of_one_worker_share_its_permits_within_the_budget(local_ray: No
     """Permits freed while other threads of the process wait are handed over locally; the
     budget still holds, every start is counted, and all permits come back."""
     import threading
-    import time
 
     budget = RequestBudget(4)
     lock = threading.Lock()
@@ -162,7 +167,6 @@ def test_permits_freed_together_go_back_in_one_call_and_none_stay_idle(local_ray
     """The last requests of a batch finish within moments of each other: their permits go back
     to the actor together, and a worker with nothing to send keeps none of them."""
     import threading
-    import time
 
     budget = RequestBudget(8)
     held = threading.Barrier(9)

@@ -205,11 +205,21 @@ def _strip(word: str) -> str:
     return word
 
 
-@lru_cache(maxsize=1 << 16)
-def _stem(word: str) -> str:
-    """A word's term: its stem, or ``""`` for a stop word or a single letter (cached: a
-    conversation repeats its words, and requests repeat each other's)."""
+def _term(word: str) -> str:
+    """A word's term: its stem, or ``""`` for a stop word or a single letter."""
     return "" if word in _STOP or len(word) < 2 else _strip(word)
+
+
+# Words and texts up to these sizes keep what was worked out of them (a conversation repeats
+# its words, one request asks for the same answer's terms several times, a run repeats its
+# question and system prompt); longer ones, rare and a way to fill memory, are worked out again.
+_CACHED_WORD = 32
+_CACHED_TEXT = 4096
+_term_cached = lru_cache(maxsize=1 << 16)(_term)
+
+
+def _stem(word: str) -> str:
+    return _term_cached(word) if len(word) <= _CACHED_WORD else _term(word)
 
 
 def _terms_of(text: str) -> frozenset[str]:
@@ -217,9 +227,6 @@ def _terms_of(text: str) -> frozenset[str]:
     return stems - {""} if "" in stems else stems
 
 
-# Texts up to this size keep their terms: one request asks for the same answer's and
-# question's terms several times, and a run repeats its question and system prompt.
-_CACHED_TEXT = 4096
 _terms_cached = lru_cache(maxsize=1024)(_terms_of)
 
 
@@ -241,8 +248,11 @@ class _Criterion:
 _NOISE_STEMS = frozenset(map(_strip, _CRITERION_NOISE))
 
 
-@lru_cache(maxsize=512)
 def _criterion(criterion: str) -> _Criterion:
+    return _criterion_cached(criterion) if len(criterion) <= _CACHED_TEXT else _read(criterion)
+
+
+def _read(criterion: str) -> _Criterion:
     lowered = criterion.lower()
     words = set(_WORD.findall(lowered))
     return _Criterion(
@@ -252,6 +262,9 @@ def _criterion(criterion: str) -> _Criterion:
         about_tools=bool(words & _TOOL_TERMS) or "function call" in lowered,
         about_refusal=bool(words & _REFUSE_TERMS),
     )
+
+
+_criterion_cached = lru_cache(maxsize=512)(_read)
 
 
 @dataclass(frozen=True)
