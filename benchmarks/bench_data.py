@@ -84,7 +84,7 @@ def ray_run(n: int) -> None:
                     "api_key": srv.api_key,
                     "base_url": srv.base_url,
                 },
-                concurrency=2,
+                compute=ray.data.ActorPoolStrategy(size=2),
                 num_cpus=0.5,
                 batch_size=250,
                 batch_format="pandas",

@@ -317,8 +317,8 @@ class ComposoBatch(BatchEvaluator):
     """What ``Dataset.map_batches`` calls: a batch in, the batch with its result columns out.
 
     Use it as the class (``ds.map_batches(ComposoBatch, fn_constructor_kwargs={...},
-    concurrency=N, batch_format="pandas")``: one client per worker, kept across batches) or as
-    an instance (a task per batch). Every argument of
+    compute=ray.data.ActorPoolStrategy(size=N), batch_format="pandas")``: one client per
+    worker, kept across batches) or as an instance (a task per batch). Every argument of
     :class:`~composo.dataframes.BatchEvaluator` is accepted, plus ``budget``.
 
     Args:

@@ -36,7 +36,7 @@ scored = (
             "columns": {"id": "ticket", "question": "prompt", "answer": "reply"},
             "budget": budget,
         },
-        concurrency=2,  # two workers, each with its own client
+        compute=ray.data.ActorPoolStrategy(size=2),  # two workers, each with its own client
         num_cpus=0.5,
         batch_size=10,
         batch_format="pandas",

@@ -67,7 +67,7 @@ def test_ray_data_run_stays_within_the_budget_and_matches_a_local_run(
                 "api_key": slow_server.api_key,
                 "base_url": proxy.base_url,
             },
-            concurrency=2,
+            compute=ray.data.ActorPoolStrategy(size=2),
             num_cpus=0.5,
             batch_size=10,
             batch_format="pandas",
