@@ -146,17 +146,16 @@ class _Share:
             self.asking = False
             self.free += got - 1
             self.used += 1
-            surplus, used = self._surplus()
+            surplus = self._surplus()
             # wake a thread for each free permit, and one more to ask for the rest
             self.cond.notify(self.free + (self.waiting > self.free))
             if surplus:
-                self._give_back(surplus, used)
+                self._give_back(surplus)
 
     def release(self) -> None:
         with self.cond:
             if self.paced:
-                used, self.used = self.used, 0
-                self._give_back(1, used)
+                self._give_back(1)
             else:
                 self.free += 1
                 if self.waiting >= self.free:
@@ -170,12 +169,11 @@ class _Share:
                         self.returner.start()
                     self.due.notify()
 
-    def _surplus(self) -> tuple[int, int]:
+    def _surplus(self) -> int:
         """Free permits no thread waits for, taken out to give back (with the lock held)."""
         surplus = max(0, self.free - self.waiting)
         self.free -= surplus
-        used, self.used = (self.used, 0) if surplus else (0, self.used)
-        return surplus, used
+        return surplus
 
     def _return_held(self) -> None:
         while True:
@@ -186,12 +184,14 @@ class _Share:
                 while (left := end - time.monotonic()) > 0:
                     self.due.wait(left)
                 self.holding = False
-                surplus, used = self._surplus()
+                surplus = self._surplus()
                 if surplus:
-                    self._give_back(surplus, used)
+                    self._give_back(surplus)
 
-    def _give_back(self, count: int, used: int) -> None:
-        """Send ``count`` permits back (with the lock held, so :meth:`settle` sees the call)."""
+    def _give_back(self, count: int) -> None:
+        """Send ``count`` permits back with the starts since the last report (with the lock
+        held, so :meth:`settle` sees the call)."""
+        used, self.used = self.used, 0
         self.returning.append(self.actor.release.remote(count, used))
         if len(self.returning) >= 64:  # forget the ones the actor has done
             _, pending = ray.wait(self.returning, num_returns=len(self.returning), timeout=0)
@@ -200,10 +200,9 @@ class _Share:
     def hand_back(self) -> None:
         """Give back now the free permits nobody waits for, and report every start."""
         with self.cond:
-            surplus, used = self._surplus()
-            used, self.used = used + self.used, 0
-            if surplus or used:
-                self._give_back(surplus, used)
+            surplus = self._surplus()
+            if surplus or self.used:
+                self._give_back(surplus)
 
     def settle(self) -> None:
         """Wait until the actor has taken every permit this process gave back (the actor

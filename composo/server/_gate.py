@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
+from contextlib import nullcontext
 
 from composo.server._asgi import ASGIApp, Message, Receive, Scope, Send
 from composo.server._bodies import dumps
@@ -130,10 +131,7 @@ class Gate:
                 return
         scope[BODY_SCOPE_KEY] = body
         scope[API_KEY_SCOPE_KEY] = api_key
-        if len(body) <= _LARGE_BODY:
-            await self.app(scope, _no_more(receive), send)
-            return
-        with collector_paused():
+        with collector_paused() if len(body) > _LARGE_BODY else nullcontext():
             await self.app(scope, _no_more(receive), send)
 
     def _too_large(self) -> str:
