@@ -1,8 +1,9 @@
 """The data the SDK sends and returns, for annotations and ``isinstance`` checks.
 
 Wire requests (:class:`RewardRequest`, :class:`TraceRequest`), the trace models that make up a
-:class:`MultiAgentTrace`, responses, batch results and :class:`EvaluateOptions` (the keyword
-options every ``evaluate*`` method takes, for annotating code that passes them on). Building
+:class:`MultiAgentTrace`, responses, the account and history answers (:class:`Usage`,
+:class:`EvaluationPage`, :class:`TracePage`), batch results and :class:`EvaluateOptions` (the
+keyword options every ``evaluate*`` method takes, for annotating code that passes them on). Building
 any of them by hand is supported; their module paths are not: import them from here or from
 ``composo``.
 """
@@ -11,6 +12,16 @@ from __future__ import annotations
 
 from composo._core.options import EvaluateOptions
 from composo._core.plan import BatchResult, BatchResults
+from composo._core.platform_types import (
+    EvaluationPage,
+    EvaluationRecord,
+    TraceComment,
+    TraceEvaluation,
+    TracePage,
+    TraceRecord,
+    Usage,
+    UsageCounts,
+)
 from composo._core.responses import EvaluationResponse, MultiAgentTraceResponse, TaskInfo
 from composo._core.trace import (
     AgentInstance,
@@ -30,6 +41,8 @@ __all__ = [
     "BatchResult",
     "BatchResults",
     "EvaluateOptions",
+    "EvaluationPage",
+    "EvaluationRecord",
     "EvaluationResponse",
     "InputMessage",
     "LLMInteraction",
@@ -42,5 +55,11 @@ __all__ = [
     "ToolCall",
     "ToolResponse",
     "ToolSpec",
+    "TraceComment",
+    "TraceEvaluation",
+    "TracePage",
+    "TraceRecord",
     "TraceRequest",
+    "Usage",
+    "UsageCounts",
 ]

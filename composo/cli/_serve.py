@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 
 from composo.server._config import (
+    DEFAULT_HISTORY_DAYS,
+    DEFAULT_HISTORY_ROWS,
     DEFAULT_HOST,
     DEFAULT_MAX_BODY_BYTES,
     DEFAULT_MAX_CONNECTIONS,
@@ -117,6 +119,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "before another server takes them over (default: %(default)s)",
     )
     parser.add_argument(
+        "--history-days",
+        type=float,
+        default=DEFAULT_HISTORY_DAYS,
+        metavar="DAYS",
+        help="keep the evaluation history (read with POST /api/v1/evaluations/filter) this "
+        "many days; 0 keeps none (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--history-max-rows",
+        type=int,
+        default=DEFAULT_HISTORY_ROWS,
+        metavar="N",
+        help="keep at most this many evaluations in the history (default: %(default)s)",
+    )
+    parser.add_argument(
         "--latency",
         type=float,
         default=0.0,
@@ -204,6 +221,8 @@ def run(args: argparse.Namespace) -> int:
             read_timeout=args.read_timeout,
             max_connections=args.max_connections,
             task_lease_seconds=args.task_lease,
+            history_days=args.history_days,
+            history_max_rows=args.history_max_rows,
         )
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -3,6 +3,7 @@ and (when switched on) the development routes."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import sqlite3
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -19,7 +20,16 @@ from composo.server._config import ServerConfig
 from composo.server._devswitch import DevSwitch, FaultList
 from composo.server._gate import API_KEY_SCOPE_KEY, BODY_SCOPE_KEY, Gate
 from composo.server._guards import KeyCheck, RateLimiter
+from composo.server._history import (
+    CALLER,
+    Caller,
+    HistoryStore,
+    history_path,
+    keep_flushing,
+    recorded,
+)
 from composo.server._parse import Refused, parse_request
+from composo.server._platform_api import mount as mount_platform_api
 from composo.server._service import EvaluationService, UnknownEvaluatorError
 from composo.server._store import IdempotencyConflict, TaskStore
 from composo.server._tasks import TaskManager
@@ -42,6 +52,9 @@ def build_app(config: ServerConfig) -> Gate:
     judge = make_judge(config.judge, config.judge_options)
     service = EvaluationService(judge, config.latency)
     store = TaskStore(config.db, config.task_lease_seconds)
+    history = HistoryStore(
+        history_path(config.db), store.client_id, config.history_days, config.history_max_rows
+    )
     state: dict[str, TaskManager] = {}
     dev = DevSwitch.empty() if config.dev_faults else None
 
@@ -50,17 +63,22 @@ def build_app(config: ServerConfig) -> Gate:
         manager = TaskManager(store, _run, config.max_background)
         state["tasks"] = manager
         manager.start()
+        writer = asyncio.get_running_loop().create_task(keep_flushing(history))
         try:
             yield
         finally:
+            writer.cancel()
             await manager.aclose()
             await judge.aclose()
             store.close()
+            history.close()
 
-    async def _run(request: RewardRequest | TraceRequest) -> dict[str, Any]:
+    async def _judge(request: RewardRequest | TraceRequest) -> dict[str, Any]:
         if isinstance(request, TraceRequest):
             return await service.trace(request)
         return await service.reward(request)
+
+    _run = recorded(history, _judge)
 
     app = FastAPI(
         title="Composo local evaluation server",
@@ -86,6 +104,7 @@ def build_app(config: ServerConfig) -> Gate:
         return parsed
 
     async def evaluate(request: Request, model: type[_R]) -> Response:
+        CALLER.set(Caller(request.scope.get(API_KEY_SCOPE_KEY), request.scope["path"]))
         try:
             parsed = await parse(request, model)
             return _json(await _run(parsed))
@@ -108,6 +127,7 @@ def build_app(config: ServerConfig) -> Gate:
                 {"detail": f"Idempotency-Key: 1 to {MAX_IDEMPOTENCY_KEY} characters, one per call"},
                 422,
             )
+        CALLER.set(Caller(request.scope.get(API_KEY_SCOPE_KEY), request.scope["path"]))
         try:
             parsed = await parse(request, model)
             task_id = await state["tasks"].submit(
@@ -159,6 +179,7 @@ def build_app(config: ServerConfig) -> Gate:
 
     mount_otlp(app, config, lambda: state["tasks"])
     # -- end OTLP trace receiver --
+    mount_platform_api(app, history)  # usage, evaluation history, traces (_platform_api)
 
     return Gate(
         app,

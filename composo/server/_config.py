@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 __all__ = [
+    "DEFAULT_HISTORY_DAYS",
+    "DEFAULT_HISTORY_ROWS",
     "DEFAULT_HOST",
     "DEFAULT_MAX_BODY_BYTES",
     "DEFAULT_MAX_CONNECTIONS",
@@ -25,6 +27,8 @@ DEFAULT_MAX_BODY_BYTES = 10 * 1024 * 1024  # 10 MiB
 DEFAULT_READ_TIMEOUT = 10.0  # seconds a request head may take, or a body may pause
 DEFAULT_MAX_CONNECTIONS = 1000
 DEFAULT_TASK_LEASE = 30.0  # seconds a stopped server's tasks stay with it
+DEFAULT_HISTORY_DAYS = 30.0  # days the evaluation history is kept (0: none is kept)
+DEFAULT_HISTORY_ROWS = 100_000  # evaluations (and traces) the history holds at most
 
 
 @dataclass(frozen=True)
@@ -57,6 +61,8 @@ class ServerConfig:
     read_timeout: float = DEFAULT_READ_TIMEOUT
     max_connections: int = DEFAULT_MAX_CONNECTIONS
     task_lease_seconds: float = DEFAULT_TASK_LEASE
+    history_days: float = DEFAULT_HISTORY_DAYS
+    history_max_rows: int = DEFAULT_HISTORY_ROWS
 
     def __post_init__(self) -> None:
         if not self.api_keys and not is_loopback(self.host):
@@ -77,6 +83,11 @@ class ServerConfig:
         if self.task_lease_seconds < 1:
             raise ValueError(
                 f"task_lease: must be at least 1 second, got {self.task_lease_seconds}"
+            )
+        if self.history_days < 0 or self.history_max_rows < 1:
+            raise ValueError(
+                "history: keep it for 0 days or more (0 keeps none) and at least 1 row, got "
+                f"{self.history_days} days and {self.history_max_rows} rows"
             )
         if self.rate_limit_per_minute is not None and self.rate_limit_per_minute <= 0:
             raise ValueError(

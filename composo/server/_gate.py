@@ -107,6 +107,7 @@ class Gate:
             client = scope.get("client")
             who = (client[0] if client else "").encode() if self.keys.open else api_key or b""
             wait = self.limiter.retry_after(who)
+            send = _with_headers(send, self.limiter.headers(who))
             if wait:
                 await _answer(
                     send,
@@ -190,17 +191,20 @@ def _no_more(receive: Receive) -> Receive:
     return rest
 
 
-def _with_request_id(send: Send) -> Send:
-    """Tag every answer with an ``x-request-id``, as the platform does, so errors can cite it."""
-    request_id = uuid.uuid4().hex.encode()
+def _with_headers(send: Send, extra: list[tuple[bytes, bytes]]) -> Send:
+    """Add ``extra`` headers to the answer (the rate limit's state as the request was counted)."""
 
     async def tagged(message: Message) -> None:
         if message["type"] == "http.response.start":
-            headers = [*message.get("headers", []), (b"x-request-id", request_id)]
-            message = {**message, "headers": headers}
+            message = {**message, "headers": [*message.get("headers", []), *extra]}
         await send(message)
 
     return tagged
+
+
+def _with_request_id(send: Send) -> Send:
+    """Tag every answer with an ``x-request-id``, as the platform does, so errors can cite it."""
+    return _with_headers(send, [(b"x-request-id", uuid.uuid4().hex.encode())])
 
 
 async def _answer(

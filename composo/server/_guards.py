@@ -58,6 +58,21 @@ class RateLimiter:
         self._buckets[key] = (tokens, now)
         return max(1, math.ceil((1.0 - tokens) / self._rate))
 
+    def headers(self, key: bytes) -> list[tuple[bytes, bytes]]:
+        """``X-RateLimit-Limit`` (requests a minute), ``-Remaining`` (requests that may go now)
+        and ``-Reset`` (whole seconds until one more may go; with nothing remaining, the same
+        wait as ``Retry-After``) for ``key``, without counting a request: what a client needs to
+        pace itself before it draws a 429."""
+        now = time.monotonic()
+        tokens, last = self._buckets.get(key, (self._capacity, now))
+        tokens = min(self._capacity, tokens + (now - last) * self._rate)
+        reset = 0 if tokens >= self._capacity else math.ceil((1.0 - tokens % 1.0) / self._rate)
+        return [
+            (b"x-ratelimit-limit", f"{self.per_minute:g}".encode()),
+            (b"x-ratelimit-remaining", str(math.floor(tokens)).encode()),
+            (b"x-ratelimit-reset", str(reset).encode()),
+        ]
+
     def _sweep(self, now: float) -> None:
         """Forget full buckets (a full bucket is the same as none) and keep the table bounded."""
         if now >= self._next_sweep:
