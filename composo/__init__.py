@@ -32,9 +32,9 @@ from composo.errors import (
 )
 
 if TYPE_CHECKING:
-    from composo._core.async_client import AsyncComposo
-    from composo._core.cache import CachingTransport, ResultCache
-    from composo._core.client import Composo
+    from composo._async_client import AsyncComposo
+    from composo._cache import CachingTransport, ResultCache
+    from composo._client import Composo
     from composo._core.plugins import hookimpl
     from composo._core.trace import trace_from_messages
     from composo.tracing import AgentTracer, ComposoTracer, Instruments, agent_tracer
@@ -113,11 +113,11 @@ _TRACE = "composo._core.trace"
 __getattr__, __dir__ = lazy_exports(
     __name__,
     {
-        "Composo": "composo._core.client",
+        "Composo": "composo._client",
         "trace_from_otlp": "composo.tracing",
-        "CachingTransport": "composo._core.cache",
-        "ResultCache": "composo._core.cache",
-        "AsyncComposo": "composo._core.async_client",
+        "CachingTransport": "composo._cache",
+        "ResultCache": "composo._cache",
+        "AsyncComposo": "composo._async_client",
         "MODEL_CORES": "composo._core.cores",
         "ModelCore": "composo._core.cores",
         "EvaluateOptions": "composo._core.options",
@@ -139,5 +139,6 @@ __getattr__, __dir__ = lazy_exports(
         "Instruments": "composo.tracing",
         "AgentTracer": "composo.tracing",
         "agent_tracer": "composo.tracing",
+        "agreement": "composo._agreement",
     },
 )

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from composo._core.client import Composo
+from composo._client import Composo
 from composo.errors import ComposoError, ComposoValidationError
 
 __all__ = ["Recorder", "RecordingComposo", "TestSession", "activate", "active", "deactivate"]

@@ -11,61 +11,20 @@ from __future__ import annotations
 
 import os
 import threading
-import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-import httpx
-
-from composo._core.cache import CacheOption, CachingTransport, open_cache
-from composo._core.client import Composo
+from composo._cache import CacheOption, open_cache
+from composo._client import Composo
 from composo._core.limits import (
     DEFAULT_MAX_CONCURRENT_REQUESTS,
     DEFAULT_NUM_RETRIES,
     DEFAULT_TIMEOUT,
 )
+from composo._core.ratelimit import Permits, check_requests_per_minute
 from composo.errors import ComposoValidationError
 
-__all__ = ["BatchEvaluator", "PacedTransport"]
-
-
-class _WorkerClient(Composo):
-    """A worker's client on the evaluator's transport stack, which it owns as its own
-    connections (and so sends on them as directly as the default client does)."""
-
-    def __init__(self, connections: Callable[[], httpx.BaseTransport], **settings: Any) -> None:
-        super().__init__(**settings)
-        self._make_connections = connections
-
-    def _connections(self) -> httpx.BaseTransport:
-        return self._make_connections()
-
-
-class PacedTransport(httpx.BaseTransport):
-    """At most ``requests_per_minute`` requests start per minute through this transport, evenly
-    spaced (a process's share of a rate limit)."""
-
-    def __init__(self, inner: httpx.BaseTransport, requests_per_minute: float) -> None:
-        if requests_per_minute <= 0:
-            raise ComposoValidationError(
-                f"requests_per_minute: must be positive, got {requests_per_minute!r}"
-            )
-        self.inner = inner
-        self._interval = 60.0 / requests_per_minute
-        self._next = 0.0
-        self._lock = threading.Lock()
-
-    def handle_request(self, request: httpx.Request) -> httpx.Response:
-        with self._lock:
-            now = time.monotonic()
-            start = max(now, self._next)
-            self._next = start + self._interval
-        if start > now:
-            time.sleep(start - now)
-        return self.inner.handle_request(request)
-
-    def close(self) -> None:
-        self.inner.close()
+__all__ = ["BatchEvaluator"]
 
 
 class BatchEvaluator:
@@ -106,7 +65,7 @@ class BatchEvaluator:
         cache: CacheOption = None,
         **options: Any,
     ) -> None:
-        from composo._core.frames import plan_frame
+        from composo._data.frames import plan_frame
 
         key = api_key if api_key is not None else os.environ.get("COMPOSO_API_KEY")
         if not key or not key.strip():
@@ -122,13 +81,13 @@ class BatchEvaluator:
         self._api_key = key.strip()
         self.base_url = base_url or os.environ.get("COMPOSO_BASE_URL")
         self.max_concurrent_requests = max_concurrent_requests
-        self.requests_per_minute = requests_per_minute
+        self.requests_per_minute = check_requests_per_minute(requests_per_minute)
         self.num_retries = num_retries
         self.timeout = timeout
         self.model_core = model_core
         self.cache = open_cache(cache)
         self.options = options
-        self._client: Any = None
+        self._client: Composo | None = None
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
@@ -147,38 +106,28 @@ class BatchEvaluator:
         self.__dict__.update(state)
         self._lock = threading.Lock()
 
-    def _transport(self) -> httpx.BaseTransport:
-        """What reaches the server: connections, then the pacing, then the cache (so an answer
-        from the cache uses no request of the budget)."""
-        from composo._core import deadline as call_deadline
-        from composo._core.transport import ShardedTransport
-
-        connections = ShardedTransport(self.max_concurrent_requests, prepare=call_deadline.install)
-        transport: httpx.BaseTransport = self._gate(connections)
-        if self.requests_per_minute is not None:
-            transport = PacedTransport(transport, self.requests_per_minute)
-        if self.cache is not None:
-            transport = CachingTransport(transport, self.cache)
-        return transport
-
-    def _gate(self, transport: httpx.BaseTransport) -> httpx.BaseTransport:
-        """A hook for a shared budget (:mod:`composo.ray`); here, the transport itself."""
-        return transport
-
-    def client(self) -> Any:
-        """This worker's client, made on first use."""
+    def client(self) -> Composo:
+        """This worker's client, made on first use: its limiter paces the worker to
+        ``requests_per_minute`` and takes its permits from :meth:`_permits` (a cluster budget)."""
         with self._lock:
             if self._client is None:
-                self._client = _WorkerClient(
-                    self._transport,
+                client = Composo(
                     api_key=self._api_key,
                     base_url=self.base_url,
                     num_retries=self.num_retries,
                     model_core=self.model_core,
                     timeout=self.timeout,
                     max_concurrent_requests=self.max_concurrent_requests,
+                    cache=self.cache,
+                    requests_per_minute=self.requests_per_minute,
                 )
+                client._throttle.permits = self._permits()
+                self._client = client
             return self._client
+
+    def _permits(self) -> Permits | None:
+        """Where each request also takes a permit; :mod:`composo.ray` gives its budget."""
+        return None
 
     def __call__(self, batch: Any) -> Any:
         """The batch with its result columns (a pandas DataFrame).

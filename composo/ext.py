@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 from composo._core.lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from composo._core.background import (
+    from composo._background import (
         BackgroundEvaluator,
         BacklogFullError,
         CriterionKind,
@@ -94,7 +94,7 @@ __all__ = [
     "unsupported",
 ]
 
-_BACKGROUND = "composo._core.background"
+_BACKGROUND = "composo._background"
 _CONVERT = "composo._core.convert"
 _RECORDER = "composo.tracing._recorder"
 

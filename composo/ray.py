@@ -17,8 +17,6 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import httpx
-
 from composo.dataframes import BatchEvaluator
 from composo.errors import ComposoValidationError
 
@@ -27,7 +25,7 @@ try:
 except ImportError:  # pragma: no cover - depends on the environment
     raise ImportError("composo.ray needs Ray: pip install 'composo[ray]'") from None
 
-__all__ = ["BudgetTransport", "ComposoBatch", "RequestBudget"]
+__all__ = ["ComposoBatch", "RequestBudget"]
 
 
 class _Permits:
@@ -292,26 +290,6 @@ class RequestBudget:
         return out
 
 
-class BudgetTransport(httpx.BaseTransport):
-    """Each request (each attempt of it) holds one permit of the budget until its answer is read."""
-
-    def __init__(self, inner: httpx.BaseTransport, budget: RequestBudget) -> None:
-        self.inner = inner
-        self.budget = budget
-
-    def handle_request(self, request: httpx.Request) -> httpx.Response:
-        self.budget.acquire()
-        try:
-            response = self.inner.handle_request(request)
-            response.read()
-        finally:
-            self.budget.release()
-        return response
-
-    def close(self) -> None:
-        self.inner.close()
-
-
 class ComposoBatch(BatchEvaluator):
     """What ``Dataset.map_batches`` calls: a batch in, the batch with its result columns out.
 
@@ -340,8 +318,8 @@ class ComposoBatch(BatchEvaluator):
         super().__init__(criteria, **settings)
         self.budget = budget
 
-    def _gate(self, transport: httpx.BaseTransport) -> httpx.BaseTransport:
-        return transport if self.budget is None else BudgetTransport(transport, self.budget)
+    def _permits(self) -> RequestBudget | None:
+        return self.budget
 
     def __call__(self, batch: Any) -> Any:
         """As :meth:`BatchEvaluator.__call__`; the permits the batch leaves idle go back as it

@@ -14,8 +14,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from composo._client import Composo
 from composo._core.batch import BatchResult
-from composo._core.client import Composo
 from composo._core.responses import EvaluationResponse, MultiAgentTraceResponse
 from composo._core.trace import MultiAgentTrace
 from composo._core.wire import is_binary

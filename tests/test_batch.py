@@ -7,13 +7,11 @@ import itertools
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
-import httpx
 import pytest
 
 import composo
 from composo import AsyncComposo, Composo, ComposoValidationError
 from composo._core.batch import BatchResult
-from composo._core.transport import ShardedAsyncTransport
 from composo.errors import BadRequestError
 from composo.plugins import get_plugin_manager
 from tests.support.servers import ServerProcess
@@ -227,26 +225,3 @@ def test_trace_items(client: Composo) -> None:
     (r,) = client.evaluate_many([{"id": "t", "trace": trace}], "Reward plans that are concrete")
     assert r.ok and isinstance(r.response, composo.MultiAgentTraceResponse)
     assert r.score == r.response.overall_score
-
-
-async def test_sharded_transport_spreads_requests_and_frees_every_slot(live: ServerProcess) -> None:
-    transport = ShardedAsyncTransport(20)  # three pools of at most 8 connections
-    live.fault({"status": 503}, {"drop": True}, *[{"delay": 0.05}] * 30)
-    peak = [0, 0, 0]
-
-    async def watch() -> None:
-        while True:
-            peak[:] = [max(p, b) for p, b in zip(peak, transport.busy, strict=True)]
-            await asyncio.sleep(0.005)
-
-    async with httpx.AsyncClient(transport=transport) as http:
-        c = AsyncComposo(
-            api_key=live.api_key, base_url=live.base_url, max_concurrent_requests=20,
-            http_client=http,
-        )  # fmt: skip
-        watcher = asyncio.ensure_future(watch())
-        results = await c.evaluate_many([conversation(i) for i in range(30)], CRITERIA[0])
-        watcher.cancel()
-    assert [r.index for r in results if r.ok] == list(range(30))  # the 503 and drop were retried
-    assert transport.busy == [0, 0, 0]  # failed and successful requests all gave their slot back
-    assert all(p >= 2 for p in peak)  # every pool carried requests at the same time

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from composo import AsyncComposo, Composo, ComposoValidationError
-from composo._core.cache import ResultCache
+from composo._cache import ResultCache
 from tests.support.cli import ROOT, clean_env, conversation, read_rows, run_composo
 from tests.support.servers import ServerProcess
 
@@ -89,7 +89,7 @@ def test_cache_with_a_supplied_http_client_is_refused(live: ServerProcess) -> No
 WRITER = textwrap.dedent(
     """
     import sys
-    from composo._core.cache import ResultCache
+    from composo._cache import ResultCache
     cache = ResultCache(sys.argv[1])
     me = sys.argv[2]
     for i in range(200):

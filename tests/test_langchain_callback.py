@@ -31,7 +31,7 @@ from composo import (
     Composo,
     ComposoValidationError,
 )
-from composo._core.background import BacklogFullError
+from composo._background import BacklogFullError
 from tests.support.servers import ServerProcess, free_port
 
 CRITERION = "Reward answers that address the user's question"

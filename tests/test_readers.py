@@ -9,7 +9,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from composo._core.readers import BadRow, open_records
+from composo._data.readers import BadRow, open_records
 from tests.support.cli import read_rows, run_composo
 from tests.support.servers import ServerProcess
 

@@ -283,10 +283,10 @@ def test_chat_messages_convert_to_trace_messages_and_tools() -> None:
 def test_importing_composo_ext_loads_nothing_until_a_name_is_used() -> None:
     code = (
         "import sys, composo.ext\n"
-        "heavy = ['composo._core.background', 'composo.tracing._spans']\n"
+        "heavy = ['composo._background', 'composo.tracing._spans']\n"
         "assert not [m for m in heavy if m in sys.modules], sorted(sys.modules)\n"
         "from composo.ext import TraceRecorder\n"
         "assert 'composo.tracing._recorder' in sys.modules\n"
-        "assert 'composo._core.background' not in sys.modules\n"
+        "assert 'composo._background' not in sys.modules\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)

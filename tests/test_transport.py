@@ -1,173 +1,194 @@
-"""The clients' connection layout (one pool per connection), against the local server over HTTP."""
+"""How the clients reach the server: every request through httpx's public ``send``, the sync
+client's own connections built from public httpx and httpcore pieces, and no private attribute of
+another library read or written anywhere in the package."""
 
 from __future__ import annotations
 
+import ast
 import asyncio
+import re
+import sys
+import threading
 from pathlib import Path
+from typing import Any
 
-import certifi
 import httpx
 import pytest
 
-from composo._core.transport import ShardedAsyncTransport, ShardedTransport
+from composo import AsyncComposo, Composo
+from composo._core.connections import Connections
 from tests.support.servers import ServerProcess, free_port
 
-BODY = {
-    "messages": [
-        {"role": "user", "content": "What is the refund window?"},
-        {"role": "assistant", "content": "Thirty days from delivery."},
-    ],
-    "evaluation_criteria": "Reward answers that state the refund window",
-}
+ROOT = Path(__file__).resolve().parents[1]
+QA = [
+    {"role": "user", "content": "What is the refund window?"},
+    {"role": "assistant", "content": "Thirty days from delivery."},
+]
+BODY = {"messages": QA, "evaluation_criteria": "Reward answers that state the refund window"}
 
 
-async def test_more_requests_than_connections_wait_their_turn(live: ServerProcess) -> None:
-    transport = ShardedAsyncTransport(3, pool_size=2)  # two groups: 2 + 2 connections
-    live.fault(*[{"delay": 0.05}] * 12)
-    async with httpx.AsyncClient(transport=transport, base_url=live.base_url) as http:
+def counting(monkeypatch: pytest.MonkeyPatch, cls: type[Any], name: str) -> list[str]:
+    """Patch ``cls.name`` (``send``) to record each request's path, then call the original."""
+    seen: list[str] = []
+    original = getattr(cls, name)
 
-        async def one() -> float:
-            r = await http.post(
-                "/api/v1/evals/reward", json=BODY, headers={"API-Key": live.api_key}
-            )
+    if asyncio.iscoroutinefunction(original):
+
+        async def patched(self: Any, request: httpx.Request, **kw: Any) -> Any:
+            seen.append(request.url.path)
+            return await original(self, request, **kw)
+    else:
+
+        def patched(self: Any, request: httpx.Request, **kw: Any) -> Any:  # type: ignore[misc]
+            seen.append(request.url.path)
+            return original(self, request, **kw)
+
+    monkeypatch.setattr(cls, name, patched)
+    return seen
+
+
+def test_the_own_sync_client_sends_every_request_through_httpx_send(
+    live: ServerProcess, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen = counting(monkeypatch, httpx.Client, "send")
+    with Composo(api_key=live.api_key, base_url=live.base_url) as c:
+        c.evaluate(messages=QA, criteria=["Reward clear answers", "Reward brevity"])
+        c.evaluate_many([{"messages": QA}] * 3, "Reward clear answers")
+        task = c.evaluate(messages=QA, criteria="Reward clear answers", block=False)
+        c.wait(task["task_id"], timeout=30)
+    assert seen.count("/api/v1/evals/reward") == 5
+    assert seen.count("/api/v1/evals/reward/background") == 1
+    assert any(path.startswith("/api/v1/evals/tasks/") for path in seen)
+
+
+async def test_the_own_async_client_sends_every_request_through_httpx_send(
+    live: ServerProcess, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen = counting(monkeypatch, httpx.AsyncClient, "send")
+    async with AsyncComposo(api_key=live.api_key, base_url=live.base_url) as c:
+        await c.evaluate(messages=QA, criteria=["Reward clear answers", "Reward brevity"])
+        await c.evaluate_many([{"messages": QA}] * 3, "Reward clear answers")
+    assert seen.count("/api/v1/evals/reward") == 5
+
+
+def test_a_cached_client_still_sends_through_httpx_send(
+    live: ServerProcess, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    seen = counting(monkeypatch, httpx.Client, "send")
+    for _ in range(2):
+        with Composo(api_key=live.api_key, base_url=live.base_url, cache=tmp_path) as c:
+            c.evaluate(messages=QA, criteria="Reward clear answers")
+    assert seen.count("/api/v1/evals/reward") == 2  # the second answered by the cache below send
+    assert [r["path"] for r in live.requests()].count("/api/v1/evals/reward") == 1
+
+
+def test_more_requests_than_connections_wait_their_turn(live: ServerProcess) -> None:
+    live.fault(*[{"delay": 0.05}] * 8)
+    peers: set[Any] = set()
+    lock = threading.Lock()
+    with httpx.Client(transport=Connections(2), base_url=live.base_url) as http:
+
+        def one() -> float:
+            r = http.post("/api/v1/evals/reward", json=BODY, headers={"API-Key": live.api_key})
             r.raise_for_status()
+            with lock:
+                peers.add(r.extensions["network_stream"].get_extra_info("client_addr"))
             score: float = r.json()["score"]
             return score
 
-        scores = await asyncio.gather(*(one() for _ in range(12)))
-    assert len(scores) == 12 and all(0.0 <= s <= 1.0 for s in scores)
-    assert transport.busy == [0, 0]
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(8) as pool:
+            scores = list(pool.map(lambda _: one(), range(8)))
+    assert len(scores) == 8 and all(0.0 <= s <= 1.0 for s in scores)
+    assert len(peers) <= 2  # never more connections than allowed
 
 
-async def test_connections_are_kept_alive_between_requests(live: ServerProcess) -> None:
-    transport = ShardedAsyncTransport(4)
-    async with httpx.AsyncClient(transport=transport, base_url=live.base_url) as http:
+def test_connections_are_kept_alive_between_requests(live: ServerProcess) -> None:
+    with httpx.Client(transport=Connections(4), base_url=live.base_url) as http:
         peers = set()
         for _ in range(5):
-            r = await http.get("/api/healthcheck")
+            r = http.get("/api/healthcheck")
             assert r.status_code == 200
             peers.add(r.extensions["network_stream"].get_extra_info("client_addr"))
     assert len(peers) == 1  # one request at a time: the same warm connection every time
 
 
-async def test_a_refused_connection_gives_its_slot_back() -> None:
-    transport = ShardedAsyncTransport(2)
-    async with httpx.AsyncClient(transport=transport) as http:
-        for _ in range(3):  # more attempts than connections: none stays counted as busy
-            with pytest.raises(httpx.ConnectError):
-                await http.get(f"http://127.0.0.1:{free_port()}/")
-    assert transport.busy == [0]
-
-
-def test_threads_each_get_a_connection_and_give_it_back(live: ServerProcess) -> None:
-    from concurrent.futures import ThreadPoolExecutor
-
-    transport = ShardedTransport(4, pool_size=2)  # two groups of two connections
-    live.fault(*[{"delay": 0.2}] * 4)
-    peers: set[object] = set()
-    with httpx.Client(transport=transport, base_url=live.base_url) as http:
-
-        def one(_: int) -> float:
-            r = http.post("/api/v1/evals/reward", json=BODY, headers={"API-Key": live.api_key})
-            r.raise_for_status()
-            peers.add(r.extensions["network_stream"].get_extra_info("client_addr"))
-            score: float = r.json()["score"]
-            return score
-
-        with ThreadPoolExecutor(4) as pool:
-            scores = list(pool.map(one, range(4)))
-            assert transport.busy == [0, 0]
-            more = list(pool.map(one, range(8)))  # no delay now: warm connections come back
-    assert len(scores + more) == 12 and all(0.0 <= s <= 1.0 for s in scores + more)
-    assert len(peers) == 4  # four at once went out on four connections, none was opened after
-    assert transport.busy == [0, 0]
-
-
-def test_a_refused_sync_connection_gives_its_slot_back() -> None:
-    transport = ShardedTransport(2)
-    with httpx.Client(transport=transport) as http:
-        for _ in range(3):
+def test_a_refused_connection_is_httpx_connect_error_and_frees_its_place() -> None:
+    with httpx.Client(transport=Connections(1)) as http:
+        for _ in range(3):  # more attempts than connections: none stays taken
             with pytest.raises(httpx.ConnectError):
                 http.get(f"http://127.0.0.1:{free_port()}/")
-    assert transport.busy == [0]
-
-
-@pytest.mark.parametrize("kind", ["sync", "async"])
-def test_a_request_leaves_in_one_write(kind: str) -> None:
-    """The head and a small body go out together: one packet, not a head the server must wait
-    behind for the body."""
-    import socket
-    import threading
-
-    from composo import AsyncComposo, Composo
-
-    first_reads: list[bytes] = []
-    server = socket.create_server(("127.0.0.1", 0))
-
-    def serve() -> None:
-        conn, _ = server.accept()
-        with conn:
-            for _ in range(2):  # two requests on the kept-alive connection
-                data = conn.recv(65536)  # whatever the first segment brought
-                first_reads.append(data)
-                while b"\r\n\r\n" not in data:
-                    data += conn.recv(65536)
-                head, _, body = data.partition(b"\r\n\r\n")
-                length = int(
-                    next(
-                        line.split(b":")[1]
-                        for line in head.split(b"\r\n")
-                        if line.lower().startswith(b"content-length")
-                    )
-                )
-                while len(body) < length:
-                    body += conn.recv(65536)
-                answer = b'{"score": 1.0, "explanation": "ok"}'
-                conn.sendall(
-                    b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
-                    b"content-length: %d\r\n\r\n%s" % (len(answer), answer)
-                )
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    url = f"http://127.0.0.1:{server.getsockname()[1]}"
-    call = {"messages": BODY["messages"], "criteria": BODY["evaluation_criteria"]}
-    if kind == "sync":
-        with Composo(api_key="k", base_url=url) as client:
-            for _ in range(2):
-                client.evaluate(**call)
-    else:
-
-        async def twice() -> None:
-            async with AsyncComposo(api_key="k", base_url=url) as client:
-                for _ in range(2):
-                    await client.evaluate(**call)
-
-        asyncio.run(twice())
-    thread.join(5)
-    server.close()
-    assert len(first_reads) == 2
-    for data in first_reads:
-        assert data.startswith(b"POST ") and data.endswith(b"}"), data[-40:]
-        assert b"Reward answers that state the refund window" in data
 
 
 def test_clients_made_one_after_another_load_the_ca_bundle_once(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """A client made per request or per worker reuses the process's TLS context for the same
-    settings (loading the CA bundle costs tens of milliseconds); other settings get their own."""
+    """A client made per request or per worker reuses the process's TLS context (loading the CA
+    bundle costs milliseconds); another verify setting gets its own."""
+    made: list[object] = []
+    original = httpx.create_ssl_context
 
-    def contexts(transport: ShardedTransport | ShardedAsyncTransport) -> set[int]:
-        return {id(pool._pool._ssl_context) for pool in transport._pools}
+    def create(*args: Any, **kwargs: Any) -> Any:
+        made.append(kwargs.get("verify", True))
+        return original(*args, **kwargs)
 
-    first, second = ShardedTransport(4), ShardedAsyncTransport(4)
-    assert len(contexts(first) | contexts(second)) == 1
-    unverified = ShardedTransport(2, verify=False)
-    assert contexts(unverified) != contexts(first)
-    assert contexts(unverified) == contexts(ShardedTransport(2, verify=False))
-    # Pointing SSL_CERT_FILE elsewhere is a different CA setting, so a different context.
-    bundle = tmp_path / "ca.pem"
-    bundle.write_text(Path(certifi.where()).read_text())
-    monkeypatch.setenv("SSL_CERT_FILE", str(bundle))
-    assert contexts(ShardedTransport(2)) != contexts(first)
+    monkeypatch.setattr(httpx, "create_ssl_context", create)
+    import composo._core.connections as connections
+
+    monkeypatch.setattr(connections, "_TLS", {})
+    Connections(4), Connections(2)
+    Connections(2, verify=False), Connections(1, verify=False)
+    assert made == [True, False]
+
+
+PRIVATE = {"_pool", "_network_backend", "_mounts", "_transport", "_ssl_context", "_connections"}
+
+
+def test_no_private_attribute_of_httpx_or_httpcore_is_used() -> None:
+    """Attributes httpx and httpcore keep private (a pool, its backend, a client's transport or
+    mounts) are read or assigned nowhere in the package or the integrations (an object's own
+    attributes, on ``self``, are its business)."""
+    offenders = []
+    for base in ("composo", "integrations"):
+        for path in (ROOT / base).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if (
+                    isinstance(node, ast.Attribute)
+                    and node.attr in PRIVATE
+                    and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"))
+                ):
+                    offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}: .{node.attr}")
+    assert offenders == []
+
+
+def _declared() -> set[str]:
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    names = list(project["dependencies"])
+    for extra in project["optional-dependencies"].values():
+        names += extra
+    return {re.split(r"[\[<>=!~; ]", n, maxsplit=1)[0].replace("-", "_").lower() for n in names}
+
+
+def test_the_core_imports_only_the_standard_library_and_its_declared_dependencies() -> None:
+    core_deps = {"httpx", "httpcore", "pydantic", "tenacity", "pluggy", "typing_extensions"}
+    optional_here = {"pandas", "polars", "rich"}  # to_pandas / to_polars, progress=True
+    assert core_deps - {"typing_extensions"} <= _declared()
+    found: dict[str, set[str]] = {}
+    for path in (ROOT / "composo" / "_core").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            else:
+                continue
+            for name in names:
+                top = name.split(".")[0]
+                if top not in sys.stdlib_module_names:
+                    found.setdefault(top, set()).add(path.name)
+    outside = {k: v for k, v in found.items() if k not in core_deps | optional_here | {"composo"}}
+    assert outside == {}
+    assert all(found.get(name, set()) <= {"plan.py"} for name in optional_here)

@@ -5,25 +5,22 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
-from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import httpx
 
 from composo._core.base_client import BaseClient, RequestHeaders
-from composo._core.cache import CacheOption, async_transport, open_cache
 from composo._core.limits import (
     DEFAULT_MAX_CONCURRENT_REQUESTS,
     DEFAULT_NUM_RETRIES,
     DEFAULT_TIMEOUT,
-    MAX_THROTTLE_WAITS,
 )
 from composo._core.retry import Policy, is_retryable
-from composo._core.transport import ShardedAsyncTransport
 from composo.errors import ComposoError, RateLimitError
 
 if TYPE_CHECKING:  # the model modules and the batch engine load on first use
-    from typing_extensions import Unpack
+    from typing_extensions import Self, Unpack
 
     from composo._core.options import EvaluateOptions
     from composo._core.plan import BatchResult, BatchResults
@@ -32,29 +29,13 @@ if TYPE_CHECKING:  # the model modules and the batch engine load on first use
 
     Request = RewardRequest | TraceRequest
 
-__all__ = ["AsyncComposo"]
+__all__ = ["AsyncClient"]
 
 
-class AsyncComposo(BaseClient):
-    """The async client: at most ``max_concurrent_requests`` requests in flight across all calls.
-
-    Args:
-        api_key: The Composo API key (default: ``COMPOSO_API_KEY``).
-        base_url: The API's base URL (default: ``COMPOSO_BASE_URL``, else the platform's).
-        num_retries: Retries after the first attempt, at least 1.
-        model_core: The default model core for every call.
-        timeout: Seconds one call may take: connecting, sending, every read of the answer,
-            retries and waits included, however slowly the server sends.
-        max_concurrent_requests: Requests in flight at once (the platform advises about 5).
-        http_client: An ``httpx.AsyncClient`` to use; it is not closed by :meth:`aclose`.
-        cache: As for :class:`Composo`: ``True``, a path or a ``ResultCache`` answers repeated
-            requests from disk.
-        requests_per_minute: Pace requests to this rate from the start (a plan's known quota);
-            ``None`` paces only once the server throttles.
-
-    Raises:
-        ComposoValidationError: A setting is unusable.
-    """
+class AsyncClient(BaseClient):
+    """The async client (``composo.AsyncComposo`` is this plus the features above the core): at
+    most ``max_concurrent_requests`` requests in flight across all calls; the arguments are
+    :class:`~composo.Composo`'s, with an ``httpx.AsyncClient`` as ``http_client``."""
 
     def __init__(
         self,
@@ -65,7 +46,6 @@ class AsyncComposo(BaseClient):
         timeout: float = DEFAULT_TIMEOUT,
         max_concurrent_requests: int = DEFAULT_MAX_CONCURRENT_REQUESTS,
         http_client: httpx.AsyncClient | None = None,
-        cache: CacheOption = None,
         requests_per_minute: float | None = None,
     ) -> None:
         super().__init__(
@@ -77,7 +57,6 @@ class AsyncComposo(BaseClient):
             max_concurrent_requests,
             requests_per_minute,
         )
-        self.cache = open_cache(cache, http_client)
         self._policy = Policy(num_retries)
         self._owns_http = http_client is None
         self._http = http_client
@@ -92,14 +71,20 @@ class AsyncComposo(BaseClient):
             self._loop = loop
             self._slots = asyncio.Semaphore(self.max_concurrent_requests)
             if self._owns_http:
-                # Several small pools: httpcore's async pool costs CPU per request in its size.
                 # The previous loop's connections cannot be used from this one; they are dropped.
-                pools = ShardedAsyncTransport(max(self.max_concurrent_requests, 10))
+                size = max(self.max_concurrent_requests, 10)
+                limits = httpx.Limits(max_connections=size, max_keepalive_connections=size)
                 self._http = httpx.AsyncClient(
-                    transport=async_transport(self.cache, pools), headers=self._base_headers
+                    transport=self._wrap(httpx.AsyncHTTPTransport(limits=limits)),
+                    headers=self._base_headers,
+                    timeout=self.timeout,
                 )
         assert self._http is not None
         return self._http, self._slots
+
+    def _wrap(self, transport: httpx.AsyncBaseTransport) -> httpx.AsyncBaseTransport:
+        """The own client's transport, as a face above the core wants it (a cache over it)."""
+        return transport
 
     async def aclose(self) -> None:
         """Close the connections this client opened (a supplied ``http_client`` stays open)."""
@@ -111,7 +96,7 @@ class AsyncComposo(BaseClient):
 
     close = aclose
 
-    async def __aenter__(self) -> AsyncComposo:
+    async def __aenter__(self) -> Self:
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
@@ -331,55 +316,8 @@ class AsyncComposo(BaseClient):
                         raise first
                     return await self._attempt(method, url, json, headers, deadline, patient)
         except RateLimitError as exc:
-            wait = exc.retry_after
-            if wait is not None and time.monotonic() + wait > deadline:
-                raise self._refused(exc, deadline, wait) from None
-            raise
+            raise self._refusal(exc, deadline) from None
         raise AssertionError("unreachable")  # pragma: no cover
-
-    # -- tables (composo._core.frames) --------------------------------------------------------
-
-    async def evaluate_dataframe(
-        self,
-        df: Any,
-        criteria: str | Sequence[str] | Mapping[str, str] | None = None,
-        *,
-        columns: Mapping[str, str] | None = None,
-        evaluator_name: str | Sequence[str] | Mapping[str, str] | None = None,
-        concurrency: int | None = None,
-        progress: bool | Callable[[int, int | None], None] = False,
-        **options: Unpack[EvaluateOptions],
-    ) -> Any:
-        """Score every row of a pandas or polars DataFrame or a Hugging Face ``Dataset``.
-
-        Args:
-            df: The table. Rows are read by column name: a ``messages`` column (message dicts,
-                or their JSON text), or ``question`` and ``answer`` columns (with an optional
-                ``context``); optional ``system``, ``tools``, ``id`` and ``tags`` columns.
-            criteria: A criterion, a list, or ``{name: criterion}`` (the names prefix the
-                result columns; otherwise a short form of each criterion does).
-            columns: Role -> your column's name where they differ, e.g.
-                ``{"question": "prompt", "answer": "response"}``.
-            evaluator_name: Saved evaluator name(s) (or ``{name: evaluator}``), instead of
-                ``criteria``.
-            concurrency: Requests in flight (at most ``max_concurrent_requests``).
-            progress: ``True`` for a bar, or a ``(done, total)`` callable.
-            **options: :class:`~composo.types.EvaluateOptions` for every row.
-
-        Returns:
-            A new table of the same kind, in the input's row order: the input's columns, then
-            ``<name>_score`` and ``<name>_explanation`` per criterion and an ``error`` column
-            (``None`` where every criterion was scored).
-
-        Raises:
-            ComposoValidationError: A missing or misnamed column, or unusable criteria or
-                options, before any request (a bad cell fails only its own row).
-        """
-        from composo._core.frames import aevaluate_frame
-
-        return await aevaluate_frame(
-            self, df, criteria, evaluator_name, columns, concurrency, progress, options
-        )
 
     async def _attempt(
         self,
@@ -391,22 +329,14 @@ class AsyncComposo(BaseClient):
         patient: bool,
     ) -> Any:
         """One attempt, after the client's pace allows it; a patient one waits out 429s."""
-        throttle = self._throttle
         waits = 0
         while True:
-            delay = throttle.delay(deadline)
-            if delay is None:
-                raise self._paced_out()
-            if delay:
+            if delay := self._pace(deadline):
                 await asyncio.sleep(delay)
             try:
                 return await self._once(method, url, json, headers, deadline)
             except RateLimitError as exc:
-                wait = throttle.throttled_by(exc.retry_after)
-                if not patient or waits >= MAX_THROTTLE_WAITS:
-                    raise
-                if time.monotonic() + wait > deadline:
-                    raise self._refused(exc, deadline, wait) from None
+                self._throttled(exc, deadline, patient, waits)
                 waits += 1
 
     async def _once(

@@ -13,7 +13,7 @@ import httpx
 
 from composo._core.body import ACCEPT_ENCODING, Inflater
 from composo._core.cores import check_model_core
-from composo._core.limits import MAX_TASK_ID_LENGTH
+from composo._core.limits import MAX_TASK_ID_LENGTH, MAX_THROTTLE_WAITS
 from composo._core.options import check_names
 from composo._core.ratelimit import Throttle, check_requests_per_minute, rate_limit_reset
 from composo._core.retry import parse_retry_after
@@ -267,6 +267,31 @@ class BaseClient:
         if exc.retry_after is None and response.status_code == 429:
             exc.retry_after = rate_limit_reset(headers)
         raise exc
+
+    def _pace(self, deadline: float) -> float:
+        """Seconds to wait before an attempt may start, its place reserved; raises when the
+        client's pace would hold it past ``deadline``."""
+        delay = self._throttle.delay(deadline)
+        if delay is None:
+            raise self._paced_out()
+        return delay
+
+    def _throttled(self, exc: RateLimitError, deadline: float, patient: bool, waits: int) -> float:
+        """A 429: the limiter slows down; returns how long a patient attempt waits before it
+        goes again, or raises (an impatient call's 429 counts among its retries)."""
+        wait = self._throttle.throttled_by(exc.retry_after)
+        if not patient or waits >= MAX_THROTTLE_WAITS:
+            raise exc
+        if time.monotonic() + wait > deadline:
+            raise self._refused(exc, deadline, wait) from None
+        return wait
+
+    def _refusal(self, exc: RateLimitError, deadline: float) -> RateLimitError:
+        """The 429 a call raises once its retries are spent."""
+        wait = exc.retry_after
+        if wait is not None and time.monotonic() + wait > deadline:
+            return self._refused(exc, deadline, wait)
+        return exc
 
     def _refused(self, exc: RateLimitError, deadline: float, wait: float) -> RateLimitError:
         """The 429 to raise when its ``Retry-After`` would end past the call's timeout."""

@@ -3,21 +3,18 @@ loop and works the same in scripts, threads, Jupyter and async frameworks."""
 
 from __future__ import annotations
 
-import queue
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import httpx
 
 from composo._core.base_client import BaseClient, RequestHeaders
-from composo._core.cache import CacheOption, CachingTransport, open_cache
 from composo._core.limits import (
     DEFAULT_MAX_CONCURRENT_REQUESTS,
     DEFAULT_NUM_RETRIES,
     DEFAULT_TIMEOUT,
-    MAX_THROTTLE_WAITS,
 )
 from composo._core.retry import Policy, is_retryable
 from composo.errors import ComposoError, RateLimitError
@@ -25,9 +22,8 @@ from composo.errors import ComposoError, RateLimitError
 if TYPE_CHECKING:  # the model modules and the thread pool load on first use
     from concurrent.futures import ThreadPoolExecutor
 
-    from typing_extensions import Unpack
+    from typing_extensions import Self, Unpack
 
-    from composo._core.direct import DirectSender
     from composo._core.options import EvaluateOptions
     from composo._core.plan import BatchResult, BatchResults
     from composo._core.responses import EvaluationResponse, MultiAgentTraceResponse, TaskInfo
@@ -35,34 +31,21 @@ if TYPE_CHECKING:  # the model modules and the thread pool load on first use
 
     Request = RewardRequest | TraceRequest
 
-__all__ = ["Composo"]
+__all__ = ["SyncClient"]
 
 
-class Composo(BaseClient):
-    """Evaluate conversations and traces against plain-English criteria.
+class SyncClient(BaseClient):
+    """The blocking client (``composo.Composo`` is this plus the features above the core).
 
     Args:
-        api_key: The Composo API key (default: the ``COMPOSO_API_KEY`` environment variable).
+        api_key: The Composo API key (default: ``COMPOSO_API_KEY``).
         base_url: The API's base URL (default: ``COMPOSO_BASE_URL``, else the platform's).
-        num_retries: Retries after the first attempt (at least 1) for what may succeed on a
-            second try: lost connections, timeouts, 408, 409, 429 and 5xx.
-        model_core: The default model core for every call (a call's own ``model_core`` wins).
-        timeout: Seconds one call may take: connecting, sending, every read of the answer,
-            retries and waits included, however slowly the server sends.
-        http_client: An ``httpx.Client`` to use (tests, proxies); it is not closed by
-            :meth:`close`, and its event hooks, auth, cookies and default headers apply. (With
-            your own client each read is bounded by what is left of the timeout, but a server
-            dripping its status line is only stopped between reads on the client's own
-            connections, which also skip the httpx layers they do not use.)
+        num_retries: Retries after the first attempt, at least 1.
+        model_core: The default model core for every call.
+        timeout: Seconds one call may take, retries and waits included.
+        http_client: An ``httpx.Client`` to use; it is not closed by :meth:`close`.
         max_concurrent_requests: Requests in flight at once across all calls.
-        cache: ``True`` keeps answers in the user's cache directory (a path: there; a
-            :class:`~composo._core.cache.ResultCache`: that one), so a repeated request is not
-            sent again. Errors and ``data_retention="none"`` requests are never stored.
-        requests_per_minute: Pace requests to this rate from the start (a plan's known quota);
-            ``None`` paces only once the server throttles.
-
-    Raises:
-        ComposoValidationError: A setting is unusable (no API key, a bad URL or model core...).
+        requests_per_minute: Pace requests to this rate from the start.
     """
 
     def __init__(
@@ -74,7 +57,6 @@ class Composo(BaseClient):
         timeout: float = DEFAULT_TIMEOUT,
         http_client: httpx.Client | None = None,
         max_concurrent_requests: int = DEFAULT_MAX_CONCURRENT_REQUESTS,
-        cache: CacheOption = None,
         requests_per_minute: float | None = None,
     ) -> None:
         super().__init__(
@@ -90,16 +72,10 @@ class Composo(BaseClient):
         # An owned httpx.Client is built on the first request (see _http): building one loads
         # the CA bundle, tens of milliseconds that a client made and never used should not pay.
         self._http_client = http_client
-        self._direct: DirectSender | None = None
         self._http_lock = threading.Lock()
         self._closed = False
-        self.cache = open_cache(cache, http_client)
         self._policy = Policy(num_retries)
-        # Request slots as tokens in a queue: taking and giving one back are single C calls,
-        # a few microseconds less per request than a Python-level semaphore.
-        self._slots: queue.SimpleQueue[None] = queue.SimpleQueue()
-        for _ in range(max_concurrent_requests):
-            self._slots.put(None)
+        self._slots = threading.BoundedSemaphore(max_concurrent_requests)
         self._pool: ThreadPoolExecutor | None = None
         self._pool_lock = threading.Lock()
 
@@ -114,7 +90,7 @@ class Composo(BaseClient):
         if self._owns_http and self._http_client is not None:
             self._http_client.close()
 
-    def __enter__(self) -> Composo:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
@@ -321,27 +297,20 @@ class Composo(BaseClient):
             with self._http_lock:
                 http = self._http_client
                 if http is None:
-                    from composo._core.direct import DirectSender
+                    from composo._core.connections import Connections
 
-                    transport = self._connections()
-                    if self.cache is not None:
-                        transport = CachingTransport(transport, self.cache)
-                    http = httpx.Client(transport=transport, headers=self._base_headers)
-                    self._direct = DirectSender(http, transport)
+                    transport = self._wrap(Connections(max(self.max_concurrent_requests, 10)))
+                    http = httpx.Client(
+                        transport=transport, headers=self._base_headers, timeout=self.timeout
+                    )
                     self._http_client = http
                     if self._closed:  # closed before its first request: refused as before
                         http.close()
         return http
 
-    def _connections(self) -> httpx.BaseTransport:
-        """The own client's connections: one pool per connection, every read bounded by what
-        is left of the call's timeout."""
-        import composo._core.deadline as call_deadline  # loads httpcore
-        from composo._core.transport import ShardedTransport
-
-        return ShardedTransport(
-            max(self.max_concurrent_requests, 10), prepare=call_deadline.install
-        )
+    def _wrap(self, transport: httpx.BaseTransport) -> httpx.BaseTransport:
+        """The own client's transport, as a face above the core wants it (a cache over it)."""
+        return transport
 
     def _executor(self) -> ThreadPoolExecutor:
         with self._pool_lock:
@@ -407,12 +376,6 @@ class Composo(BaseClient):
             raise self._refusal(exc, deadline) from None
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def _refusal(self, exc: RateLimitError, deadline: float) -> RateLimitError:
-        wait = exc.retry_after
-        if wait is not None and time.monotonic() + wait > deadline:
-            return self._refused(exc, deadline, wait)
-        return exc
-
     def _attempt(
         self,
         method: str,
@@ -423,111 +386,52 @@ class Composo(BaseClient):
         patient: bool,
     ) -> Any:
         """One attempt, after the client's pace allows it; a patient one waits out 429s."""
-        throttle = self._throttle
         waits = 0
         while True:
-            delay = throttle.delay(deadline)
-            if delay is None:
-                raise self._paced_out()
-            if delay:
+            if delay := self._pace(deadline):
                 time.sleep(delay)
             try:
                 return self._once(method, url, json, headers, deadline)
             except RateLimitError as exc:
-                wait = throttle.throttled_by(exc.retry_after)
-                if not patient or waits >= MAX_THROTTLE_WAITS:
-                    raise
-                if time.monotonic() + wait > deadline:
-                    raise self._refused(exc, deadline, wait) from None
+                self._throttled(exc, deadline, patient, waits)
                 waits += 1
 
     def _once(
         self, method: str, url: str, json: Any, headers: RequestHeaders, deadline: float
     ) -> Any:
-        """Send, then read the answer as it arrives, all before ``deadline``."""
-        import composo._core.deadline as call_deadline  # httpcore: loaded by then
+        """Send through ``httpx.Client.send``, then read the answer as it arrives, all before
+        ``deadline`` (on :class:`~composo._core.connections.Connections` every socket wait
+        ends by it; on any transport the body is read with the deadline checked between
+        chunks)."""
+        from composo._core.connections import deadline as socket_deadline
 
         http = self._http
-        direct = self._direct  # the own client's (set with it), else None
-        slots = self._slots
-        slots.get()
+        permits = self._throttle.permits
+        if not self._slots.acquire(timeout=max(0.0, deadline - time.monotonic())):
+            raise self._timed_out()
         try:
-            timeout = _phases(self._attempt_timeout(deadline))
-            if direct is None:  # a supplied client: its hooks, auth and cookies apply
-                request = http.build_request(method, url, json=json, headers=headers)
-                request.extensions["timeout"] = timeout
-            else:
-                request = direct.build(method, url, json, headers, timeout)
-            call_deadline.set_deadline(deadline)
+            if permits is not None:
+                permits.acquire()
             try:
-                response = (
-                    http.send(request, stream=True) if direct is None else direct.send(request)
+                request = http.build_request(
+                    method, url, json=json, headers=headers, timeout=self._attempt_timeout(deadline)
                 )
-                try:
-                    inflater = self._inflater(response)
-                    # The body's reads wait at most what is left now (not at the start).
-                    left = deadline - time.monotonic()
-                    request.extensions["timeout"] = _phases(max(left, 1e-3))
-                    for chunk in () if response.is_stream_consumed else response.iter_raw():
-                        if time.monotonic() > deadline:
-                            raise self._timed_out()
-                        inflater.feed(chunk)
-                    raw = inflater.result()
-                finally:
-                    response.close()
+                with socket_deadline(deadline):
+                    response = http.send(request, stream=True)
+                    try:
+                        inflater = self._inflater(response)
+                        for chunk in () if response.is_stream_consumed else response.iter_raw():
+                            if time.monotonic() > deadline:
+                                raise self._timed_out()
+                            inflater.feed(chunk)
+                        raw = inflater.result()
+                    finally:
+                        response.close()
             except httpx.HTTPError as exc:
                 raise self._transport_error(exc, url) from None
             finally:
-                call_deadline.clear()
+                if permits is not None:
+                    permits.release()
         finally:
-            slots.put(None)
+            self._slots.release()
         return self._decode(response, raw)
-
-    # -- tables (composo._core.frames) --------------------------------------------------------
-
-    def evaluate_dataframe(
-        self,
-        df: Any,
-        criteria: str | Sequence[str] | Mapping[str, str] | None = None,
-        *,
-        columns: Mapping[str, str] | None = None,
-        evaluator_name: str | Sequence[str] | Mapping[str, str] | None = None,
-        concurrency: int | None = None,
-        progress: bool | Callable[[int, int | None], None] = False,
-        **options: Unpack[EvaluateOptions],
-    ) -> Any:
-        """Score every row of a pandas or polars DataFrame or a Hugging Face ``Dataset``.
-
-        Args:
-            df: The table. Rows are read by column name: a ``messages`` column (message dicts,
-                or their JSON text), or ``question`` and ``answer`` columns (with an optional
-                ``context``); optional ``system``, ``tools``, ``id`` and ``tags`` columns.
-            criteria: A criterion, a list, or ``{name: criterion}`` (the names prefix the
-                result columns; otherwise a short form of each criterion does).
-            columns: Role -> your column's name where they differ, e.g.
-                ``{"question": "prompt", "answer": "response"}``.
-            evaluator_name: Saved evaluator name(s) (or ``{name: evaluator}``), instead of
-                ``criteria``.
-            concurrency: Requests in flight (at most ``max_concurrent_requests``).
-            progress: ``True`` for a bar, or a ``(done, total)`` callable.
-            **options: :class:`~composo.types.EvaluateOptions` for every row.
-
-        Returns:
-            A new table of the same kind, in the input's row order: the input's columns, then
-            ``<name>_score`` and ``<name>_explanation`` per criterion and an ``error`` column
-            (``None`` where every criterion was scored).
-
-        Raises:
-            ComposoValidationError: A missing or misnamed column, or unusable criteria or
-                options, before any request (a bad cell fails only its own row).
-        """
-        from composo._core.frames import evaluate_frame
-
-        return evaluate_frame(
-            self, df, criteria, evaluator_name, columns, concurrency, progress, options
-        )
-
-
-def _phases(seconds: float) -> dict[str, float]:
-    """httpx's per-request timeout extension, every phase at ``seconds``."""
-    return {"connect": seconds, "read": seconds, "write": seconds, "pool": seconds}

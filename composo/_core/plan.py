@@ -378,16 +378,12 @@ class BatchResults(list[BatchResult]):
     def to_pandas(self) -> Any:
         """A pandas DataFrame, one row per (item, criterion): ``index``, ``id``, ``criterion``,
         ``score``, ``explanation``, ``error`` (needs the ``pandas`` extra)."""
-        from composo._core.frames import results_frame
-
-        return results_frame(self, "pandas")
+        return _table(self, "pandas")
 
     def to_polars(self) -> Any:
         """A polars DataFrame with the columns of :meth:`to_pandas` (needs the ``polars``
         extra)."""
-        from composo._core.frames import results_frame
-
-        return results_frame(self, "polars")
+        return _table(self, "polars")
 
 
 def ordered(results: Iterable[BatchResult], plan: Plan) -> BatchResults:
@@ -399,3 +395,34 @@ def ordered(results: Iterable[BatchResult], plan: Plan) -> BatchResults:
             "%d of %d evaluations failed; each failed result carries its .error", failed, len(out)
         )
     return out
+
+
+def _table(results: Sequence[BatchResult], kind: str) -> Any:
+    """Batch results as a long table, one row per (item, criterion); pandas or polars is
+    imported only here, when asked for."""
+    rows = [r.row() for r in results]
+    columns = ("index", "id", "criterion", "score", "explanation", "error")
+    data = {c: [row[c] for row in rows] for c in columns}
+    if kind == "pandas":
+        try:
+            import pandas as pd
+        except ImportError:
+            raise ImportError("to_pandas() needs pandas: pip install 'composo[pandas]'") from None
+        frame = pd.DataFrame(data, columns=list(columns))
+        frame["score"] = frame["score"].astype("float64")
+        return frame
+    try:
+        import polars as pl
+    except ImportError:
+        raise ImportError("to_polars() needs polars: pip install 'composo[polars]'") from None
+    return pl.DataFrame(
+        data,
+        schema={
+            "index": pl.Int64,
+            "id": pl.Utf8,
+            "criterion": pl.Utf8,
+            "score": pl.Float64,
+            "explanation": pl.Utf8,
+            "error": pl.Utf8,
+        },
+    )

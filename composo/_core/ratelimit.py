@@ -18,6 +18,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Mapping
+from typing import Protocol
 
 from composo._core.limits import (
     RATE_DECREASE,
@@ -28,7 +29,7 @@ from composo._core.limits import (
 )
 from composo.errors import ComposoValidationError
 
-__all__ = ["Throttle", "check_requests_per_minute", "rate_limit_reset"]
+__all__ = ["Permits", "Throttle", "check_requests_per_minute", "rate_limit_reset"]
 
 _MIN_RATE = 1 / 3600.0  # one request an hour: the slowest pace kept
 
@@ -62,13 +63,26 @@ def rate_limit_reset(headers: Mapping[str, str]) -> float | None:
     return max(0.0, reset)
 
 
+class Permits(Protocol):
+    """A source of permission beyond this process (a cluster-wide budget, such as
+    :class:`composo.ray.RequestBudget`): each attempt holds one permit from before it is sent
+    until its answer is read. Blocking calls; the sync client's attempts use them."""
+
+    def acquire(self) -> None: ...
+
+    def release(self) -> None: ...
+
+
 class Throttle:
     """The shared pace of one client's requests (see the module's description).
 
     Attributes:
         rate: Requests a second currently allowed; ``None`` while not pacing.
         throttled: 429 answers seen so far.
+        permits: Where each attempt also takes a permit (``None``: only this limiter).
     """
+
+    permits: Permits | None = None
 
     def __init__(self, requests_per_minute: float | None, concurrency: int) -> None:
         self.ceiling = None if requests_per_minute is None else requests_per_minute / 60.0

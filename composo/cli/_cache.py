@@ -32,7 +32,7 @@ def _size(n: int) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from composo._core.cache import ResultCache
+    from composo._cache import ResultCache
 
     cache = ResultCache(args.cache_dir)
     try:

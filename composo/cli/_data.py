@@ -19,8 +19,8 @@ class DataUsageError(Exception):
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from composo._core.frames import ROLES
-    from composo._core.readers import FORMATS
+    from composo._data.frames import ROLES
+    from composo._data.readers import FORMATS
 
     group = parser.add_argument_group(
         "tables and the result cache",
@@ -58,8 +58,8 @@ class DataRun:
     """The run's reader, cache and Parquet output, set up before any request."""
 
     def __init__(self, args: argparse.Namespace, source: Path | None) -> None:
-        from composo._core.frames import ROLES
-        from composo._core.readers import UnreadableInput, open_records
+        from composo._data.frames import ROLES
+        from composo._data.readers import UnreadableInput, open_records
         from composo.errors import ComposoValidationError
 
         columns = {r: getattr(args, f"{r}_column") for r in ROLES if getattr(args, f"{r}_column")}
@@ -83,7 +83,7 @@ class DataRun:
         self.cache: Any = None
         # --local starts a server on a new port each time: its answers could never be reused.
         if not args.no_cache and not args.local:
-            from composo._core.cache import ResultCache
+            from composo._cache import ResultCache
 
             self.cache = ResultCache(args.cache_dir)
         self._transport: Any = None
@@ -92,15 +92,11 @@ class DataRun:
         """The caching transport for the run's client (``None`` with ``--no-cache``)."""
         if self.cache is None:
             return None
-        import httpx
+        from composo._cache import CachingTransport
+        from composo._core.connections import Connections
 
-        from composo._core import deadline
-        from composo._core.cache import CachingTransport
-
-        limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
-        inner = httpx.HTTPTransport(limits=limits)
-        deadline.install(inner)  # every read waits at most what is left of the call's timeout
-        self._transport = CachingTransport(inner, self.cache)
+        # every socket wait ends by the call's deadline, as on the client's own connections
+        self._transport = CachingTransport(Connections(concurrency), self.cache)
         return self._transport
 
     def close(self) -> None:

@@ -197,7 +197,7 @@ class _Run:
     def items(self, records: Iterable[tuple[int, Any]]) -> Iterator[dict[str, Any]]:
         """One item per record (a line, a table row) that still has pairs to do, carrying the
         ``criteria`` it still needs; a record that cannot be used gets its error rows here."""
-        from composo._core.readers import BadRow, UnreadableInput
+        from composo._data.readers import BadRow, UnreadableInput
 
         stream = iter(records)
         while True:

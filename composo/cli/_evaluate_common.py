@@ -233,12 +233,11 @@ def client(
     import httpx
 
     from composo import Composo
-    from composo._core import deadline
+    from composo._core.connections import Connections
 
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
-    if transport is None:
-        transport = httpx.HTTPTransport(limits=limits)
-        deadline.install(transport)  # every read waits at most what is left of the call's time
+    if transport is None:  # every socket wait ends by the call's deadline
+        transport = Connections(concurrency)
     hooks = {"response": [info.observe]} if info is not None else {}
     with (
         httpx.Client(limits=limits, transport=transport, event_hooks=hooks) as http,

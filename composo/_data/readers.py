@@ -4,7 +4,7 @@ Each reader yields ``(index, record)`` pairs, one row at a time (Parquet a batch
 time), so memory stays flat for any input size. A row that cannot be used is yielded as a
 :class:`BadRow` carrying a message that names its line or row and column; a file that cannot be
 read any further raises :class:`UnreadableInput`. Rows of a table become items through the one
-column mapping (:class:`composo._core.frames.ColumnMap`).
+column mapping (:class:`composo._data.frames.ColumnMap`).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from composo._core.frames import ColumnMap
+from composo._data.frames import ColumnMap
 from composo.errors import ComposoValidationError
 
 __all__ = ["FORMATS", "BadRow", "Records", "UnreadableInput", "detect_format", "open_records"]

@@ -21,7 +21,6 @@ __all__ = [
     "ROLES",
     "ColumnMap",
     "FrameJob",
-    "results_frame",
     "row_item",
 ]
 
@@ -370,36 +369,6 @@ def attach(frame: Any, kind: str, data: Mapping[str, list[Any]]) -> Any:
 
 def _pandas_dtype(name: str) -> str:
     return "float64" if name.endswith("_score") else "object"
-
-
-def results_frame(results: Sequence[Any], kind: str) -> Any:
-    """Batch results as a long table: one row per (item, criterion)."""
-    rows = [r.row() for r in results]
-    columns = ("index", "id", "criterion", "score", "explanation", "error")
-    data = {c: [row[c] for row in rows] for c in columns}
-    if kind == "pandas":
-        try:
-            import pandas as pd
-        except ImportError:
-            raise ImportError("to_pandas() needs pandas: pip install 'composo[pandas]'") from None
-        frame = pd.DataFrame(data, columns=list(columns))
-        frame["score"] = frame["score"].astype("float64")
-        return frame
-    try:
-        import polars as pl
-    except ImportError:
-        raise ImportError("to_polars() needs polars: pip install 'composo[polars]'") from None
-    return pl.DataFrame(
-        data,
-        schema={
-            "index": pl.Int64,
-            "id": pl.Utf8,
-            "criterion": pl.Utf8,
-            "score": pl.Float64,
-            "explanation": pl.Utf8,
-            "error": pl.Utf8,
-        },
-    )
 
 
 def _named(value: Any) -> tuple[Any, dict[str, str] | None]:

@@ -28,9 +28,9 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from composo._core.async_client import AsyncComposo
+from composo._async_client import AsyncComposo
+from composo._client import Composo
 from composo._core.batch_async import ASend, astream
-from composo._core.client import Composo
 from composo._core.options import OPTION_NAMES
 from composo._core.plan import BatchResult, Job, Plan
 from composo._core.responses import EvaluationResponse, MultiAgentTraceResponse

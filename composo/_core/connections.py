@@ -1,0 +1,201 @@
+"""The sync client's connections: every socket wait ends by the call's deadline.
+
+``httpx.Timeout`` bounds each socket operation on its own, so a server that sends one byte every
+half second (in the status line, the headers or the body) could hold a blocking call for ever.
+Here httpcore's connection pool is built with a network backend (its public ``network_backend=``
+argument) whose streams cap every read, write and connect at what is left of the deadline set
+for the current thread by :func:`deadline`. :class:`Connections` is that pool as an httpx
+transport (built from public httpx and httpcore types), for any ``httpx.Client``: the client's
+own, or one you build (``httpx.Client(transport=Connections())``). The async client needs none
+of this: ``asyncio.timeout`` cancels an attempt wherever it waits.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ssl
+import threading
+import time
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import httpcore
+import httpx
+
+__all__ = ["Connections", "deadline"]
+
+_local = threading.local()
+
+
+@contextlib.contextmanager
+def deadline(at: float) -> Iterator[None]:
+    """Within the block, this thread's socket waits end by ``at`` (``time.monotonic()``)."""
+    outer = getattr(_local, "deadline", None)
+    _local.deadline = at if outer is None else min(outer, at)
+    try:
+        yield
+    finally:
+        _local.deadline = outer
+
+
+def _cap(timeout: float | None, kind: type[Exception]) -> float | None:
+    at: float | None = getattr(_local, "deadline", None)
+    if at is None:
+        return timeout
+    left = at - time.monotonic()
+    if left <= 0:
+        raise kind("the call's timeout ran out")
+    return left if timeout is None else min(timeout, left)
+
+
+class _Stream(httpcore.NetworkStream):
+    __slots__ = ("_inner",)
+
+    def __init__(self, inner: httpcore.NetworkStream) -> None:
+        self._inner = inner
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        return self._inner.read(max_bytes, _cap(timeout, httpcore.ReadTimeout))
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        self._inner.write(buffer, _cap(timeout, httpcore.WriteTimeout))
+
+    def close(self) -> None:
+        self._inner.close()
+
+    def start_tls(
+        self,
+        ssl_context: ssl.SSLContext,
+        server_hostname: str | None = None,
+        timeout: float | None = None,
+    ) -> httpcore.NetworkStream:
+        tls = self._inner.start_tls(
+            ssl_context, server_hostname, _cap(timeout, httpcore.ConnectTimeout)
+        )
+        return _Stream(tls)
+
+    def get_extra_info(self, info: str) -> Any:
+        return self._inner.get_extra_info(info)
+
+
+class _Backend(httpcore.NetworkBackend):
+    def __init__(self) -> None:
+        self._inner = httpcore.SyncBackend()
+
+    def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Iterable[Any] | None = None,
+    ) -> httpcore.NetworkStream:
+        capped = _cap(timeout, httpcore.ConnectTimeout)
+        return _Stream(self._inner.connect_tcp(host, port, capped, local_address, socket_options))
+
+    def connect_unix_socket(
+        self, path: str, timeout: float | None = None, socket_options: Iterable[Any] | None = None
+    ) -> httpcore.NetworkStream:  # pragma: no cover (the client speaks TCP)
+        capped = _cap(timeout, httpcore.ConnectTimeout)
+        return _Stream(self._inner.connect_unix_socket(path, capped, socket_options))
+
+    def sleep(self, seconds: float) -> None:  # pragma: no cover (httpcore retries are off)
+        self._inner.sleep(seconds)
+
+
+_TLS: dict[bool, ssl.SSLContext] = {}
+_TLS_LOCK = threading.Lock()
+
+
+def _tls(verify: bool) -> ssl.SSLContext:
+    """One TLS context per setting for the process: loading the CA bundle takes milliseconds."""
+    with _TLS_LOCK:
+        context = _TLS.get(verify)
+        if context is None:
+            context = _TLS[verify] = httpx.create_ssl_context(verify=verify)
+        return context
+
+
+_ERRORS = (
+    httpcore.TimeoutException,
+    httpcore.NetworkError,
+    httpcore.ProtocolError,
+    httpcore.ProxyError,
+    httpcore.UnsupportedProtocol,
+)
+"""httpcore's transport failures (its exceptions have no common base of their own)."""
+
+
+def _httpx_error(exc: Exception) -> httpx.TransportError:
+    """httpcore's exception as httpx's class of the same name (httpx mirrors them)."""
+    for cls in type(exc).__mro__:
+        mirror = getattr(httpx, cls.__name__, None)
+        if isinstance(mirror, type) and issubclass(mirror, httpx.TransportError):
+            return mirror(str(exc))
+    return httpx.TransportError(str(exc))  # pragma: no cover (every httpcore error is mirrored)
+
+
+class _Body(httpx.SyncByteStream):
+    """A response body from the pool; its errors as httpx's."""
+
+    def __init__(self, stream: Iterable[bytes]) -> None:
+        self._stream = stream
+
+    def __iter__(self) -> Iterator[bytes]:
+        try:
+            yield from self._stream
+        except _ERRORS as exc:
+            raise _httpx_error(exc) from exc
+
+    def close(self) -> None:
+        close = getattr(self._stream, "close", None)
+        if close is not None:
+            close()
+
+
+class Connections(httpx.BaseTransport):
+    """HTTP/1.1 connections whose every socket wait respects the thread's :func:`deadline`.
+
+    Args:
+        max_connections: Connections open at most (requests beyond wait for one).
+        verify: Check the server's TLS certificate (``False`` only for a test server).
+        keepalive_expiry: Seconds an idle connection is kept.
+    """
+
+    def __init__(
+        self, max_connections: int = 10, *, verify: bool = True, keepalive_expiry: float = 5.0
+    ) -> None:
+        self._pool = httpcore.ConnectionPool(
+            ssl_context=_tls(verify),
+            max_connections=max_connections,
+            max_keepalive_connections=max_connections,
+            keepalive_expiry=keepalive_expiry,
+            network_backend=_Backend(),
+        )
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        assert isinstance(request.stream, httpx.SyncByteStream)
+        url = request.url
+        inner = httpcore.Request(
+            method=request.method,
+            url=httpcore.URL(
+                scheme=url.raw_scheme, host=url.raw_host, port=url.port, target=url.raw_path
+            ),
+            headers=request.headers.raw,
+            content=request.stream,
+            extensions=request.extensions,
+        )
+        try:
+            response = self._pool.handle_request(inner)
+        except _ERRORS as exc:
+            raise _httpx_error(exc) from exc
+        assert isinstance(response.stream, Iterable)
+        return httpx.Response(
+            status_code=response.status,
+            headers=response.headers,
+            stream=_Body(response.stream),
+            extensions=response.extensions,
+        )
+
+    def close(self) -> None:
+        self._pool.close()
