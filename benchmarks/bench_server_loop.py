@@ -109,7 +109,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args()
     bodies = {name: make() for name, make in SHAPES.items()}
-    print(f"local server, heuristic judge, {os.cpu_count()} CPU(s), goal: worst <= {GOAL_MS:.0f} ms")
+    print(f"local server, heuristic judge, {os.cpu_count()} CPU(s), goal: worst <= {GOAL_MS:g} ms")
     overall = 0.0
     with tempfile.TemporaryDirectory() as tmp:
         srv = ServerProcess(
