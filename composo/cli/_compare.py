@@ -33,6 +33,10 @@ class CompareError(ValueError):
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.epilog = (
+        "exit status: 0 compared, 2 bad command line or files that cannot be compared, 3 a "
+        "regression (--fail-on-regression), 4 a file had rows that are not results (set aside)"
+    )
     parser.add_argument("base", type=Path, metavar="BASE.jsonl", help="the earlier run's results")
     parser.add_argument("new", type=Path, metavar="NEW.jsonl", help="the run to judge")
     parser.add_argument(
@@ -295,12 +299,20 @@ def render_markdown(result: Comparison, tolerance: float | None) -> str:
     return "\n".join(lines) + "\n\n"
 
 
-def load(path: Path, name: str) -> list[dict[str, Any]]:
-    from composo.cli._results import iter_rows
+def load(path: Path, name: str, command: str = "compare") -> tuple[list[dict[str, Any]], int]:
+    """A results file's usable rows and how many were set aside (said on stderr; the command
+    then exits with ``EXIT_BAD_ROWS`` unless a gate failed)."""
+    from composo.cli._results import read_results
 
     if not path.is_file():
         raise CompareError(f"{name}: no such file: {path}")
-    return list(iter_rows(path))
+    try:
+        rows, checked = read_results(path)
+    except OSError as exc:
+        raise CompareError(f"{name}: {exc}") from None
+    if rows:  # a file of no results at all is one usage error, said by the caller
+        checked.report(command)
+    return rows, checked.bad
 
 
 def run(args: argparse.Namespace) -> int:
@@ -313,8 +325,8 @@ def run(args: argparse.Namespace) -> int:
     if args.summary_md is not None and not args.summary_md.parent.is_dir():
         return _usage(f"--summary-md: no such directory: {args.summary_md.parent}")
     try:
-        base = load(args.base, "BASE")
-        new = load(args.new, "NEW")
+        base, base_bad = load(args.base, "BASE")
+        new, new_bad = load(args.new, "NEW")
         result = compare_rows(base, new, args.seed, args.resamples)
     except CompareError as exc:
         return _usage(str(exc))
@@ -328,8 +340,11 @@ def run(args: argparse.Namespace) -> int:
     if args.summary_md is not None:
         with args.summary_md.open("a", encoding="utf-8") as f:
             f.write(render_markdown(result, args.fail_on_regression))
+    from composo.cli._results import EXIT_BAD_ROWS
+
+    clean = EXIT_BAD_ROWS if base_bad or new_bad else EXIT_OK
     if args.fail_on_regression is None:
-        return EXIT_OK
+        return clean
     dropped = [c for c in result.criteria if c.regression(args.fail_on_regression)]
     for c in dropped:
         lo, hi = c.interval or (0.0, 0.0)
@@ -339,4 +354,4 @@ def run(args: argparse.Namespace) -> int:
             f"more than the tolerance {args.fail_on_regression:g}",
             file=sys.stderr,
         )
-    return EXIT_GATE if dropped else EXIT_OK
+    return EXIT_GATE if dropped else clean

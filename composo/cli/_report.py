@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from composo.cli._compare import Comparison, CriterionComparison
-    from composo.cli._results import CriterionStats, RunInfo
+    from composo.cli._results import CriterionStats, RowProblem, RunInfo
 
 __all__ = ["add_arguments", "render", "run"]
 
@@ -149,8 +149,12 @@ def _question_answer(item: dict[str, Any]) -> tuple[str, str]:
     if answer_at is not None:
         m = turns[answer_at]
         answer = _text(m.get("content"))
-        calls = [c.get("function", c) for c in m.get("tool_calls") or () if isinstance(c, dict)]
-        called = ", ".join(f"{c.get('name')}({c.get('arguments', '')})" for c in calls)
+        listed = m.get("tool_calls")
+        listed = listed if isinstance(listed, list) else []
+        calls = [c.get("function", c) for c in listed if isinstance(c, dict)]
+        called = ", ".join(
+            f"{c.get('name')}({c.get('arguments', '')})" for c in calls if isinstance(c, dict)
+        )
         if called:
             answer = (answer + " " if answer else "") + f"[tool calls: {called}]"
     before = turns[:answer_at] if answer_at is not None else turns
@@ -198,7 +202,7 @@ def _folded(text: str, label: str) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from composo.cli._results import iter_rows
+    from composo.cli._results import EXIT_BAD_ROWS, CheckedRows
 
     if not args.results.is_file():
         print(f"composo report: error: no such file: {args.results}", file=sys.stderr)
@@ -206,20 +210,35 @@ def run(args: argparse.Namespace) -> int:
     if args.lowest < 0:
         print("composo report: error: --lowest must be 0 or more", file=sys.stderr)
         return 2
-    criteria, errors, items, error_total = _collect(iter_rows(args.results), args.lowest)
-    if not criteria:
-        print(f"composo report: error: {args.results} holds no result rows", file=sys.stderr)
+    checked = CheckedRows(args.results)
+    try:
+        criteria, errors, items, error_total = _collect(checked, args.lowest)
+    except OSError as exc:
+        print(f"composo report: error: {exc}", file=sys.stderr)
         return 2
+    if not criteria:
+        first = (
+            f" ({checked.bad} line(s) are not results, the first {checked.problems[0].describe()})"
+        )
+        print(
+            f"composo report: error: {args.results} holds no result rows"
+            f"{first if checked.bad else ''}",
+            file=sys.stderr,
+        )
+        return 2
+    checked.report("report")
+    problems, bad = checked.problems, checked.bad
     baseline: _Baseline | None = None
     if args.baseline is not None:
         from composo.cli._compare import CompareError, compare_rows, load
 
         try:
-            base_rows = load(args.baseline, "--baseline")
-            comparison = compare_rows(base_rows, iter_rows(args.results))
+            base_rows, base_bad = load(args.baseline, "--baseline", "report")
+            comparison = compare_rows(base_rows, checked)
         except CompareError as exc:
             print(f"composo report: error: {exc}", file=sys.stderr)
             return 2
+        bad += base_bad
         base_criteria, _, base_items, _ = _collect(iter(base_rows), 0)
         baseline = _Baseline(args.baseline.name, base_criteria, len(base_items), comparison)
     from composo.cli._results import RunInfo
@@ -245,11 +264,12 @@ def run(args: argparse.Namespace) -> int:
         baseline,
         info=info,
         dataset=dataset,
-        rows=iter_rows(args.results) if dataset is not None else None,
+        rows=CheckedRows(args.results) if dataset is not None else None,
+        problems=(problems, checked.bad),
     )
     args.output.write_text(page, encoding="utf-8")
     print(f"wrote {args.output}", file=sys.stderr)
-    return 0
+    return EXIT_BAD_ROWS if bad else 0
 
 
 # -- rendering ----------------------------------------------------------------------------------
@@ -586,6 +606,7 @@ def render(
     info: RunInfo | None = None,
     dataset: _Dataset | None = None,
     rows: Any = None,
+    problems: tuple[list[RowProblem], int] = ([], 0),
 ) -> str:
     """The whole page as one string."""
     from datetime import datetime, timezone
@@ -601,6 +622,7 @@ def render(
             ("not applicable", na),
             ("errors", f'<span class="err">{error_total}</span>' if error_total else 0),
         ]
+        + ([("rows set aside", f'<span class="err">{problems[1]}</span>')] if problems[1] else [])
     )
     cards = "".join(_card(c, baseline, dataset) for c in criteria.values())
     by_tag = _by_tag(criteria, dataset, rows) if dataset is not None and rows is not None else ""
@@ -632,8 +654,35 @@ def render(
         f'<h1>{_esc(title)}</h1><div class="sub">{_esc(source)}{against} · generated {stamp}'
         f"</div>{_run_header(info, criteria)}"
         f'<div class="totals">{totals}</div>{_overview(criteria, baseline)}{by_tag}{cards}'
-        f"{error_block}"
+        f"{error_block}{_set_aside(*problems)}"
         "</main></body></html>\n"
+    )
+
+
+_PROBLEMS_SHOWN = 50
+
+
+def _set_aside(problems: list[RowProblem], total: int) -> str:
+    """The rows of the results file that are not results (a score of NaN, 1.5, a number for an
+    explanation...): counted nowhere else, so listed here."""
+    if not total:
+        return ""
+    rows = "".join(
+        f'<tr><td class="id">line {p.line}</td><td class="id">{_esc(p.id or "")}</td>'
+        f"<td>{_esc(_label(p.criterion) if p.criterion else '')}</td>"
+        f'<td class="err">{_esc(p.problem)}</td></tr>'
+        for p in problems[:_PROBLEMS_SHOWN]
+    )
+    more = (
+        f'<p class="sub">… and {total - _PROBLEMS_SHOWN} more</p>'
+        if total > _PROBLEMS_SHOWN
+        else ""
+    )
+    return (
+        f'<section class="card" id="set-aside"><h2>Rows set aside</h2><p class="sub err">{total} '
+        "row(s) of the results file are not results and are counted nowhere on this page; fix "
+        "or remove them (the command exited with status 4).</p><table><tr><th>line</th><th>id"
+        f"</th><th>criterion</th><th>problem</th></tr>{rows}</table>{more}</section>"
     )
 
 

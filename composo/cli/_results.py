@@ -14,8 +14,11 @@ from pathlib import Path
 from typing import IO, Any
 
 __all__ = [
+    "EXIT_BAD_ROWS",
+    "CheckedRows",
     "CriterionStats",
     "Resume",
+    "RowProblem",
     "RowWriter",
     "RunInfo",
     "iter_rows",
@@ -23,6 +26,8 @@ __all__ = [
     "judge_text",
     "prepare_resume",
     "print_summary",
+    "read_results",
+    "row_problem",
     "summarize",
 ]
 
@@ -189,7 +194,9 @@ class CriterionStats:
         if row.get("error") is not None:
             self.errors += 1
         elif isinstance(row.get("score"), (int, float)):
-            self.scores.append(float(row["score"]))
+            if _valid_score(row["score"]):
+                self.scores.append(float(row["score"]))
+            # else: no score to count (the checked readers list such a row as a problem)
         else:
             self.not_applicable += 1
 
@@ -389,3 +396,138 @@ def print_summary(
         console.print(escape(line))
     if written_to:
         console.print(f"results written to {escape(written_to)}")
+
+
+# -- reading a results file defensively (report, compare, view, agreement) ---------------------
+
+# A results file with rows set aside exits with this, after doing what it could with the rest:
+# 1 is "requests failed", 2 "bad command line", 3 "a quality gate failed".
+EXIT_BAD_ROWS = 4
+_PROBLEMS_KEPT = 1000  # listed in full up to this many; beyond it only counted
+
+
+def _valid_score(value: Any) -> bool:
+    import math
+
+    return (
+        isinstance(value, (int, float))
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and 0.0 <= value <= 1.0
+    )
+
+
+def _shown(value: Any) -> str:
+    """A field's value as a reader should see it in a problem message (short)."""
+    text = repr(value) if not isinstance(value, float) else f"{value!r}".replace("nan", "NaN")
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def row_problem(row: dict[str, Any]) -> str | None:
+    """What makes a results row unusable, or ``None``: a line number, a criterion, a score that
+    is null or a finite number from 0 to 1, and text (or null) for the id, explanation and error."""
+    index = row.get("index")
+    if not isinstance(index, int) or isinstance(index, bool) or index < 0:
+        return f"index {_shown(index)} is not a line number (a whole number from 0)"
+    criterion = row.get("criterion")
+    if not isinstance(criterion, str) or not criterion.strip():
+        return f"criterion {_shown(criterion)} is not a criterion's text"
+    for name in ("id", "explanation", "error"):
+        value = row.get(name)
+        if value is not None and not isinstance(value, str):
+            return f"{name} {_shown(value)} is not text"
+    score = row.get("score")
+    if row.get("error") is None and score is not None and not _valid_score(score):
+        return f"score {_shown(score)} is not a number from 0 to 1 (or null: not applicable)"
+    return None
+
+
+@dataclass(frozen=True)
+class RowProblem:
+    """One row of a results file set aside, and why."""
+
+    line: int  # the row's line in the results file (Parquet: its row), from 1
+    problem: str
+    id: str | None = None
+    criterion: str | None = None
+
+    def describe(self) -> str:
+        where = f"line {self.line}"
+        if self.id is not None:
+            where += f" (id {self.id})"
+        return f"{where}: {self.problem}"
+
+
+class CheckedRows:
+    """A results file's usable rows, streamed; each pass lists the rows it set aside in
+    :attr:`problems` (the first ones) and counts all of them in :attr:`bad`."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.problems: list[RowProblem] = []
+        self.bad = 0
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        self.problems, self.bad = [], 0
+        for line, row in self._raw():
+            problem = "not a JSON object (a damaged line?)" if row is None else row_problem(row)
+            if problem is None and row is not None:
+                yield row
+                continue
+            self.bad += 1
+            if len(self.problems) < _PROBLEMS_KEPT:
+                self.problems.append(_problem(line, row, problem or ""))
+
+    def _raw(self) -> Iterator[tuple[int, dict[str, Any] | None]]:
+        if self.path.suffix.lower() in (".parquet", ".pq"):
+            yield from _parquet_rows(self.path)
+            return
+        with self.path.open("rb") as f:
+            for n, line in enumerate(f, 1):
+                if line.strip():
+                    yield n, json_object(line)
+
+    def report(self, command: str, stream: IO[str] | None = None, shown: int = 10) -> None:
+        """Say on stderr how many rows were set aside, and the first few."""
+        import sys
+
+        if not self.bad:
+            return
+        out = stream if stream is not None else sys.stderr
+        print(
+            f"composo {command}: {self.path.name}: {self.bad} row(s) set aside (not counted; exit "
+            f"{EXIT_BAD_ROWS}):",
+            file=out,
+        )
+        for p in self.problems[:shown]:
+            print(f"  {p.describe()}", file=out)
+        if self.bad > shown:
+            print(f"  ... and {self.bad - shown} more", file=out)
+
+
+def _problem(line: int, row: dict[str, Any] | None, problem: str) -> RowProblem:
+    def text(name: str) -> str | None:
+        value = None if row is None else row.get(name)
+        return None if value is None else _shown(value) if not isinstance(value, str) else value
+
+    return RowProblem(line, problem, text("id"), text("criterion"))
+
+
+def _parquet_rows(path: Path) -> Iterator[tuple[int, dict[str, Any] | None]]:
+    try:
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise OSError(
+            f"{path.name}: reading Parquet results needs pyarrow: pip install 'composo[parquet]'"
+        ) from None
+    n = 0
+    for batch in pq.ParquetFile(path).iter_batches(batch_size=4096):
+        for row in batch.to_pylist():
+            n += 1
+            yield n, row
+
+
+def read_results(path: Path) -> tuple[list[dict[str, Any]], CheckedRows]:
+    """Every usable row of a results file in memory, and the reader (its problems)."""
+    checked = CheckedRows(path)
+    return list(checked), checked

@@ -1,0 +1,147 @@
+"""`composo report` and `composo compare` on results files edited by hand or written by other
+tools: scores that are not numbers from 0 to 1 and fields of the wrong type are set aside, listed
+and counted, with their own exit status, never a traceback."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.cli import run_composo
+
+SCORED = "Reward answers that explain the refund policy"
+EXIT_BAD_ROWS = 4
+
+# Python's json writes these as the bare words NaN, Infinity, -Infinity (as other tools do)
+HOSTILE: list[tuple[str, Any, str]] = [
+    ("nan", float("nan"), "score NaN"),
+    ("inf", float("inf"), "score inf"),
+    ("-inf", float("-inf"), "score -inf"),
+    ("negative", -5, "score -5"),
+    ("huge", 1e308, "score 1e+308"),
+    ("above one", 1.5, "score 1.5"),
+    ("explanation", 0.5, "explanation 42"),
+    ("id", 0.5, "id 7"),
+]
+
+
+def good(i: int, score: float = 0.8) -> dict[str, Any]:
+    return {
+        "index": i,
+        "id": f"q{i}",
+        "criterion": SCORED,
+        "score": score,
+        "explanation": f"reason {i}",
+        "error": None,
+    }
+
+
+def write(path: Path, rows: list[dict[str, Any]]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def hostile_row(name: str, score: Any) -> dict[str, Any]:
+    row = good(90, score)
+    if name == "explanation":
+        row["explanation"] = 42
+    if name == "id":
+        row["id"] = 7
+    return row
+
+
+@pytest.mark.parametrize(("name", "score", "said"), HOSTILE, ids=[h[0] for h in HOSTILE])
+def test_report_lists_each_bad_row_and_exits_4(
+    tmp_path: Path, name: str, score: Any, said: str
+) -> None:
+    rows = [good(i, 0.2 + i / 20) for i in range(10)] + [hostile_row(name, score)]
+    results = write(tmp_path / "out.jsonl", rows)
+    page_path = tmp_path / "report.html"
+
+    done = run_composo("report", results, "-o", page_path)
+
+    assert done.returncode == EXIT_BAD_ROWS, done.stderr
+    assert "Traceback" not in done.stderr
+    assert "1 row(s) set aside" in done.stderr and "line 11" in done.stderr
+    assert said in done.stderr
+    page = page_path.read_text(encoding="utf-8")
+    assert "Rows set aside" in page and said in page
+    # the good rows are all there and the bad one is counted nowhere else: 10 scored
+    assert "<b>10</b>scored" in page
+
+
+def test_report_on_a_file_of_only_bad_rows_says_so(tmp_path: Path) -> None:
+    results = tmp_path / "out.jsonl"
+    results.write_text('{"index": 0, "criterion": "Reward x", "score": NaN}\n[1, 2]\n')
+
+    done = run_composo("report", results, "-o", tmp_path / "r.html")
+
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.count("\n") == 1, done.stderr  # one line says it all
+    assert "holds no result rows (2 line(s) are not results" in done.stderr
+    assert "line 1: score NaN" in done.stderr
+
+
+def test_clean_results_still_exit_0(tmp_path: Path) -> None:
+    results = write(tmp_path / "out.jsonl", [good(i) for i in range(3)])
+    done = run_composo("report", results, "-o", tmp_path / "r.html")
+    assert done.returncode == 0, done.stderr
+    assert "set aside" not in done.stderr
+    assert "Rows set aside" not in (tmp_path / "r.html").read_text()
+
+
+def test_compare_sets_bad_rows_aside_and_exits_4(tmp_path: Path) -> None:
+    base = write(tmp_path / "base.jsonl", [good(i, 0.5) for i in range(6)])
+    rows = [good(i, 0.6) for i in range(6)]
+    rows[2]["score"] = float("nan")
+    rows[4]["explanation"] = {"text": "a dict"}
+    new = write(tmp_path / "new.jsonl", rows)
+
+    done = run_composo("compare", base, new)
+
+    assert done.returncode == EXIT_BAD_ROWS and "Traceback" not in done.stderr
+    assert "2 row(s) set aside" in done.stderr
+    assert "over 4 item(s)" in done.stdout  # the bad rows are not paired
+    assert "+0.100" in done.stdout
+
+
+def test_a_failed_regression_gate_wins_over_bad_rows(tmp_path: Path) -> None:
+    base = write(tmp_path / "base.jsonl", [good(i, 0.9) for i in range(20)])
+    rows = [good(i, 0.1) for i in range(20)] + [good(30, 1.5)]
+    new = write(tmp_path / "new.jsonl", rows)
+
+    done = run_composo("compare", base, new, "--fail-on-regression", "0.05")
+
+    assert done.returncode == 3 and "1 row(s) set aside" in done.stderr
+
+
+def test_report_baseline_with_bad_rows(tmp_path: Path) -> None:
+    base_rows = [good(i, 0.5) for i in range(6)]
+    base_rows.append(good(7, float("-inf")))
+    base = write(tmp_path / "base.jsonl", base_rows)
+    new = write(tmp_path / "new.jsonl", [good(i, 0.7) for i in range(6)])
+
+    done = run_composo("report", new, "--baseline", base, "-o", tmp_path / "r.html")
+
+    assert done.returncode == EXIT_BAD_ROWS and "Traceback" not in done.stderr
+    assert "base.jsonl: 1 row(s) set aside" in done.stderr
+
+
+def test_a_hostile_dataset_line_does_not_break_the_report(tmp_path: Path) -> None:
+    data = tmp_path / "data.jsonl"
+    item = {
+        "messages": [
+            {"role": "user", "content": "q"},
+            {"role": "assistant", "content": 5, "tool_calls": 7},
+        ],
+        "tags": {"k": ["a"]},
+    }
+    data.write_text(json.dumps(item) + "\n" + json.dumps({"messages": "no"}) + "\n")
+    results = write(tmp_path / "out.jsonl", [good(0, 0.1), good(1, 0.2)])
+
+    done = run_composo("report", results, "--data", data, "-o", tmp_path / "r.html")
+
+    assert done.returncode == 0, done.stderr
