@@ -19,6 +19,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     ),
     "report": ("composo.cli._report", "turn evaluation results into a self-contained HTML report"),
     "compare": ("composo.cli._compare", "compare two runs' results, criterion by criterion"),
+    "agreement": ("composo.cli._agreement", "how well the judge agrees with people's labels"),
     "criteria": ("composo.cli._criteria", "list the ready-made criteria"),
     "serve": ("composo.cli._serve", "run a local Composo-compatible evaluation server"),
     "cache": ("composo.cli._cache", "show or clear the result cache"),

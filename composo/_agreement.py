@@ -1,0 +1,427 @@
+"""How well the judge agrees with people: a results file against a team's own labels.
+
+For reward criteria (scores from 0 to 1) the question is whether the judge ranks items as people
+do (Spearman and Kendall rank correlation, each with a seeded bootstrap interval) and how far its
+scores sit from theirs (mean absolute error). For pass/fail criteria it is how often the two agree
+beyond chance (accuracy, Cohen's kappa, a confusion table). Standard library only.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+__all__ = [
+    "Agreement",
+    "Confusion",
+    "CriterionAgreement",
+    "Disagreement",
+    "LabelError",
+    "agreement",
+    "kendall_tau",
+    "read_labels",
+    "spearman",
+]
+
+RESAMPLES = 2000
+_TRUE = {"1", "true", "pass", "passed", "yes", "y", "good"}
+_FALSE = {"0", "false", "fail", "failed", "no", "n", "bad"}
+
+
+class LabelError(ValueError):
+    """A labels file or value that cannot be used; the message names the line and field."""
+
+
+# -- rank statistics ----------------------------------------------------------------------------
+
+
+def _ranks(values: Sequence[float]) -> list[float]:
+    """Ranks from 1, ties sharing their average rank."""
+    order = sorted(range(len(values)), key=values.__getitem__)
+    ranks = [0.0] * len(values)
+    i = 0
+    while i < len(order):
+        j = i
+        while j + 1 < len(order) and values[order[j + 1]] == values[order[i]]:
+            j += 1
+        for k in range(i, j + 1):
+            ranks[order[k]] = (i + j) / 2.0 + 1.0
+        i = j + 1
+    return ranks
+
+
+def _pearson(x: Sequence[float], y: Sequence[float]) -> float | None:
+    n = len(x)
+    if n < 2:
+        return None
+    mx, my = math.fsum(x) / n, math.fsum(y) / n
+    sxy = math.fsum((a - mx) * (b - my) for a, b in zip(x, y, strict=True))
+    sxx = math.fsum((a - mx) ** 2 for a in x)
+    syy = math.fsum((b - my) ** 2 for b in y)
+    if sxx <= 0.0 or syy <= 0.0:
+        return None  # one side is constant: no ranking to agree with
+    return max(-1.0, min(1.0, sxy / math.sqrt(sxx * syy)))
+
+
+def spearman(x: Sequence[float], y: Sequence[float]) -> float | None:
+    """Spearman's rank correlation (Pearson's on average ranks); ``None`` when undefined."""
+    return _pearson(_ranks(x), _ranks(y))
+
+
+def _tied_pairs(values: Iterable[Any]) -> int:
+    counts: dict[Any, int] = {}
+    for v in values:
+        counts[v] = counts.get(v, 0) + 1
+    return sum(c * (c - 1) // 2 for c in counts.values())
+
+
+def kendall_tau(x: Sequence[float], y: Sequence[float]) -> float | None:
+    """Kendall's tau-b (ties in either side accounted for), in O(n log n): pairs sorted by
+    ``x`` then ``y``, the discordant ones counted as the swaps of a merge sort on ``y``."""
+    n = len(x)
+    if n < 2:
+        return None
+    pairs = sorted(zip(x, y, strict=True))
+    total = n * (n - 1) // 2
+    ties_x = _tied_pairs(p[0] for p in pairs)
+    ties_y = _tied_pairs(p[1] for p in pairs)
+    ties_xy = _tied_pairs(pairs)
+    swaps = _merge_swaps([p[1] for p in pairs])
+    denominator = math.sqrt((total - ties_x) * (total - ties_y))
+    if denominator == 0.0:
+        return None
+    concordant_minus_discordant = total - ties_x - ties_y + ties_xy - 2 * swaps
+    return max(-1.0, min(1.0, concordant_minus_discordant / denominator))
+
+
+def _merge_swaps(values: list[float]) -> int:
+    """How many pairs are out of order (strictly), counted by a bottom-up merge sort."""
+    swaps, width, n = 0, 1, len(values)
+    data, spare = list(values), [0.0] * n
+    while width < n:
+        for lo in range(0, n, 2 * width):
+            mid, hi = min(lo + width, n), min(lo + 2 * width, n)
+            i, j, k = lo, mid, lo
+            while i < mid and j < hi:
+                if data[j] < data[i]:
+                    spare[k] = data[j]
+                    swaps += mid - i
+                    j += 1
+                else:
+                    spare[k] = data[i]
+                    i += 1
+                k += 1
+            spare[k:hi] = data[i:mid] if i < mid else data[j:hi]
+        data, spare = spare, data
+        width *= 2
+    return swaps
+
+
+def _interval(
+    pairs: Sequence[tuple[float, float]],
+    statistic: Callable[[Sequence[float], Sequence[float]], float | None],
+    seed: int,
+    resamples: int,
+    level: float = 0.95,
+) -> tuple[float, float] | None:
+    """Percentile bootstrap interval over resampled pairs (same seed, same interval); resamples
+    where the statistic is undefined (all one value) are left out."""
+    n = len(pairs)
+    if n < 3:
+        return None
+    rng = random.Random(seed)
+    found: list[float] = []
+    for _ in range(resamples):
+        drawn = rng.choices(pairs, k=n)
+        value = statistic([p[0] for p in drawn], [p[1] for p in drawn])
+        if value is not None:
+            found.append(value)
+    if len(found) < resamples // 2:
+        return None
+    found.sort()
+    tail = (1.0 - level) / 2.0
+    lo = found[max(0, math.floor(tail * len(found)))]
+    hi = found[min(len(found) - 1, math.ceil((1.0 - tail) * len(found)) - 1)]
+    return (lo, hi)
+
+
+# -- the result ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Disagreement:
+    """One item where the judge and a person differ."""
+
+    id: str
+    criterion: str
+    judge: float
+    human: float
+    comment: str | None = None
+
+    @property
+    def gap(self) -> float:
+        return abs(self.judge - self.human)
+
+
+@dataclass(frozen=True)
+class Confusion:
+    """Pass/fail counts: the judge's verdict against the person's."""
+
+    both_pass: int
+    judge_pass_human_fail: int
+    judge_fail_human_pass: int
+    both_fail: int
+
+
+@dataclass(frozen=True)
+class CriterionAgreement:
+    """Agreement on one criterion over the ``n`` items both the judge scored and a person
+    labelled. Reward criteria fill the rank figures, pass/fail ones the verdict figures."""
+
+    criterion: str
+    kind: Literal["reward", "pass/fail"]
+    n: int
+    mean_absolute_error: float | None
+    spearman: float | None = None
+    spearman_interval: tuple[float, float] | None = None
+    kendall: float | None = None
+    kendall_interval: tuple[float, float] | None = None
+    accuracy: float | None = None
+    kappa: float | None = None
+    confusion: Confusion | None = None
+    disagreements: tuple[Disagreement, ...] = ()  # the largest first
+
+
+@dataclass(frozen=True)
+class Agreement:
+    """Per criterion, how the judge agrees with the labels; plus what could not be paired."""
+
+    criteria: tuple[CriterionAgreement, ...]
+    unmatched_labels: int  # labels naming an item or criterion the results do not hold
+    not_scored: int  # labelled items the judge did not score (not applicable, or an error)
+    rows_set_aside: int = 0  # rows of the results file that are not results
+
+    def __getitem__(self, criterion: str) -> CriterionAgreement:
+        for c in self.criteria:
+            if c.criterion == criterion:
+                return c
+        raise KeyError(criterion)
+
+
+# -- labels -------------------------------------------------------------------------------------
+
+
+def _label_value(raw: Any, where: str) -> float | None:
+    """A label as a number from 0 to 1 (pass/fail words allowed); ``None`` when blank."""
+    if raw is None or (isinstance(raw, str) and not raw.strip()):
+        return None
+    if isinstance(raw, bool):
+        return 1.0 if raw else 0.0
+    if isinstance(raw, str):
+        word = raw.strip().lower()
+        if word in _TRUE:
+            return 1.0
+        if word in _FALSE:
+            return 0.0
+        try:
+            raw = float(word)
+        except ValueError:
+            raise LabelError(
+                f"{where}: label {raw!r} is not a score from 0 to 1 or pass/fail"
+            ) from None
+    if not isinstance(raw, (int, float)) or not math.isfinite(raw) or not 0.0 <= raw <= 1.0:
+        raise LabelError(f"{where}: label {raw!r} is not a score from 0 to 1 or pass/fail")
+    return float(raw)
+
+
+def _label_rows(path: Path) -> Iterable[tuple[int, Mapping[str, Any]]]:
+    suffix = path.suffix.lower()
+    if suffix in (".parquet", ".pq"):
+        try:
+            import pyarrow.parquet as pq
+        except ImportError:
+            raise LabelError(
+                f"{path.name}: reading Parquet labels needs pyarrow: pip install 'composo[parquet]'"
+            ) from None
+        yield from enumerate(pq.read_table(path).to_pylist(), 1)
+    elif suffix == ".csv":
+        import csv
+
+        with path.open(newline="", encoding="utf-8") as f:
+            yield from enumerate(csv.DictReader(f), 2)  # line 1 is the header
+    else:
+        import json
+
+        with path.open("rb") as f:
+            for n, line in enumerate(f, 1):
+                if not line.strip():
+                    continue
+                try:
+                    value = json.loads(line)
+                except ValueError:
+                    raise LabelError(f"{path.name} line {n}: not valid JSON") from None
+                if not isinstance(value, dict):
+                    raise LabelError(f"{path.name} line {n}: not a JSON object")
+                yield n, value
+
+
+def read_labels(path: Path | str) -> list[dict[str, Any]]:
+    """A labels file (CSV, JSONL or Parquet with ``id``, ``criterion``, ``label`` and an
+    optional ``comment``; the review file ``composo view`` writes is one) as records; a later
+    label for the same item and criterion replaces an earlier one (a review changed its mind)."""
+    path = Path(path)
+    if not path.is_file():
+        raise LabelError(f"--labels: no such file: {path}")
+    out: dict[tuple[str, str | None], dict[str, Any]] = {}
+    for n, record in _label_rows(path):
+        where = f"{path.name} line {n}"
+        ident = record.get("id")
+        if ident is None or (isinstance(ident, str) and not ident.strip()):
+            raise LabelError(f"{where}: no id (each label names the item's id)")
+        criterion = record.get("criterion")
+        if criterion is not None and not isinstance(criterion, str):
+            raise LabelError(f"{where}: criterion {criterion!r} is not text")
+        if "label" not in record:
+            raise LabelError(f"{where}: no label field (a score from 0 to 1, or pass/fail)")
+        comment = record.get("comment")
+        out[(str(ident), criterion or None)] = {
+            "id": str(ident),
+            "criterion": criterion or None,
+            "label": _label_value(record.get("label"), where),
+            "comment": comment if isinstance(comment, str) and comment else None,
+        }
+    return list(out.values())
+
+
+# -- pairing and the figures --------------------------------------------------------------------
+
+
+def _key(row: Mapping[str, Any]) -> str:
+    """An item as the labels name it: its id, else its line in the dataset."""
+    ident = row.get("id")
+    return str(ident) if ident is not None else f"line {int(row['index']) + 1}"
+
+
+def _criterion_of(name: str | None, criteria: Sequence[str], library: Mapping[str, str]) -> str:
+    if name is None:
+        return criteria[0] if len(criteria) == 1 else ""
+    return library.get(name, name)
+
+
+def agreement(
+    results: Path | str | Iterable[Mapping[str, Any]],
+    labels: Path | str | Iterable[Mapping[str, Any]],
+    *,
+    seed: int = 0,
+    resamples: int = RESAMPLES,
+    worst: int = 10,
+) -> Agreement:
+    """How well the judge's scores in ``results`` (a results file, or its rows) agree with
+    ``labels`` (a labels file, or records with ``id``, ``criterion``, ``label``). Labels name
+    the criterion by its text or its library name; a labels file without criteria fits a run of
+    one criterion. Raises :class:`LabelError` for a label that is not a score or pass/fail."""
+    from composo._core.wire import is_binary
+
+    if resamples < 100:
+        raise ValueError(f"resamples={resamples}: use at least 100")
+    from composo.cli._results import read_results, row_problem
+
+    rows: list[Mapping[str, Any]]
+    if isinstance(results, (str, Path)):
+        found, checked = read_results(Path(results))
+        rows, set_aside = list(found), checked.bad
+    else:
+        given = list(results)
+        rows = [r for r in given if row_problem(dict(r)) is None]
+        set_aside = len(given) - len(rows)
+    if isinstance(labels, (str, Path)):
+        records = read_labels(labels)
+    else:
+        records = [
+            {**r, "label": _label_value(r.get("label"), f"labels[{i}]")}
+            for i, r in enumerate(labels)
+        ]
+    by_pair = {(_key(r), str(r["criterion"])): r for r in rows}
+    criteria = list(dict.fromkeys(str(r["criterion"]) for r in rows))
+    from composo import criteria as library_module
+
+    library = {n: getattr(library_module, n) for n in library_module.__all__ if n.islower()}
+    paired: dict[str, list[tuple[str, float, float, str | None]]] = {c: [] for c in criteria}
+    unmatched = not_scored = 0
+    for record in records:
+        if record["label"] is None:
+            continue  # a comment without a score
+        criterion = _criterion_of(record.get("criterion"), criteria, library)
+        row = by_pair.get((str(record["id"]), criterion))
+        if row is None:
+            unmatched += 1
+            continue
+        score = row.get("score")
+        if row.get("error") is not None or score is None:
+            not_scored += 1
+            continue
+        paired[criterion].append((_key(row), float(score), record["label"], record.get("comment")))
+    out = [
+        _figures(c, pairs, is_binary(c), seed, resamples, worst)
+        for c, pairs in paired.items()
+        if pairs
+    ]
+    return Agreement(tuple(out), unmatched, not_scored, set_aside)
+
+
+def _figures(
+    criterion: str,
+    pairs: list[tuple[str, float, float, str | None]],
+    binary: bool,
+    seed: int,
+    resamples: int,
+    worst: int,
+) -> CriterionAgreement:
+    pairs.sort(key=lambda p: p[0])
+    judge = [p[1] for p in pairs]
+    human = [p[2] for p in pairs]
+    n = len(pairs)
+    mae = math.fsum(abs(a - b) for a, b in zip(judge, human, strict=True)) / n
+    apart = sorted(
+        (p for p in pairs if abs(p[1] - p[2]) > 1e-9), key=lambda p: (-abs(p[1] - p[2]), p[0])
+    )
+    shown = tuple(Disagreement(k, criterion, j, h, c) for k, j, h, c in apart[: max(worst, 0)])
+    if not binary:
+        both = list(zip(judge, human, strict=True))
+        return CriterionAgreement(
+            criterion,
+            "reward",
+            n,
+            mae,
+            spearman=spearman(judge, human),
+            spearman_interval=_interval(both, spearman, seed, resamples),
+            kendall=kendall_tau(judge, human),
+            kendall_interval=_interval(both, kendall_tau, seed, resamples),
+            disagreements=shown,
+        )
+    j = [a >= 0.5 for a in judge]
+    h = [b >= 0.5 for b in human]
+    table = Confusion(
+        sum(a and b for a, b in zip(j, h, strict=True)),
+        sum(a and not b for a, b in zip(j, h, strict=True)),
+        sum(b and not a for a, b in zip(j, h, strict=True)),
+        sum(not a and not b for a, b in zip(j, h, strict=True)),
+    )
+    accuracy = (table.both_pass + table.both_fail) / n
+    pj, ph = sum(j) / n, sum(h) / n
+    chance = pj * ph + (1 - pj) * (1 - ph)
+    kappa = None if chance >= 1.0 else (accuracy - chance) / (1.0 - chance)
+    return CriterionAgreement(
+        criterion,
+        "pass/fail",
+        n,
+        mae,
+        accuracy=accuracy,
+        kappa=kappa,
+        confusion=table,
+        disagreements=shown,
+    )
