@@ -1,6 +1,6 @@
 """Capture an agent's OpenAI calls as a trace and evaluate it.
 
-Needs the tracing extra (pip install 'composo[tracing]') and the OpenAI variables checked by
+Needs the tracing extra (from a checkout: pip install -e '.[tracing]') and the OpenAI variables checked by
 _openai_key.py.
 """
 

@@ -1,9 +1,9 @@
 """Composo in a LlamaIndex project: RAG evaluators in BatchEvalRunner, a chat history passed
 straight to the client, and an agent run captured as a trace.
 
-Needs: pip install llama-index-evaluation-composo
+Needs llama-index-evaluation-composo (from a checkout: pip install -e integrations/llamaindex)
 Uses COMPOSO_API_KEY / COMPOSO_BASE_URL when set; otherwise starts the local Composo server
-(pip install 'composo[server]'). The LLMs here are LlamaIndex's mock models, so it runs offline.
+(the server extra: pip install -e '.[server]'). The LLMs here are LlamaIndex's mock models, so it runs offline.
 """
 
 from __future__ import annotations

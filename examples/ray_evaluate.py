@@ -1,7 +1,8 @@
 """Score a table on a Ray cluster, all workers together within one request budget.
 
 Run against the local server (``composo serve``) or the platform, with COMPOSO_API_KEY and
-COMPOSO_BASE_URL set; needs ``pip install 'composo[ray]'``. On a real cluster, ``ray.init()``
+COMPOSO_BASE_URL set; needs the ray extra
+(from a checkout: ``pip install -e '.[ray]'``). On a real cluster, ``ray.init()``
 connects to it instead of starting a local one.
 """
 

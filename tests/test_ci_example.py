@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +14,7 @@ from tests.support.cli import ROOT, clean_env, read_rows
 from tests.support.servers import ServerProcess
 
 WORKFLOW = ROOT / "examples" / "ci" / "evaluations.yml"
-# pytest11 entry points of packages that the workflow's `pip install "composo[cli]" pytest
+# pytest11 entry points of packages that the workflow's `pip install -e ".[cli]" pytest
 # pytest-xdist` does not install: pytest-asyncio, pytest-timeout, hypothesis, langsmith.
 NOT_IN_THE_JOB = ("asyncio", "timeout", "hypothesispytest", "langsmith_plugin")
 
@@ -24,12 +26,16 @@ def steps() -> dict[str, Any]:
 
 
 def run_step(step: dict[str, Any], where: Path, env: dict[str, str]) -> Any:
+    """A step's script in bash. In the job, the Python that setup-python provides (and its
+    scripts: `pytest`, `composo`) is first on PATH; here it is this interpreter's environment,
+    whether or not it is activated."""
+    path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
     return subprocess.run(
         ["bash", "-e", "-c", step["run"]],
         capture_output=True,
         text=True,
         cwd=where,
-        env=clean_env(**env),
+        env=clean_env(**env, PATH=path),
         timeout=300,
     )
 
@@ -39,7 +45,7 @@ def test_the_workflow_steps_pass_against_a_local_server(
 ) -> None:
     found = steps()
     # what NOT_IN_THE_JOB is measured against
-    assert found["Install"]["run"] == 'pip install "composo[cli]" pytest pytest-xdist'
+    assert found["Install"]["run"] == 'pip install -e ".[cli]" pytest pytest-xdist'
     (tmp_path / "examples").symlink_to(ROOT / "examples")
     (tmp_path / "pytest.ini").write_text("[pytest]\n")
     summary = tmp_path / "step-summary.md"
