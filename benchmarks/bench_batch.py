@@ -3,7 +3,7 @@
 1. Throughput: 2,000 evaluations at concurrency 32 against a server that takes 50 ms per answer.
    The limit is 32 / 0.05 s = 640 evaluations/s; the figure is the fraction of it reached
    (goal >= 0.9), for the sync client (threads, what ``composo evaluate`` uses), the async one
-   as it comes (on ``composo._core.transport.ShardedAsyncTransport``), and the async one on a single
+   as it comes (on one ``httpx.AsyncClient``), and the async one on a single
    httpx connection pool, for comparison.
 2. Memory: peak resident memory while streaming 10,000 and then 100,000 items through
    ``evaluate_many_iter`` (each size in a fresh process); goal: ratio <= 1.1.

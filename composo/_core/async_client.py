@@ -115,27 +115,7 @@ class AsyncClient(BaseClient):
         evaluator_name: str | Sequence[str] | None = None,
         **options: Unpack[EvaluateOptions],
     ) -> Any:
-        """Score a conversation against one or more criteria (criteria run concurrently).
-
-        Args:
-            messages: Chat message dicts, or an object a plugin converts (or give ``input``).
-            input: The OpenAI Responses API ``input``, instead of ``messages``.
-            criteria: A criterion or a list of them (or give ``evaluator_name``).
-            system: The assistant's system prompt.
-            tools: The tool definitions the assistant was offered.
-            result: The answer to score, appended to the conversation.
-            block: ``False`` returns ``{"task_id": ...}`` without waiting for the score.
-            evaluator_name: Saved evaluator name(s), instead of ``criteria``.
-            **options: :class:`~composo.types.EvaluateOptions`.
-
-        Returns:
-            As :meth:`Composo.evaluate`: a response, or a list in the order given.
-
-        Raises:
-            ComposoValidationError: Bad input, before any network call.
-            APIStatusError: The server refused the request.
-            APIConnectionError: The server could not be reached.
-        """
+        """As :meth:`Composo.evaluate`, awaited: a response, or a list in the order given."""
         requests, single = self._reward_requests(
             criteria, evaluator_name, options, messages, input, result, system, tools
         )
@@ -150,40 +130,12 @@ class AsyncClient(BaseClient):
         evaluator_name: str | Sequence[str] | None = None,
         **options: Unpack[EvaluateOptions],
     ) -> Any:
-        """Score a multi-agent trace (see :meth:`Composo.evaluate_trace`).
-
-        Args:
-            trace: A :class:`MultiAgentTrace`, a dict of its shape, or an object a plugin
-                converts.
-            criteria: A criterion or a list of them (or give ``evaluator_name``).
-            block: ``False`` returns ``{"task_id": ...}`` at once.
-            evaluator_name: Saved evaluator name(s), instead of ``criteria``.
-            **options: :class:`~composo.types.EvaluateOptions` (no ``explanation_cleaning``).
-
-        Returns:
-            A :class:`MultiAgentTraceResponse`, or a list of them for several criteria.
-
-        Raises:
-            ComposoValidationError: Bad input, before any network call.
-            APIStatusError: The server refused the request.
-            APIConnectionError: The server could not be reached.
-        """
+        """As :meth:`Composo.evaluate_trace`, awaited."""
         requests, single = self._trace_requests(trace, criteria, evaluator_name, options)
         return await self._run_all(requests, single, block)
 
     async def get_task(self, task_id: str) -> TaskInfo:
-        """Read the state of a background evaluation.
-
-        Args:
-            task_id: The ``task_id`` a ``block=False`` call returned.
-
-        Returns:
-            Its status and, once finished, its result or error.
-
-        Raises:
-            ComposoValidationError: ``task_id`` cannot be a task's id (empty, a path...).
-            NotFoundError: No such task.
-        """
+        """As :meth:`Composo.get_task`, awaited."""
         from composo._core.responses import TaskInfo
 
         body = await self._call("GET", self._task_path(task_id), None)
@@ -192,20 +144,7 @@ class AsyncClient(BaseClient):
     async def wait(
         self, task_id: str, timeout: float | None = None, poll_interval: float = 0.25
     ) -> EvaluationResponse | MultiAgentTraceResponse:
-        """Poll a background evaluation until it finishes, without blocking the loop.
-
-        Args:
-            task_id: The task to wait for.
-            timeout: Seconds at most (``None``: no limit).
-            poll_interval: Seconds between polls.
-
-        Returns:
-            The evaluation's response.
-
-        Raises:
-            TaskFailedError: It failed on the server.
-            APITimeoutError: ``timeout`` passed first.
-        """
+        """As :meth:`Composo.wait`, polling without blocking the loop."""
         deadline = self._deadline(timeout)
         while (outcome := self._task_outcome(await self.get_task(task_id))) is None:
             self._check_deadline(task_id, deadline, timeout, poll_interval)
@@ -222,22 +161,7 @@ class AsyncClient(BaseClient):
         progress: bool | Callable[[int, int | None], None] = False,
         **options: Unpack[EvaluateOptions],
     ) -> BatchResults:
-        """Score every item against every criterion (see :meth:`Composo.evaluate_many`).
-
-        Args:
-            items: Item dicts or convertible objects; a plain or an async iterable.
-            criteria: A criterion or a list, for every item (or ``evaluator_name``).
-            evaluator_name: Saved evaluator name(s), instead of ``criteria``.
-            concurrency: Requests in flight, at most ``max_concurrent_requests``.
-            progress: ``True`` for a bar, or a ``(done, total)`` callable.
-            **options: :class:`~composo.types.EvaluateOptions` for every item.
-
-        Returns:
-            The results in item order, then criteria order.
-
-        Raises:
-            ComposoValidationError: The criteria, options or items are unusable.
-        """
+        """As :meth:`Composo.evaluate_many`, awaited; ``items`` may be an async iterable."""
         plan, results = self._many(items, criteria, evaluator_name, concurrency, progress, options)
         return self._ordered([r async for r in results], plan)
 
@@ -251,22 +175,8 @@ class AsyncClient(BaseClient):
         progress: bool | Callable[[int, int | None], None] = False,
         **options: Unpack[EvaluateOptions],
     ) -> AsyncIterator[BatchResult]:
-        """``async for`` over the results as they finish (see :meth:`Composo.evaluate_many_iter`).
-
-        Args:
-            items: As for :meth:`evaluate_many`.
-            criteria: As for :meth:`evaluate_many`.
-            evaluator_name: As for :meth:`evaluate_many`.
-            concurrency: As for :meth:`evaluate_many`.
-            progress: As for :meth:`evaluate_many`.
-            **options: As for :meth:`evaluate_many`.
-
-        Returns:
-            An async iterator of :class:`~composo.BatchResult`, in no set order.
-
-        Raises:
-            ComposoValidationError: As for :meth:`evaluate_many`, when called.
-        """
+        """As :meth:`Composo.evaluate_many_iter`, for ``async for``; ``items`` may be
+        an async iterable."""
         return self._many(items, criteria, evaluator_name, concurrency, progress, options)[1]
 
     def _many(self, items: Any, *args: Any) -> tuple[Any, AsyncIterator[BatchResult]]:

@@ -264,19 +264,8 @@ class SyncClient(BaseClient):
         Items are read only as request slots free up, so a dataset of any size streams in flat
         memory; results come in no set order (``result.index`` is the item's position).
 
-        Args:
-            items: As for :meth:`evaluate_many`.
-            criteria: As for :meth:`evaluate_many`.
-            evaluator_name: As for :meth:`evaluate_many`.
-            concurrency: As for :meth:`evaluate_many`.
-            progress: As for :meth:`evaluate_many`.
-            **options: As for :meth:`evaluate_many`.
-
-        Returns:
-            An iterator of :class:`~composo.BatchResult`.
-
-        Raises:
-            ComposoValidationError: As for :meth:`evaluate_many`, when called.
+        The arguments and the errors raised when it is called are :meth:`evaluate_many`'s;
+        it returns an iterator of :class:`~composo.BatchResult`.
         """
         return self._many(items, criteria, evaluator_name, concurrency, progress, options)[1]
 
