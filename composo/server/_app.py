@@ -16,6 +16,7 @@ from pydantic import BaseModel, ValidationError
 from composo._core.wire import LIGHTNING_MODEL_CORES, RewardRequest, TraceRequest, is_binary
 from composo._version import __version__
 from composo.server._bodies import dumps, validation_detail
+from composo.server._budget import InFlight
 from composo.server._config import ServerConfig
 from composo.server._devswitch import DevSwitch, FaultList
 from composo.server._gate import API_KEY_SCOPE_KEY, BODY_SCOPE_KEY, Gate
@@ -189,6 +190,7 @@ def build_app(config: ServerConfig) -> Gate:
         if config.rate_limit_per_minute is None
         else RateLimiter(config.rate_limit_per_minute),
         dev=dev,
+        inflight=InFlight(config.inflight_budget),
     )
 
 

@@ -1,8 +1,11 @@
 """The outermost ASGI layer in front of ``/api/v1`` (and ``/_dev`` when switched on).
 
-Everything a request's headers can decide is decided before one byte of its body is read: the
-API key (401), the rate limit (429) and a declared length over the limit (413) are answered at
-once. Only then is the body read, counted as it streams (a chunked body is cut at the limit);
+Everything a request's head can decide is decided before one byte of its body is read: a key in
+the query string (400, on every path: it would end up in logs), the API key (401), the rate
+limit (429), a declared length over the limit (413) and a body that does not fit in the budget
+for bodies in flight (503 with ``Retry-After``) are answered at once. Only then is the body
+read, counted as it streams (a chunked body is cut at the limit, and taken from the budget as it
+comes);
 the connection layer (:mod:`composo.server._connections`) answers 408 and closes a connection
 whose body stops arriving. Written as plain ASGI so it costs microseconds and can drop a
 connection unanswered.
@@ -17,11 +20,13 @@ from contextlib import nullcontext
 
 from composo.server._asgi import ASGIApp, Message, Receive, Scope, Send
 from composo.server._bodies import dumps
+from composo.server._budget import InFlight
 from composo.server._collector import collector_paused
 from composo.server._devswitch import DevSwitch, Fault
 from composo.server._guards import KeyCheck, RateLimiter
+from composo.server._redact import credential_parameter
 
-__all__ = ["API_KEY_SCOPE_KEY", "BODY_SCOPE_KEY", "Gate"]
+__all__ = ["API_KEY_SCOPE_KEY", "BODY_SCOPE_KEY", "DISCARD_FACTOR", "Gate"]
 
 _log = logging.getLogger("composo.server")
 
@@ -33,7 +38,9 @@ _EVAL_PREFIX = "/api/v1/evals/"
 # A body answered before it was read is left for uvicorn to discard as it arrives (so the client
 # reads the answer instead of a reset connection), unless it is declared this many times over the
 # limit: then the connection is closed at once.
-_DISCARD_FACTOR = 4
+DISCARD_FACTOR = 4
+# Seconds a client refused for lack of room in the in-flight budget is asked to wait.
+_BUDGET_RETRY_AFTER = 1
 # Bodies over this size are handled with the cyclic collector held off (see _collector).
 _LARGE_BODY = 1024 * 1024
 
@@ -46,6 +53,10 @@ class _Gone(Exception):
     pass
 
 
+class _NoRoom(Exception):
+    pass
+
+
 class Gate:
     def __init__(
         self,
@@ -55,12 +66,14 @@ class Gate:
         max_body_bytes: int,
         limiter: RateLimiter | None,
         dev: DevSwitch | None,
+        inflight: InFlight | None = None,
     ) -> None:
         self.app = app
         self.keys = keys
         self.max_body_bytes = max_body_bytes
         self.limiter = limiter
         self.dev = dev
+        self.inflight = inflight or InFlight(DISCARD_FACTOR * max_body_bytes)
 
     def _guards(self, path: str) -> bool:
         return path.startswith(_API_PREFIX) or (
@@ -68,7 +81,11 @@ class Gate:
         )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or not self._guards(scope["path"]):
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        leaked = credential_parameter(scope.get("query_string", b""), self.keys.keys)
+        if leaked is None and not self._guards(scope["path"]):
             await self.app(scope, receive, send)
             return
         send = _with_request_id(send)
@@ -91,8 +108,19 @@ class Gate:
             await _answer(send, 400, "Content-Length is not a number", close=True)
             return
         # What to do with an unread body after an early answer: nothing to do without one.
-        close = chunked or (declared or 0) > _DISCARD_FACTOR * self.max_body_bytes
+        close = chunked or (declared or 0) > DISCARD_FACTOR * self.max_body_bytes
 
+        if leaked is not None:
+            if self.dev is not None and path.startswith(_EVAL_PREFIX):
+                self.dev.record_refused(method, path, 400)
+            await _answer(
+                send,
+                400,
+                f"query parameter {leaked!r}: this server takes no credentials in the URL (URLs "
+                "are written to logs); send the key in the API-Key header",
+                close=close,
+            )
+            return
         problem = self.keys.problem(api_key)
         if problem is not None:
             if self.dev is not None and path.startswith(_EVAL_PREFIX):
@@ -118,15 +146,47 @@ class Gate:
                     close=close,
                 )
                 return
+        held = declared or 0
+        if not self.inflight.take(held):
+            await self._no_room(send, close)
+            return
+        taken = [held]  # a chunked body adds each chunk as it arrives
         try:
-            body = await self._read(receive) if declared or chunked else b""
+            await self._admitted(scope, receive, send, api_key, declared, chunked, taken)
+        finally:
+            scope.pop(BODY_SCOPE_KEY, None)  # a kept-alive connection's scope outlives the answer
+            self.inflight.give(taken[0])
+
+    async def _admitted(
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        api_key: bytes | None,
+        declared: int | None,
+        chunked: bool,
+        taken: list[int],
+    ) -> None:
+        """Read the body (its declared length already taken from the budget) and hand the
+        request on."""
+        path: str = scope["path"]
+        method: str = scope["method"]
+        try:
+            body = (
+                await self._read(receive, taken if chunked else None)
+                if declared or chunked
+                else b""
+            )
         except _TooLarge:
             await _answer(send, 413, self._too_large(), close=True)
+            return
+        except _NoRoom:
+            await self._no_room(send, True)
             return
         except _Gone:
             return
         if self.dev is not None and path.startswith(_EVAL_PREFIX):
-            self.dev.record(method, path, headers, body)
+            self.dev.record(method, path, scope["headers"], body)
             fault = self.dev.take(path)
             if fault is not None and await self._fault(fault, receive, send):
                 return
@@ -141,7 +201,19 @@ class Gate:
             "send fewer or shorter messages (or start the server with a larger --max-body-bytes)"
         )
 
-    async def _read(self, receive: Receive) -> bytes:
+    async def _no_room(self, send: Send, close: bool) -> None:
+        await _answer(
+            send,
+            503,
+            f"this server already holds {self.inflight.limit} bytes of request bodies in flight "
+            f"(its --max-inflight-bytes); retry in {_BUDGET_RETRY_AFTER}s",
+            {"retry-after": str(_BUDGET_RETRY_AFTER)},
+            close=close,
+        )
+
+    async def _read(self, receive: Receive, taken: list[int] | None) -> bytes:
+        """The body. With ``taken`` (a chunked body: no declared length was taken from the
+        budget), each chunk is taken from the budget as it arrives and counted there."""
         chunks: list[bytes] = []
         size = 0
         while True:
@@ -155,6 +227,10 @@ class Gate:
             if size > self.max_body_bytes:
                 raise _TooLarge
             if chunk:
+                if taken is not None:
+                    if not self.inflight.take(len(chunk)):
+                        raise _NoRoom
+                    taken[0] += len(chunk)
                 chunks.append(chunk)
             if not message.get("more_body", False):
                 break

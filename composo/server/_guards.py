@@ -14,11 +14,16 @@ class KeyCheck:
     """Accepts any key when none is configured; otherwise compares in constant time."""
 
     def __init__(self, keys: Sequence[str]) -> None:
-        self._keys = [k.encode() for k in keys]
+        self._keys = tuple(k.encode() for k in keys)
 
     @property
     def open(self) -> bool:
         return not self._keys
+
+    @property
+    def keys(self) -> tuple[bytes, ...]:
+        """The configured keys (for telling a key apart wherever it turns up, as in a URL)."""
+        return self._keys
 
     def problem(self, presented: bytes | None) -> str | None:
         """Why ``presented`` is refused, or ``None`` when it is accepted."""

@@ -43,12 +43,16 @@ def _uvicorn_config(app: Any, config: ServerConfig, access_log: bool) -> Any:
     import uvicorn
 
     from composo.server._connections import guarded_protocol
+    from composo.server._gate import DISCARD_FACTOR
+    from composo.server._redact import install_log_redaction
 
-    return uvicorn.Config(
+    made = uvicorn.Config(
         app,
         host=config.host,
         port=config.port,
-        http=guarded_protocol(config.read_timeout, config.max_connections),
+        http=guarded_protocol(
+            config.read_timeout, config.max_connections, DISCARD_FACTOR * config.max_body_bytes
+        ),
         timeout_keep_alive=5,
         log_level="info" if access_log else "warning",
         access_log=access_log,
@@ -56,6 +60,9 @@ def _uvicorn_config(app: Any, config: ServerConfig, access_log: bool) -> Any:
         server_header=False,
         timeout_graceful_shutdown=5,
     )
+    # After uvicorn has set up its loggers: no credential reaches a log line.
+    install_log_redaction(config.api_keys)
+    return made
 
 
 def serve_forever(
@@ -130,6 +137,7 @@ class LocalServer:
         max_connections: int | None = None,
         task_lease_seconds: float | None = None,
         record_requests: bool | int = False,
+        max_inflight_bytes: int | None = None,
     ) -> None:
         """Args:
         record_requests: Keep what the server receives in :attr:`requests`: ``True`` keeps
@@ -154,6 +162,8 @@ class LocalServer:
             extra["read_timeout"] = read_timeout
         if max_connections is not None:
             extra["max_connections"] = max_connections
+        if max_inflight_bytes is not None:
+            extra["max_inflight_bytes"] = max_inflight_bytes
         if task_lease_seconds is not None:
             extra["task_lease_seconds"] = task_lease_seconds
         self.config = ServerConfig(

@@ -1,0 +1,89 @@
+"""Credentials never reach a log line: what looks like a key in a query string, and any
+configured key wherever it appears, is replaced by ``***`` in every record the server's loggers
+(uvicorn's access and error logs, ``composo.server``) write. The gate also refuses such query
+strings (400), but the access line of the refused request is still written, so it is redacted
+here too."""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Iterable
+from urllib.parse import parse_qsl, unquote_plus
+
+__all__ = ["REDACTED", "credential_parameter", "install_log_redaction", "redact"]
+
+REDACTED = "***"
+# Parameter names, lower-cased with everything but letters and digits removed.
+_NAMES = frozenset(
+    {"key", "apikey", "xapikey", "auth", "authorization", "bearer", "credential", "credentials"}
+)
+_SUFFIXES = ("apikey", "token", "secret", "password", "passwd")
+_PARAM = re.compile(r"(?<=[?&;])([^=&;#\s\"']+)=([^&;#\s\"']*)")
+_NOT_ALNUM = re.compile(r"[^a-z0-9]")
+# The loggers a running server writes through.
+_LOGGERS = ("uvicorn.access", "uvicorn.error", "composo.server")
+
+
+def _is_credential(name: str) -> bool:
+    plain = _NOT_ALNUM.sub("", unquote_plus(name).lower())
+    return plain in _NAMES or plain.endswith(_SUFFIXES)
+
+
+def credential_parameter(query: bytes, secrets: Iterable[bytes] = ()) -> str | None:
+    """The name of the first parameter of ``query`` that carries a credential (by its name, or
+    because its value is one of ``secrets``), or ``None``."""
+    if not query:
+        return None
+    text = query.decode("latin-1")
+    values = {s.decode("latin-1") for s in secrets}
+    for name, value in parse_qsl(text, keep_blank_values=True):
+        if _is_credential(name) or value in values:
+            return name[:64]
+    return None
+
+
+def redact(text: str, secrets: Iterable[str] = ()) -> str:
+    """``text`` with credential-like query parameters' values and every one of ``secrets``
+    replaced by ``***``."""
+    if "=" in text:
+        text = _PARAM.sub(
+            lambda m: f"{m.group(1)}={REDACTED}" if _is_credential(m.group(1)) else m.group(0),
+            text,
+        )
+    for secret in secrets:
+        if secret and secret in text:
+            text = text.replace(secret, REDACTED)
+    return text
+
+
+class _Redacting(logging.Filter):
+    """Rewrites each record's message and string arguments (keeping the arguments' shape, which
+    uvicorn's access formatter unpacks)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.secrets: set[str] = set()
+
+    def _clean(self, value: object) -> object:
+        return redact(value, self.secrets) if isinstance(value, str) else value
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.msg = self._clean(record.msg)
+        if isinstance(record.args, tuple):
+            record.args = tuple(self._clean(a) for a in record.args)
+        elif isinstance(record.args, dict):
+            record.args = {k: self._clean(v) for k, v in record.args.items()}
+        return True
+
+
+_FILTER = _Redacting()
+
+
+def install_log_redaction(secrets: Iterable[str] = ()) -> None:
+    """Redact on the server's loggers from now on, ``secrets`` included (once per logger)."""
+    _FILTER.secrets.update(s for s in secrets if s)
+    for name in _LOGGERS:
+        logger = logging.getLogger(name)
+        if _FILTER not in logger.filters:
+            logger.addFilter(_FILTER)
