@@ -64,6 +64,9 @@ class BaseClient:
         requests_per_minute: float | None = None,
     ) -> None:
         key = api_key if api_key is not None else os.environ.get("COMPOSO_API_KEY")
+        self._key_source = (
+            "the api_key argument" if api_key is not None else "the COMPOSO_API_KEY variable"
+        )
         if not key or not key.strip():
             raise ComposoValidationError(
                 "api_key: no API key; pass Composo(api_key=...) or set the COMPOSO_API_KEY "
@@ -263,10 +266,28 @@ class BaseClient:
             return body
         request_id = next((headers[h] for h in _REQUEST_ID_HEADERS if h in headers), None)
         exc = status_error(response.status_code, body, request_id)
+        if response.status_code in (401, 404):
+            exc.message += self._hint(response)
         exc.retry_after = parse_retry_after(headers)
         if exc.retry_after is None and response.status_code == 429:
             exc.retry_after = rate_limit_reset(headers)
         raise exc
+
+    def _hint(self, response: httpx.Response) -> str:
+        """What a 401 or 404 says besides the server's words: where the key came from (never
+        the key), or the URL asked for and, when the base URL holds the API's path already,
+        that it should not."""
+        if response.status_code == 401:
+            return f" (the key came from {self._key_source}; check it, it is not shown here)"
+        request = response.request
+        out = f": {request.method} {request.url.copy_with(query=None)}"
+        path = self.base_url.split("://", 1)[1].partition("/")[2].rstrip("/")
+        if path.startswith("api"):
+            root = self.base_url[: len(self.base_url) - len(path) - 1]
+            out += (
+                f"; base_url ends in '/{path}', but the client adds the API path itself: use {root}"
+            )
+        return out
 
     def _pace(self, deadline: float) -> float:
         """Seconds to wait before an attempt may start, its place reserved; raises when the

@@ -87,6 +87,11 @@ def conversation(
             "messages: give exactly one of messages= (a chat message list) or input= "
             "(the OpenAI Responses API input)"
         )
+    if isinstance(messages, (str, bytes)):
+        raise ComposoValidationError(
+            "messages: expected a list of message dicts, got a string; e.g. "
+            "[{'role': 'user', 'content': ...}, {'role': 'assistant', 'content': ...}]"
+        )
     msgs = (
         convert.to_messages(messages) if messages is not None else convert.to_input_messages(input)
     )
@@ -99,7 +104,28 @@ def conversation(
             f"{MIN_MESSAGES} are needed, "
             "e.g. the user's question and the assistant's answer (pass the answer as result=)"
         )
+    _check_judgeable(msgs)
     return msgs
+
+
+_SAYS = ("content", "tool_calls", "function_call")
+
+
+def _check_judgeable(msgs: list[dict[str, Any]]) -> None:
+    """Refuse, before any request, a message that says nothing (a misspelled ``content``) and a
+    conversation with no answer to judge."""
+    for i, msg in enumerate(msgs):
+        if isinstance(msg, dict) and all(msg.get(key) is None for key in _SAYS):
+            keys = ", ".join(repr(k) for k in msg) or "none"
+            raise ComposoValidationError(
+                f"messages[{i}]: has neither 'content' nor 'tool_calls' (its keys: {keys}); "
+                "a message is {'role': ..., 'content': ...}"
+            )
+    if not any(isinstance(m, dict) and m.get("role") == "assistant" for m in msgs):
+        raise ComposoValidationError(
+            "messages: nothing to judge: no message has role 'assistant'; add the answer as "
+            "an assistant message or pass it as result="
+        )
 
 
 def _requests(

@@ -71,6 +71,13 @@ def check_criterion(criterion: object, field: str = "criteria") -> str:
             f"(this one has {len(text)}); shorten it"
         )
     if not (text[0].upper() + text[1:]).startswith(CRITERION_PREFIXES):
+        from composo import criteria as ready_made  # plain strings, no imports
+
+        if text in ready_made.__all__ and isinstance(getattr(ready_made, text), str):
+            raise ValueError(
+                f"{field}: {text!r} is the name of a ready-made criterion, not its text; pass "
+                f"composo.criteria.{text} (the names are for the command line's -c)"
+            )
         raise ValueError(
             f"{field}: {text[:60]!r} must begin with 'Reward', 'Penalize', 'Passes if' or "
             "'Fails if', e.g. 'Reward responses that cite the source'"
