@@ -15,7 +15,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = ["MAX_RECORDED_BYTES", "MAX_RECORDED_REQUESTS", "DevSwitch", "Fault", "FaultList"]
 
-_HIDDEN_HEADERS = frozenset({"api-key", "authorization", "cookie"})
+_HIDDEN_HEADERS = frozenset(
+    {"api-key", "x-api-key", "authorization", "proxy-authorization", "cookie"}
+)
 MAX_RECORDED_REQUESTS = 1000
 MAX_RECORDED_BYTES = 32 * 1024 * 1024
 MAX_QUEUED_FAULTS = 1000
@@ -47,7 +49,7 @@ class _Recorded:
     method: str
     path: str
     headers: dict[str, str]
-    body: bytes
+    body: bytes | bytearray
     refused: int | None = None
 
 
@@ -91,7 +93,7 @@ class DevSwitch:
         return None
 
     def record(
-        self, method: str, path: str, headers: list[tuple[bytes, bytes]], body: bytes
+        self, method: str, path: str, headers: list[tuple[bytes, bytes]], body: bytes | bytearray
     ) -> None:
         shown = {
             k.decode("latin-1"): v.decode("latin-1")

@@ -173,7 +173,7 @@ class Gate:
         method: str = scope["method"]
         try:
             body = (
-                await self._read(receive, taken if chunked else None)
+                await self._read(receive, None if chunked else declared, taken if chunked else None)
                 if declared or chunked
                 else b""
             )
@@ -211,10 +211,15 @@ class Gate:
             close=close,
         )
 
-    async def _read(self, receive: Receive, taken: list[int] | None) -> bytes:
-        """The body. With ``taken`` (a chunked body: no declared length was taken from the
-        budget), each chunk is taken from the budget as it arrives and counted there."""
+    async def _read(
+        self, receive: Receive, declared: int | None, taken: list[int] | None
+    ) -> bytes | bytearray:
+        """The body. One of a declared length that arrives in pieces is copied into one buffer
+        of that length as they come (joining them at the end would hold it twice). With
+        ``taken`` (a chunked body: no length was taken from the budget), each piece is taken
+        from the budget as it arrives and counted there."""
         chunks: list[bytes] = []
+        whole: bytearray | None = None
         size = 0
         while True:
             # A body that stops arriving is cut by the connection's timer (see _connections),
@@ -223,6 +228,7 @@ class Gate:
             if message["type"] == "http.disconnect":
                 raise _Gone
             chunk: bytes = message.get("body", b"")
+            more = message.get("more_body", False)
             size += len(chunk)
             if size > self.max_body_bytes:
                 raise _TooLarge
@@ -231,9 +237,16 @@ class Gate:
                     if not self.inflight.take(len(chunk)):
                         raise _NoRoom
                     taken[0] += len(chunk)
-                chunks.append(chunk)
-            if not message.get("more_body", False):
+                if declared and size <= declared and (more or whole is not None):
+                    if whole is None:
+                        whole = bytearray(declared)
+                    whole[size - len(chunk) : size] = chunk
+                else:
+                    chunks.append(chunk)
+            if not more:
                 break
+        if whole is not None:
+            return whole
         return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
     async def _fault(self, fault: Fault, receive: Receive, send: Send) -> bool:

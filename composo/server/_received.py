@@ -17,7 +17,9 @@ from composo.server._asgi import ASGIApp, Message, Receive, Scope, Send
 __all__ = ["JUDGE_HEADER", "Received", "ReceivedLog", "judge_header_app"]
 
 JUDGE_HEADER = "x-composo-judge"
-_SECRET_HEADERS = frozenset({"authorization", "api-key", "x-api-key"})
+_SECRET_HEADERS = frozenset(
+    {"authorization", "proxy-authorization", "api-key", "x-api-key", "cookie"}
+)
 
 
 @dataclass(frozen=True)
