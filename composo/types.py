@@ -22,6 +22,7 @@ from composo._core.platform_types import (
     Usage,
     UsageCounts,
 )
+from composo._core.ratelimit import RateLimits
 from composo._core.responses import EvaluationResponse, MultiAgentTraceResponse, TaskInfo
 from composo._core.trace import (
     AgentInstance,
@@ -50,6 +51,7 @@ __all__ = [
     "MultiAgentTrace",
     "MultiAgentTraceResponse",
     "OutputMessage",
+    "RateLimits",
     "RewardRequest",
     "TaskInfo",
     "ToolCall",

@@ -8,6 +8,12 @@ decrease). ``Retry-After`` holds every request of the client until then, stretch
 random; after the hold, requests leave one at a time, spaced by the rate, never in lockstep.
 ``requests_per_minute`` paces from the start and caps the rate.
 
+A server that declares its quota (``X-RateLimit-Limit`` a minute, ``X-RateLimit-Remaining``)
+is paced from the first answer that says so: the limiter keeps a copy of the server's bucket
+(what remains, refilled at the declared rate, corrected down by every later answer) and starts
+no request the bucket could not pay for, so a single process draws no 429 at all. AIMD and
+``Retry-After`` stay for what the copy cannot see (other processes sharing the key).
+
 The limiter only says how long to wait; the clients sleep (``time.sleep`` or ``asyncio.sleep``).
 """
 
@@ -18,6 +24,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Protocol
 
 from composo._core.limits import (
@@ -29,7 +36,7 @@ from composo._core.limits import (
 )
 from composo.errors import ComposoValidationError
 
-__all__ = ["Permits", "Throttle", "check_requests_per_minute", "rate_limit_reset"]
+__all__ = ["Permits", "RateLimits", "Throttle", "check_requests_per_minute", "rate_limit_reset"]
 
 _MIN_RATE = 1 / 3600.0  # one request an hour: the slowest pace kept
 
@@ -61,6 +68,29 @@ def rate_limit_reset(headers: Mapping[str, str]) -> float | None:
     if reset > 365 * 86400.0:
         reset -= time.time()
     return max(0.0, reset)
+
+
+@dataclass(frozen=True)
+class RateLimits:
+    """The quota the server declared in its last answer's ``X-RateLimit-*`` headers.
+
+    Attributes:
+        requests_per_minute: ``X-RateLimit-Limit``, read as requests a minute.
+        remaining: Requests the quota allows now, as this client reckons it.
+        reset: ``X-RateLimit-Reset`` of that answer (seconds), if it sent one.
+    """
+
+    requests_per_minute: float
+    remaining: float
+    reset: float | None = None
+
+
+def _number(text: str | None) -> float | None:
+    try:
+        value = float(text) if text is not None else None
+    except ValueError:
+        return None
+    return value if value is not None and value == value and value >= 0 else None
 
 
 class Permits(Protocol):
@@ -95,11 +125,27 @@ class Throttle:
         self._last_429 = 0.0
         self._ok: deque[float] = deque(maxlen=256)
         self._lock = threading.Lock()
+        # The server's declared quota (requests a second, a minute's bucket), and this client's
+        # copy of its bucket: what remained at ``_quota_at``.
+        self._quota: tuple[float, float] | None = None
+        self._tokens = 0.0
+        self._quota_at = 0.0
+        self._reset: float | None = None
 
     @property
     def active(self) -> bool:
         """Whether requests are being paced or held."""
         return self.rate is not None or self._hold > time.monotonic()
+
+    def declared(self) -> RateLimits | None:
+        """The quota the server declared, ``None`` before an answer said."""
+        with self._lock:
+            if self._quota is None:
+                return None
+            rate, cap = self._quota
+            now = time.monotonic()
+            left = min(cap, self._tokens + (now - self._quota_at) * rate)
+            return RateLimits(rate * 60.0, max(0.0, left), self._reset)
 
     def status(self) -> str | None:
         """A short description while pacing (``None`` otherwise), for progress displays."""
@@ -110,6 +156,8 @@ class Throttle:
         pace = f"{rate * 60:.0f}/min" if rate is not None else "unpaced"
         if self._hold > now:
             return f"throttled: waiting {self._hold - now:.0f}s as the server asked, then {pace}"
+        if self._quota is not None and self.rate is None:
+            return f"paced to the quota: {self._quota[0] * 60:g}/min"
         if self.throttled and now - self._last_429 < THROTTLE_FORGET:
             return f"throttled: {pace}"
         return f"paced: {pace}"
@@ -117,12 +165,22 @@ class Throttle:
     def delay(self, deadline: float) -> float | None:
         """Seconds to wait before the next request may start, reserving its place; ``None``
         (nothing reserved) when that would pass ``deadline``."""
-        if self.rate is None and self._hold == 0.0:
+        if self.rate is None and self._hold == 0.0 and self._quota is None:
             return 0.0
         with self._lock:
             now = time.monotonic()
             start = max(now, self._next, self._hold)
-            if start > deadline:
+            if self._quota is not None:
+                rate, cap = self._quota
+                start = max(start, self._quota_at)
+                tokens = min(cap, self._tokens + (start - self._quota_at) * rate)
+                if tokens < 1.0:  # wait for the bucket to hold the request's share
+                    start += (1.0 - tokens) / rate
+                    tokens = 1.0
+                if start > deadline:
+                    return None
+                self._tokens, self._quota_at = tokens - 1.0, start
+            elif start > deadline:
                 return None
             if self.rate is not None:
                 self._next = start + 1.0 / self.rate
@@ -131,8 +189,12 @@ class Throttle:
     def passed(self, headers: Mapping[str, str]) -> None:
         """A request succeeded: the rate grows back; a spent quota announced by
         ``X-RateLimit-Remaining: 0`` holds the next requests until its reset."""
-        if "x-ratelimit-remaining" in headers and (reset := rate_limit_reset(headers)) is not None:
-            self.hold(reset)
+        if (
+            "x-ratelimit-remaining" in headers
+            and not self.learn(headers)
+            and (reset := rate_limit_reset(headers)) is not None
+        ):
+            self.hold(reset)  # a spent quota of unknown size: wait for its reset
         if self.rate is None and self._hold == 0.0 and not self.throttled:
             return
         with self._lock:
@@ -150,6 +212,33 @@ class Throttle:
                 return
             rate = self.rate + RATE_GROWTH
             self.rate = rate if self.ceiling is None else min(rate, self.ceiling)
+
+    def learn(self, headers: Mapping[str, str]) -> bool:
+        """Take the quota an answer declared (``X-RateLimit-Limit`` a minute): the first such
+        answer starts the copy of the server's bucket at its ``X-RateLimit-Remaining``; later
+        ones lower the copy to what they report (never raise it: an answer read late reports a
+        bucket that has paid for requests started since). ``False`` when no quota was
+        declared."""
+        limit = _number(headers.get("x-ratelimit-limit"))
+        remaining = _number(headers.get("x-ratelimit-remaining"))
+        if not limit or remaining is None:
+            return False
+        rate, cap = limit / 60.0, max(1.0, limit)
+        with self._lock:
+            now = time.monotonic()
+            self._reset = _number(headers.get("x-ratelimit-reset"))
+            if self._quota != (rate, cap):  # first declared, or the quota changed
+                self._quota, self._tokens, self._quota_at = (rate, cap), min(remaining, cap), now
+                return True
+            if self._quota_at < now:  # refill the copy up to now
+                self._tokens = min(cap, self._tokens + (now - self._quota_at) * rate)
+                self._quota_at = now
+            # The copy as of now: below what the last reservation left while requests
+            # reserved for later have yet to start.
+            mine = self._tokens + (now - self._quota_at) * rate
+            if remaining < mine:
+                self._tokens -= mine - remaining
+        return True
 
     def hold(self, seconds: float) -> None:
         """No request of this client for ``seconds`` (stretched at random by a little)."""

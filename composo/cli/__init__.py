@@ -20,10 +20,13 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "report": ("composo.cli._report", "turn evaluation results into a self-contained HTML report"),
     "compare": ("composo.cli._compare", "compare two runs' results, criterion by criterion"),
     "agreement": ("composo.cli._agreement", "how well the judge agrees with people's labels"),
+    "view": ("composo.cli._view", "browse, compare and review results in a local web page"),
     "criteria": ("composo.cli._criteria", "list the ready-made criteria"),
     "serve": ("composo.cli._serve", "run a local Composo-compatible evaluation server"),
     "cache": ("composo.cli._cache", "show or clear the result cache"),
     "evaluate-traces": ("composo.cli._evaluate_traces", "evaluate the traces of an OTLP export"),
+    "history": ("composo.cli._history", "write past evaluations (by tag, criterion) to a file"),
+    "usage": ("composo.cli._usage", "show this month's usage and the rate limit"),
 }
 
 # subcommand -> module with ``check_args(args) -> str | None``: options another module adds to the

@@ -130,11 +130,12 @@ class Gate:
         if declared is not None and declared > self.max_body_bytes:
             await _answer(send, 413, self._too_large(), close=close)
             return
-        if self.limiter is not None and method == "POST":
+        if self.limiter is not None:
             # Without configured keys any key is accepted, so the key cannot tell clients apart.
             client = scope.get("client")
             who = (client[0] if client else "").encode() if self.keys.open else api_key or b""
-            wait = self.limiter.retry_after(who)
+            # POSTs are counted; every answer says where the quota stands.
+            wait = self.limiter.retry_after(who) if method == "POST" else 0
             send = _with_headers(send, self.limiter.headers(who))
             if wait:
                 await _answer(

@@ -19,6 +19,8 @@ _NAMES = frozenset(
     {"key", "apikey", "xapikey", "auth", "authorization", "bearer", "credential", "credentials"}
 )
 _SUFFIXES = ("apikey", "token", "secret", "password", "passwd")
+# Names that end like a credential but are the platform's pagination cursors (GET /api/v1/traces).
+_CURSORS = frozenset({"pagetoken", "nextpagetoken"})
 _PARAM = re.compile(r"(?<=[?&;])([^=&;#\s\"']+)=([^&;#\s\"']*)")
 _NOT_ALNUM = re.compile(r"[^a-z0-9]")
 # The loggers a running server writes through.
@@ -27,7 +29,7 @@ _LOGGERS = ("uvicorn.access", "uvicorn.error", "composo.server")
 
 def _is_credential(name: str) -> bool:
     plain = _NOT_ALNUM.sub("", unquote_plus(name).lower())
-    return plain in _NAMES or plain.endswith(_SUFFIXES)
+    return plain in _NAMES or (plain.endswith(_SUFFIXES) and plain not in _CURSORS)
 
 
 def credential_parameter(query: bytes, secrets: Iterable[bytes] = ()) -> str | None:

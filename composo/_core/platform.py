@@ -1,0 +1,355 @@
+"""What both clients share for the platform's account and history API: argument checks, the
+requests (paths, query parameters, bodies with only the fields that are set), answer parsing,
+lazy paging and the history as rows. The clients add only the I/O: each hands these helpers a
+function that sends one request and returns the decoded JSON answer.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
+from datetime import datetime, timezone
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from composo._core.platform_types import (
+    EVALUATIONS_FILTER_PATH,
+    TRACES_MAX_PAGE_SIZE,
+    TRACES_PATH,
+    EvaluationFilterRequest,
+    EvaluationPage,
+    EvaluationRecord,
+    TracePage,
+    TraceRecord,
+)
+from composo.errors import ComposoValidationError, UnexpectedResponseError
+
+__all__ = [
+    "ROW_COLUMNS",
+    "AsyncEvaluationHistory",
+    "AsyncTraceListing",
+    "EvaluationHistory",
+    "TraceListing",
+    "evaluation_filter",
+    "history_row",
+    "parse",
+    "trace_params",
+    "trace_path",
+]
+
+Send = Callable[[str, str, Mapping[str, str] | None, Any], Any]
+"""``send(method, path, params, json_body) -> decoded JSON``, one request with the client's
+errors, retries and deadline."""
+AsyncSend = Callable[[str, str, Mapping[str, str] | None, Any], Awaitable[Any]]
+
+ROW_COLUMNS = (
+    "id",
+    "created_at",
+    "criterion",
+    "score",
+    "tags",
+    "model",
+    "endpoint",
+    "status_code",
+    "latency_ms",
+    "token_count",
+)
+"""The columns of :func:`history_row`, in order."""
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def parse(model: type[M], data: Any, what: str) -> M:
+    """``data`` validated as ``model``; an answer of another shape is the server's fault."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise UnexpectedResponseError(
+            f"the {what} answer is not in the shape the platform documents: {exc.errors()[0]}"
+        ) from None
+
+
+# -- evaluation history --------------------------------------------------------------------------
+
+
+def evaluation_filter(
+    tags: Mapping[str, str | Sequence[str]] | None = None,
+    criteria: str | Sequence[str] | None = None,
+    endpoint: str | None = None,
+    page_size: int | None = None,
+) -> EvaluationFilterRequest:
+    """The filter body for ``list_evaluations``' arguments, checked before any request: a tag
+    matches one value or any of a list; ``criteria`` one criterion or any of a list."""
+    filters = None
+    if tags is not None:
+        if not isinstance(tags, Mapping):
+            raise ComposoValidationError(
+                f"tags: expected a dict such as {{'run': 'nightly'}}, got {type(tags).__name__}"
+            )
+        filters = []
+        for key, value in tags.items():
+            if not isinstance(key, str) or not key:
+                raise ComposoValidationError(
+                    f"tags: {key!r} is not a tag name (a non-empty string)"
+                )
+            values = [value] if isinstance(value, str) else value
+            if (
+                not isinstance(values, Sequence)
+                or not values
+                or not all(isinstance(v, str) for v in values)
+            ):
+                raise ComposoValidationError(
+                    f"tags[{key!r}]: expected a string or a non-empty list of strings, "
+                    f"got {value!r}"
+                )
+            filters.append({"key": key, "values": list(values)})
+    criteria_filter = None
+    if criteria is not None:
+        values = [criteria] if isinstance(criteria, str) else list(criteria)
+        if not values or not all(isinstance(c, str) and c for c in values):
+            raise ComposoValidationError(
+                "criteria: expected a criterion or a non-empty list of criteria (strings)"
+            )
+        criteria_filter = {"values": values}
+    if endpoint is not None and endpoint not in ("reward", "trace"):
+        raise ComposoValidationError(f"endpoint: expected 'reward' or 'trace', got {endpoint!r}")
+    if page_size is not None and (
+        isinstance(page_size, bool) or not isinstance(page_size, int) or page_size < 1
+    ):
+        raise ComposoValidationError(f"page_size: expected a positive integer, got {page_size!r}")
+    return EvaluationFilterRequest.model_validate(
+        {
+            "filters": filters,
+            "criteria_filter": criteria_filter,
+            "endpoint_type": endpoint,
+            "page_size": page_size,
+        }
+    )
+
+
+Request = tuple[str, str, Mapping[str, str] | None, Any]
+
+
+class _EvaluationPager:
+    """Which page of the evaluations filter to ask for next, and when the last has come."""
+
+    def __init__(self, query: EvaluationFilterRequest) -> None:
+        self.query = query
+        self.number = query.page or 1
+        self.request: Request | None = self._ask()
+
+    def _ask(self) -> Request:
+        body = self.query.model_copy(update={"page": self.number}).model_dump(exclude_none=True)
+        return ("POST", EVALUATIONS_FILTER_PATH, None, body)
+
+    def take(self, data: Any) -> EvaluationPage:
+        page: EvaluationPage = parse(EvaluationPage, data, "evaluations filter")
+        self.number += 1
+        last = not page.evaluations or page.page >= page.total_pages
+        self.request = None if last else self._ask()
+        return page
+
+
+class _TracePager:
+    """The next page of traces is the one the last page's ``next_page_token`` names."""
+
+    def __init__(self, params: dict[str, str]) -> None:
+        self.params = params
+        self.request: Request | None = ("GET", TRACES_PATH, params, None)
+
+    def take(self, data: Any) -> TracePage:
+        page: TracePage = parse(TracePage, data, "traces")
+        token = page.next_page_token
+        self.request = (
+            ("GET", TRACES_PATH, {**self.params, "page_token": token}, None)
+            if token and page.traces
+            else None
+        )
+        return page
+
+
+def _walk(pager: _EvaluationPager | _TracePager, send: Send) -> Iterator[Any]:
+    while pager.request is not None:
+        yield pager.take(send(*pager.request))
+
+
+async def _awalk(pager: _EvaluationPager | _TracePager, send: AsyncSend) -> AsyncIterator[Any]:
+    while pager.request is not None:
+        yield pager.take(await send(*pager.request))
+
+
+def history_row(record: EvaluationRecord) -> dict[str, Any]:
+    """One evaluation as a flat row (:data:`ROW_COLUMNS`)."""
+    return {
+        "id": record.id,
+        "created_at": record.created_at,
+        "criterion": record.criterion,
+        "score": record.score,
+        "tags": dict(record.tags),
+        "model": record.model_core,
+        "endpoint": record.endpoint,
+        "status_code": record.status_code,
+        "latency_ms": record.latency_ms,
+        "token_count": record.token_count,
+    }
+
+
+def _pandas(rows: list[dict[str, Any]]) -> Any:
+    try:
+        import pandas as pd
+    except ImportError:
+        raise ImportError("to_pandas() needs pandas: pip install 'composo[pandas]'") from None
+    return pd.DataFrame(rows, columns=list(ROW_COLUMNS))
+
+
+def _polars(rows: list[dict[str, Any]]) -> Any:
+    try:
+        import polars as pl
+    except ImportError:
+        raise ImportError("to_polars() needs polars: pip install 'composo[polars]'") from None
+    if not rows:
+        return pl.DataFrame(schema=list(ROW_COLUMNS))
+    return pl.DataFrame(rows, infer_schema_length=None).select(list(ROW_COLUMNS))
+
+
+class EvaluationHistory:
+    """Past evaluations, in the platform's order (newest first), fetched a page at a time as
+    iteration reaches it. Iterating again asks the platform again."""
+
+    def __init__(self, send: Send, query: EvaluationFilterRequest) -> None:
+        self._send = send
+        self.query = query
+
+    def pages(self) -> Iterator[EvaluationPage]:
+        return _walk(_EvaluationPager(self.query), self._send)
+
+    def __iter__(self) -> Iterator[EvaluationRecord]:
+        for page in self.pages():
+            yield from page.evaluations
+
+    def to_rows(self) -> list[dict[str, Any]]:
+        """Every matching evaluation as a row of :data:`ROW_COLUMNS`."""
+        return [history_row(r) for r in self]
+
+    def to_pandas(self) -> Any:
+        """A pandas DataFrame, one row per evaluation (``pip install 'composo[pandas]'``)."""
+        return _pandas(self.to_rows())
+
+    def to_polars(self) -> Any:
+        """A polars DataFrame, one row per evaluation (``pip install 'composo[polars]'``)."""
+        return _polars(self.to_rows())
+
+
+class AsyncEvaluationHistory:
+    """:class:`EvaluationHistory` for ``async for``; the conversions are coroutines."""
+
+    def __init__(self, send: AsyncSend, query: EvaluationFilterRequest) -> None:
+        self._send = send
+        self.query = query
+
+    def pages(self) -> AsyncIterator[EvaluationPage]:
+        return _awalk(_EvaluationPager(self.query), self._send)
+
+    async def __aiter__(self) -> AsyncIterator[EvaluationRecord]:
+        async for page in self.pages():
+            for record in page.evaluations:
+                yield record
+
+    async def to_rows(self) -> list[dict[str, Any]]:
+        return [history_row(r) async for r in self]
+
+    async def to_pandas(self) -> Any:
+        return _pandas(await self.to_rows())
+
+    async def to_polars(self) -> Any:
+        return _polars(await self.to_rows())
+
+
+# -- traces --------------------------------------------------------------------------------------
+
+
+def _iso(value: datetime | str | None, name: str) -> str | None:
+    if value is None or isinstance(value, str):
+        if isinstance(value, str):
+            try:
+                datetime.fromisoformat(value.replace("Z", "+00:00"))
+            except ValueError:
+                raise ComposoValidationError(
+                    f"{name}: {value!r} is not an ISO date-time; pass a datetime or a string "
+                    "like '2025-01-31T12:00:00Z'"
+                ) from None
+        return value
+    if not isinstance(value, datetime):
+        raise ComposoValidationError(f"{name}: expected a datetime, got {type(value).__name__}")
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=timezone.utc)
+    return value.isoformat()
+
+
+def trace_params(
+    page_size: int | None = None,
+    start_date: datetime | str | None = None,
+    end_date: datetime | str | None = None,
+) -> dict[str, str]:
+    """The query of ``GET /api/v1/traces`` (only what is set), checked before any request."""
+    params: dict[str, str] = {}
+    if page_size is not None:
+        if (
+            isinstance(page_size, bool)
+            or not isinstance(page_size, int)
+            or not 1 <= page_size <= TRACES_MAX_PAGE_SIZE
+        ):
+            raise ComposoValidationError(
+                f"page_size: expected an integer from 1 to {TRACES_MAX_PAGE_SIZE}, "
+                f"got {page_size!r}"
+            )
+        params["page_size"] = str(page_size)
+    for name, value in (("start_date", start_date), ("end_date", end_date)):
+        text = _iso(value, name)
+        if text is not None:
+            params[name] = text
+    return params
+
+
+def trace_path(trace_id: object) -> str:
+    """``/api/v1/traces/{trace_id}`` for a UUID (or its text), checked before any request."""
+    try:
+        canonical = trace_id if isinstance(trace_id, uuid.UUID) else uuid.UUID(str(trace_id))
+    except ValueError:
+        raise ComposoValidationError(
+            f"trace_id: {str(trace_id)[:64]!r} is not a UUID (traces are named by UUID)"
+        ) from None
+    return f"{TRACES_PATH}/{canonical}"
+
+
+class TraceListing:
+    """Traces, fetched a page at a time (following the platform's ``next_page_token``)."""
+
+    def __init__(self, send: Send, params: dict[str, str]) -> None:
+        self._send = send
+        self.params = params
+
+    def pages(self) -> Iterator[TracePage]:
+        return _walk(_TracePager(self.params), self._send)
+
+    def __iter__(self) -> Iterator[TraceRecord]:
+        for page in self.pages():
+            yield from page.traces
+
+
+class AsyncTraceListing:
+    """:class:`TraceListing` for ``async for``."""
+
+    def __init__(self, send: AsyncSend, params: dict[str, str]) -> None:
+        self._send = send
+        self.params = params
+
+    def pages(self) -> AsyncIterator[TracePage]:
+        return _awalk(_TracePager(self.params), self._send)
+
+    async def __aiter__(self) -> AsyncIterator[TraceRecord]:
+        async for page in self.pages():
+            for trace in page.traces:
+                yield trace

@@ -1,0 +1,196 @@
+"""The account and history methods of both clients: usage, rate limits, past evaluations and
+traces. Each method is its client's I/O around :mod:`composo._core.platform` (checks, requests,
+parsing, paging), which loads on first use so that importing a client stays cheap."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlencode
+
+if TYPE_CHECKING:
+    from composo._core.platform import (
+        AsyncEvaluationHistory,
+        AsyncTraceListing,
+        EvaluationHistory,
+        TraceListing,
+    )
+    from composo._core.platform_types import TraceRecord, Usage
+    from composo._core.ratelimit import RateLimits, Throttle
+
+__all__ = ["AsyncPlatformMethods", "PlatformMethods"]
+
+
+def _with_query(path: str, params: Mapping[str, str] | None) -> str:
+    return f"{path}?{urlencode(params)}" if params else path
+
+
+class PlatformMethods:
+    """Mixed into :class:`~composo._core.client.SyncClient`."""
+
+    _throttle: Throttle
+
+    if TYPE_CHECKING:
+
+        def _call(
+            self, method: str, path: str, json: Any, *, block: bool = True, patient: bool = False
+        ) -> Any: ...
+
+    def _platform(self, method: str, path: str, params: Mapping[str, str] | None, body: Any) -> Any:
+        return self._call(method, _with_query(path, params), body)
+
+    def usage(self) -> Usage:
+        """This month's usage of the API key: requests and tokens per model, the monthly token
+        quota and when it resets (``GET /api/v1/usage``).
+
+        Raises:
+            APIStatusError: The server refused the request.
+            APIConnectionError: The server could not be reached.
+        """
+        from composo._core.platform import parse
+        from composo._core.platform_types import USAGE_PATH, Usage
+
+        return parse(Usage, self._platform("GET", USAGE_PATH, None, None), "usage")
+
+    def rate_limits(self) -> RateLimits | None:
+        """The rate limit the server declares for this API key, read from the
+        ``X-RateLimit-*`` headers of its answers (asking for :meth:`usage` when no answer has
+        carried them yet); ``None`` when the server declares none. The client paces itself to
+        this quota from the first answer that declares it.
+        """
+        declared = self._throttle.declared()
+        if declared is None:
+            self.usage()
+            declared = self._throttle.declared()
+        return declared
+
+    def list_evaluations(
+        self,
+        *,
+        tags: Mapping[str, str | Sequence[str]] | None = None,
+        criteria: str | Sequence[str] | None = None,
+        endpoint: str | None = None,
+        page_size: int | None = None,
+    ) -> EvaluationHistory:
+        """Past evaluations of this API key (``POST /api/v1/evaluations/filter``), fetched a
+        page at a time as you iterate; ``.to_pandas()`` / ``.to_polars()`` give one row per
+        evaluation (score, criterion, tags, model, latency, tokens, time).
+
+        Args:
+            tags: Keep evaluations whose tag has this value (or one of these values), for every
+                tag given: ``{"run": "nightly"}``.
+            criteria: Keep evaluations against this criterion (or one of these).
+            endpoint: ``"reward"`` or ``"trace"``.
+            page_size: Evaluations per request (the platform's default when not given).
+
+        Raises:
+            ComposoValidationError: Bad arguments, before any request.
+        """
+        from composo._core.platform import EvaluationHistory, evaluation_filter
+
+        query = evaluation_filter(tags, criteria, endpoint, page_size)
+        return EvaluationHistory(self._platform, query)
+
+    def list_traces(
+        self,
+        *,
+        page_size: int | None = None,
+        start_date: datetime | str | None = None,
+        end_date: datetime | str | None = None,
+    ) -> TraceListing:
+        """Traces of this API key (``GET /api/v1/traces``) with their evaluations, rating and
+        comments, fetched a page at a time as you iterate.
+
+        Args:
+            page_size: Traces per request, 1 to 500 (default 50).
+            start_date: Only traces created at or after this time (a naive datetime is UTC).
+            end_date: Only traces created at or before this time.
+
+        Raises:
+            ComposoValidationError: Bad arguments, before any request.
+        """
+        from composo._core.platform import TraceListing, trace_params
+
+        return TraceListing(self._platform, trace_params(page_size, start_date, end_date))
+
+    def get_trace(self, trace_id: Any) -> TraceRecord:
+        """One trace by its UUID (``GET /api/v1/traces/{trace_id}``).
+
+        Raises:
+            ComposoValidationError: ``trace_id`` is not a UUID, before any request.
+            NotFoundError: No such trace for this API key.
+        """
+        from composo._core.platform import parse, trace_path
+        from composo._core.platform_types import TraceRecord
+
+        body = self._platform("GET", trace_path(trace_id), None, None)
+        return parse(TraceRecord, body, "trace")
+
+
+class AsyncPlatformMethods:
+    """Mixed into :class:`~composo._core.async_client.AsyncClient`: the same methods, awaited;
+    the listings are async iterables."""
+
+    _throttle: Throttle
+
+    if TYPE_CHECKING:
+
+        async def _call(
+            self, method: str, path: str, json: Any, *, block: bool = True, patient: bool = False
+        ) -> Any: ...
+
+    async def _platform(
+        self, method: str, path: str, params: Mapping[str, str] | None, body: Any
+    ) -> Any:
+        return await self._call(method, _with_query(path, params), body)
+
+    async def usage(self) -> Usage:
+        """As :meth:`Composo.usage`, awaited."""
+        from composo._core.platform import parse
+        from composo._core.platform_types import USAGE_PATH, Usage
+
+        body = await self._platform("GET", USAGE_PATH, None, None)
+        return parse(Usage, body, "usage")
+
+    async def rate_limits(self) -> RateLimits | None:
+        """As :meth:`Composo.rate_limits`, awaited."""
+        declared = self._throttle.declared()
+        if declared is None:
+            await self.usage()
+            declared = self._throttle.declared()
+        return declared
+
+    def list_evaluations(
+        self,
+        *,
+        tags: Mapping[str, str | Sequence[str]] | None = None,
+        criteria: str | Sequence[str] | None = None,
+        endpoint: str | None = None,
+        page_size: int | None = None,
+    ) -> AsyncEvaluationHistory:
+        """As :meth:`Composo.list_evaluations`, for ``async for``; the conversions are awaited."""
+        from composo._core.platform import AsyncEvaluationHistory, evaluation_filter
+
+        query = evaluation_filter(tags, criteria, endpoint, page_size)
+        return AsyncEvaluationHistory(self._platform, query)
+
+    def list_traces(
+        self,
+        *,
+        page_size: int | None = None,
+        start_date: datetime | str | None = None,
+        end_date: datetime | str | None = None,
+    ) -> AsyncTraceListing:
+        """As :meth:`Composo.list_traces`, for ``async for``."""
+        from composo._core.platform import AsyncTraceListing, trace_params
+
+        return AsyncTraceListing(self._platform, trace_params(page_size, start_date, end_date))
+
+    async def get_trace(self, trace_id: Any) -> TraceRecord:
+        """As :meth:`Composo.get_trace`, awaited."""
+        from composo._core.platform import parse, trace_path
+        from composo._core.platform_types import TraceRecord
+
+        body = await self._platform("GET", trace_path(trace_id), None, None)
+        return parse(TraceRecord, body, "trace")

@@ -1,0 +1,128 @@
+"""``composo history``: past evaluations of the API key, filtered as the platform filters them,
+written to a JSONL or Parquet file (one row per evaluation)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from composo.cli._platform_client import add_connection_arguments, connect
+
+__all__ = ["add_arguments", "run"]
+
+
+def _tag(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(
+            f"--tag: {text!r} is not KEY=VALUE (e.g. --tag run=nightly)"
+        )
+    return key, value
+
+
+def _since(text: str) -> datetime:
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"--since: {text!r} is not an ISO date or date-time (e.g. 2025-01-31 or "
+            "2025-01-31T12:00:00Z)"
+        ) from None
+    return _utc(moment)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--tag",
+        type=_tag,
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="only evaluations with this tag (repeatable; the same key twice matches either value)",
+    )
+    parser.add_argument(
+        "--criterion",
+        action="append",
+        default=[],
+        metavar="TEXT",
+        help="only evaluations against this criterion (repeatable: any of them)",
+    )
+    parser.add_argument(
+        "--endpoint", choices=("reward", "trace"), help="only reward or only trace evaluations"
+    )
+    parser.add_argument(
+        "--since", type=_since, metavar="WHEN", help="only evaluations made at or after this time"
+    )
+    parser.add_argument(
+        "-o",
+        "--output",
+        type=Path,
+        required=True,
+        metavar="FILE",
+        help="where to write: .parquet writes Parquet (needs pyarrow), anything else JSONL",
+    )
+    parser.add_argument("--page-size", type=int, default=None, help="evaluations per request")
+    add_connection_arguments(parser)
+
+
+def _utc(moment: datetime) -> datetime:
+    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+
+
+def _jsonable(row: dict[str, Any]) -> dict[str, Any]:
+    return {k: v.isoformat() if isinstance(v, datetime) else v for k, v in row.items()}
+
+
+def _write(rows: list[dict[str, Any]], path: Path) -> None:
+    """JSONL, or Parquet for a ``.parquet`` name; written beside and renamed, so a failed run
+    never leaves half a file under the name asked for."""
+    partial = path.with_name(path.name + ".partial")
+    if path.suffix.lower() == ".parquet":
+        try:
+            import pyarrow as pa
+            import pyarrow.parquet as pq
+        except ImportError:
+            raise ImportError("writing Parquet needs pyarrow: pip install pyarrow") from None
+        # Tags differ from row to row: kept as JSON text, one column for all of them.
+        table = pa.Table.from_pylist(
+            [{**r, "tags": json.dumps(r["tags"], ensure_ascii=False)} for r in rows]
+        )
+        pq.write_table(table, partial)
+    else:
+        with partial.open("w", encoding="utf-8") as out:
+            for row in rows:
+                out.write(json.dumps(_jsonable(row), ensure_ascii=False) + "\n")
+    partial.replace(path)
+
+
+def run(args: argparse.Namespace) -> int:
+    from composo.errors import ComposoError
+
+    tags: dict[str, list[str]] = {}
+    for key, value in args.tag:
+        tags.setdefault(key, []).append(value)
+    try:
+        with connect(args) as client:
+            history = client.list_evaluations(
+                tags=tags or None,
+                criteria=args.criterion or None,
+                endpoint=args.endpoint,
+                page_size=args.page_size,
+            )
+            rows = history.to_rows()
+    except ComposoError as exc:
+        print(f"composo history: error: {exc}", file=sys.stderr)
+        return 1
+    if args.since is not None:
+        rows = [r for r in rows if _utc(r["created_at"]) >= args.since]
+    try:
+        _write(rows, args.output)
+    except (OSError, ImportError) as exc:
+        print(f"composo history: error: {args.output}: {exc}", file=sys.stderr)
+        return 1
+    print(f"{len(rows)} evaluation(s) written to {args.output}", file=sys.stderr)
+    return 0

@@ -1,0 +1,50 @@
+"""``composo usage``: this month's usage of the API key and its rate limit, in a small table."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from composo.cli._platform_client import add_connection_arguments, connect
+
+__all__ = ["add_arguments", "run"]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_connection_arguments(parser)
+
+
+def _table(rows: list[tuple[str, str]]) -> str:
+    width = max(len(k) for k, _ in rows)
+    return "\n".join(f"{k.ljust(width)}  {v}" for k, v in rows)
+
+
+def run(args: argparse.Namespace) -> int:
+    from composo.errors import ComposoError
+
+    try:
+        with connect(args) as client:
+            usage = client.usage()
+            limits = client.rate_limits()
+    except ComposoError as exc:
+        print(f"composo usage: error: {exc}", file=sys.stderr)
+        return 1
+    counts = usage.usage
+    quota = counts.monthly_token_quota
+    rows = [
+        ("requests this month", f"{counts.total_current_request_count:,}"),
+        ("tokens this month", f"{counts.total_current_token_count:,}"),
+        ("monthly token quota", "none" if quota is None else f"{quota:,}"),
+        ("quota resets", usage.quota_reset_date or "unknown"),
+        (
+            "rate limit",
+            "not declared"
+            if limits is None
+            else f"{limits.requests_per_minute:g}/min ({limits.remaining:.0f} left now)",
+        ),
+    ]
+    for model, detail in sorted(counts.models.items()):
+        requests = detail.get("request_count") if isinstance(detail, dict) else None
+        rows.append((f"  {model}", "?" if requests is None else f"{requests:,} requests"))
+    print(_table(rows))
+    return 0
