@@ -16,7 +16,15 @@ from pydantic import ValidationError
 
 from composo._core import build, convert
 from composo._core.options import OPTION_NAMES, merge, set_options
-from composo._core.responses import EvaluationResponse, MultiAgentTraceResponse
+from composo._core.responses import (
+    EvaluationResponse,
+    MultiAgentTraceResponse,
+    fitted_repr,
+    html_card,
+    html_text,
+    score_text,
+    short,
+)
 from composo._core.wire import RequestOptions, RewardRequest, TraceRequest
 from composo.errors import ComposoError, ComposoValidationError, validation_error
 
@@ -89,6 +97,26 @@ class BatchResult:
     def explanation(self) -> str | None:
         """The judge's explanation; ``None`` if the pair failed."""
         return self.response.explanation if self.response is not None else None
+
+    def __repr__(self) -> str:
+        fields: list[tuple[str, object]] = [("index", self.index)]
+        if self.id is not None:
+            fields.append(("id", repr(short(self.id, 24))))
+        fields.append(("criterion", repr(short(self.criterion, 40))))
+        if self.error is not None:
+            return fitted_repr("BatchResult", [*fields, ("error", error_text(self.error))])
+        fields.append(("score", score_text(self.score)))
+        return fitted_repr("BatchResult", [*fields, ("explanation", self.explanation or "")])
+
+    def _repr_html_(self) -> str:
+        """A notebook's view: the pair, its score and the explanation (or the error)."""
+        body = [("item", self.id if self.id is not None else f"#{self.index}")]
+        body.append(("criterion", self.criterion))
+        if self.error is not None:
+            body.append(("error", error_text(self.error)))
+        else:
+            body.append(("explanation", self.explanation or "(none)"))
+        return html_card("score", self.score, body)
 
     def row(self) -> dict[str, Any]:
         """The JSON-ready record the command line writes, one per line."""
@@ -374,6 +402,81 @@ def setup(
 
 class BatchResults(list[BatchResult]):
     """The results of ``evaluate_many``: a list, which also converts to a table."""
+
+    HTML_ROWS = 50
+    """Rows a notebook shows before it says how many more there are."""
+
+    def summary(self) -> dict[str, dict[str, Any]]:
+        """Per criterion, in order: ``count``, ``scored``, ``not_applicable``, ``failed`` and the
+        ``mean`` score of the scored pairs (``None`` if none)."""
+        out: dict[str, dict[str, Any]] = {}
+        for r in self:
+            s = out.setdefault(
+                r.criterion,
+                {"count": 0, "scored": 0, "not_applicable": 0, "failed": 0, "total": 0.0},
+            )
+            s["count"] += 1
+            if r.error is not None:
+                s["failed"] += 1
+            elif r.score is None:
+                s["not_applicable"] += 1
+            else:
+                s["scored"] += 1
+                s["total"] += r.score
+        for s in out.values():
+            total = s.pop("total")
+            s["mean"] = total / s["scored"] if s["scored"] else None
+        return out
+
+    def __repr__(self) -> str:
+        scores = [r.score for r in self if r.score is not None]
+        failed = sum(1 for r in self if r.error is not None)
+        mean = score_text(sum(scores) / len(scores)) if scores else "n/a"
+        criteria = len({r.criterion for r in self})
+        return (
+            f"BatchResults({len(self)} results, {criteria} criteria, {failed} failed, "
+            f"mean score {mean})"
+        )
+
+    def _repr_html_(self) -> str:
+        """A notebook's view: a summary per criterion, then the first rows as a table."""
+        head = "".join(
+            f"<th style='text-align:left'>{h}</th>"
+            for h in ("criterion", "count", "mean", "n/a", "failed")
+        )
+        summary = "".join(
+            f"<tr><td style='text-align:left'>{html_text(short(c, 80))}</td><td>{s['count']}</td>"
+            f"<td>{score_text(s['mean'])}</td><td>{s['not_applicable']}</td>"
+            f"<td>{s['failed']}</td></tr>"
+            for c, s in self.summary().items()
+        )
+        cols = ("index", "id", "criterion", "score", "explanation / error")
+        rows = "".join(
+            "<tr>"
+            + "".join(
+                f"<td style='text-align:left'>{html_text(v)}</td>"
+                for v in (
+                    r.index,
+                    "" if r.id is None else r.id,
+                    short(r.criterion, 60),
+                    score_text(r.score) if r.error is None else "error",
+                    short(error_text(r.error) if r.error is not None else r.explanation, 200),
+                )
+            )
+            + "</tr>"
+            for r in self[: self.HTML_ROWS]
+        )
+        more = (
+            f"<p>showing {self.HTML_ROWS} of {len(self)} results; to_pandas() has them all</p>"
+            if len(self) > self.HTML_ROWS
+            else ""
+        )
+        table_head = "".join(f"<th style='text-align:left'>{c}</th>" for c in cols)
+        return (
+            f"<div class='composo-batch'><p><b>{len(self)} results</b></p>"
+            f"<table><tr>{head}</tr>{summary}</table>"
+            f"<table><tr>{table_head}</tr>{rows}</table>{more}</div>"
+        )
 
     def to_pandas(self) -> Any:
         """A pandas DataFrame, one row per (item, criterion): ``index``, ``id``, ``criterion``,

@@ -19,6 +19,57 @@ __all__ = [
 ]
 
 
+# -- how results show in a console and a notebook (standard library only) ------------------------
+
+REPR_LIMIT = 200
+"""The longest a result's ``repr`` may be: one console line, never a wall of text."""
+
+
+def short(text: object, limit: int) -> str:
+    """``text`` on one line, cut to ``limit`` characters with an ellipsis."""
+    flat = " ".join(str(text).split())
+    return flat if len(flat) <= limit else flat[: max(0, limit - 1)] + "\u2026"
+
+
+def score_text(score: float | None) -> str:
+    return "n/a" if score is None else f"{score:.2f}"
+
+
+def fitted_repr(name: str, fields: list[tuple[str, object]]) -> str:
+    """``name(k=v, ...)`` within :data:`REPR_LIMIT`: the last field (the long text) gives way."""
+    head = [f"{k}={v}" for k, v in fields[:-1]]
+    key, last = fields[-1]
+    fixed = f"{name}({', '.join([*head, f'{key}='])})"
+    room = REPR_LIMIT - len(fixed) - 2  # the quotes around the cut text
+    while True:  # escapes (quotes, backslashes) can make the quoted text longer than its room
+        text = f"{name}({', '.join([*head, f'{key}={short(last, max(room, 1))!r}'])})"
+        if len(text) <= REPR_LIMIT or room <= 1:
+            return text[:REPR_LIMIT]
+        room -= len(text) - REPR_LIMIT
+
+
+def html_text(text: object) -> str:
+    """``text`` inert inside HTML (markup, quotes and all); line breaks kept."""
+    import html
+
+    return html.escape(str(text), quote=True).replace("\n", "<br>")
+
+
+def html_card(title: str, score: float | None, body: list[tuple[str, str]]) -> str:
+    """A result as a small HTML block: a title, the score large, then labelled lines; every
+    value is escaped here."""
+    rows = "".join(
+        f"<tr><th style='text-align:left;padding-right:1em;vertical-align:top'>"
+        f"{html_text(k)}</th><td style='text-align:left'>{html_text(v)}</td></tr>"
+        for k, v in body
+    )
+    return (
+        f"<div class='composo-result'><div><b>{html_text(title)}</b> "
+        f"<span style='font-size:1.4em'>{html_text(score_text(score))}</span></div>"
+        f"<table>{rows}</table></div>"
+    )
+
+
 class _Model(BaseModel):
     # The platform may add fields; keep them instead of failing on them.
     model_config = ConfigDict(extra="allow", defer_build=True)
@@ -41,6 +92,20 @@ class EvaluationResponse(_Model):
     @property
     def applicable(self) -> bool:
         return self.score is not None
+
+    def __repr__(self) -> str:
+        fields: list[tuple[str, object]] = [("score", score_text(self.score))]
+        if self.criterion is not None:
+            fields.append(("criterion", repr(short(self.criterion, 40))))
+        return fitted_repr("EvaluationResponse", [*fields, ("explanation", self.explanation)])
+
+    def _repr_html_(self) -> str:
+        """A notebook's view: the score, the criterion and the judge's explanation."""
+        body = [("criterion", self.criterion)] if self.criterion is not None else []
+        body.append(("explanation", self.explanation or "(none)"))
+        if self.score is None:
+            body.append(("note", "the criterion did not apply to this conversation"))
+        return html_card("score", self.score, body)
 
 
 class InstanceResult(_Model):
@@ -108,6 +173,31 @@ class MultiAgentTraceResponse(_Model):
         self.overall_score = statistics.fmean(applicable) if applicable else None
         self.explanation = "\n".join(lines)
         return self
+
+    def __repr__(self) -> str:
+        fields: list[tuple[str, object]] = [
+            ("overall_score", score_text(self.overall_score)),
+            ("agents", len(self.results_by_agent_name)),
+        ]
+        if self.criterion is not None:
+            fields.append(("criterion", repr(short(self.criterion, 40))))
+        return fitted_repr("MultiAgentTraceResponse", [*fields, ("explanation", self.explanation)])
+
+    def _repr_html_(self) -> str:
+        """A notebook's view: the overall score, then each agent's score and explanation."""
+        body = [("criterion", self.criterion)] if self.criterion is not None else []
+        for name, agent in self.results_by_agent_name.items():
+            for instance_id, res in agent.results_by_agent_instance_id.items():
+                label = (
+                    name
+                    if len(agent.results_by_agent_instance_id) == 1
+                    else (f"{name} ({instance_id})")
+                )
+                if res is None:
+                    body.append((label, "n/a"))
+                else:
+                    body.append((label, f"{score_text(res.score)}: {res.explanation}"))
+        return html_card("overall score", self.overall_score, body)
 
     @property
     def scores_by_agent_name(self) -> dict[str, float | None]:
