@@ -50,6 +50,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "breakdown by tag (default: the INPUT `composo evaluate` recorded next to the results)",
     )
     parser.add_argument(
+        "--items",
+        action="store_true",
+        help="add every item in a table that can be searched, sorted and filtered, and each "
+        "item's conversation and explanations (an inline script; the page still loads nothing)",
+    )
+    parser.add_argument(
         "--baseline",
         type=Path,
         metavar="BASE.jsonl",
@@ -254,6 +260,12 @@ def run(args: argparse.Namespace) -> int:
     dataset = _Dataset.read(data_path, wanted) if data_path is not None else None
     # weakest first: the page opens on what needs attention
     ranked = dict(sorted(criteria.items(), key=lambda kv: _rank(kv[1])))
+    app: tuple[str, str] = ("", "")
+    if args.items:
+        made = _items_app(args.results, args.baseline, data_path, args.title)
+        if made is None:
+            return 2
+        app = made
     page = render(
         ranked,
         errors,
@@ -266,6 +278,7 @@ def run(args: argparse.Namespace) -> int:
         dataset=dataset,
         rows=CheckedRows(args.results) if dataset is not None else None,
         problems=(problems, checked.bad),
+        app=app,
     )
     args.output.write_text(page, encoding="utf-8")
     print(f"wrote {args.output}", file=sys.stderr)
@@ -607,8 +620,9 @@ def render(
     dataset: _Dataset | None = None,
     rows: Any = None,
     problems: tuple[list[RowProblem], int] = ([], 0),
+    app: tuple[str, str] = ("", ""),
 ) -> str:
-    """The whole page as one string."""
+    """The whole page as one string; ``app`` is the item table's head and body parts."""
     from datetime import datetime, timezone
 
     scored = sum(len(c.stats.scores) for c in criteria.values())
@@ -650,16 +664,41 @@ def render(
     return (
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width,initial-scale=1">'
-        f"<title>{_esc(title)}</title><style>{_CSS}</style></head><body><main>"
+        f"{app[0]}<title>{_esc(title)}</title><style>{_CSS}</style></head>"
+        "<body><main>"
         f'<h1>{_esc(title)}</h1><div class="sub">{_esc(source)}{against} · generated {stamp}'
         f"</div>{_run_header(info, criteria)}"
         f'<div class="totals">{totals}</div>{_overview(criteria, baseline)}{by_tag}{cards}'
         f"{error_block}{_set_aside(*problems)}"
-        "</main></body></html>\n"
+        f"</main>{app[1]}</body></html>\n"
     )
 
 
 _PROBLEMS_SHOWN = 50
+_ITEM_TEXT_CAP = 4000  # a message or explanation kept in the page up to this many characters
+
+
+def _items_app(
+    results: Path, baseline: Path | None, data: Path | None, title: str
+) -> tuple[str, str] | None:
+    """The viewer's item table and item view, inlined: the policy that lets only its script
+    run (head), then its style, data and script (body). ``None`` after saying why not."""
+    from composo.cli._view_data import ViewError, load_run, page_data
+    from composo.cli._view_page import data_element, inline_assets
+
+    try:
+        runs = [load_run(p, data) for p in ([baseline] if baseline else []) + [results]]
+    except ViewError as exc:
+        print(f"composo report: error: --items: {exc}", file=sys.stderr)
+        return None
+    model = page_data(runs, mode="report", title=title, conversations=True, cap=_ITEM_TEXT_CAP)
+    css, script, policy = inline_assets()
+    head = f'<meta http-equiv="Content-Security-Policy" content="{_esc(policy)}">'
+    body = (
+        f'<style>{css}</style><div id="composo-app"></div>{data_element(model)}'
+        f"<script>{script}</script>"
+    )
+    return head, body
 
 
 def _set_aside(problems: list[RowProblem], total: int) -> str:

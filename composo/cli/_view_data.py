@@ -1,0 +1,566 @@
+"""What ``composo view`` and ``composo report --items`` show, as plain JSON-ready data: the runs
+(judge, criteria, counts, distributions, tags), every item with each criterion's score and
+explanation, what changed between runs, each item's conversation, and the human reviews kept
+beside a results file (``RESULTS.reviews.jsonl``). The page's script renders it as text."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import statistics
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from composo.cli._results import CheckedRows, RunInfo, judge_text
+
+__all__ = [
+    "Run",
+    "ViewError",
+    "append_review",
+    "conversation",
+    "load_run",
+    "page_data",
+    "read_reviews",
+    "review_record",
+    "reviews_path",
+    "script_json",
+]
+
+BINS = 10
+_TEXT_CAP = 20_000  # one message's text shown up to this many characters
+_COMMENT_CAP = 4000
+_TAG_VALUES = 12  # a tag with more distinct values than this is an id, not a group
+
+
+class ViewError(ValueError):
+    """A results file or a review that cannot be used (one line, naming the fix)."""
+
+
+def item_key(row: dict[str, Any]) -> str:
+    """An item as people name it: its id, else its line in the dataset."""
+    ident = row.get("id")
+    return str(ident) if ident is not None else f"line {int(row['index']) + 1}"
+
+
+@dataclass
+class Run:
+    """One results file read for viewing."""
+
+    path: Path
+    rows: list[dict[str, Any]]
+    checked: CheckedRows
+    info: RunInfo
+    dataset: dict[int, dict[str, Any]] = field(default_factory=dict)
+    dataset_note: str | None = None
+
+    @property
+    def criteria(self) -> list[str]:
+        order = [c for c in self.info.criteria if any(r["criterion"] == c for r in self.rows)]
+        return order + [
+            c for c in dict.fromkeys(r["criterion"] for r in self.rows) if c not in order
+        ]
+
+
+def load_run(path: Path, data: Path | None = None) -> Run:
+    """A results file, its run record and (when found) the dataset it was evaluated from."""
+    from composo.cli._results import read_results
+
+    if not path.is_file():
+        raise ViewError(f"no such file: {path}")
+    try:
+        rows, checked = read_results(path)
+    except OSError as exc:
+        raise ViewError(str(exc)) from None
+    if not rows and not checked.bad:
+        raise ViewError(f"{path} holds no result rows")
+    info = RunInfo.load(path) or RunInfo()
+    source = data
+    if source is None and info.input and Path(info.input).is_file():
+        source = Path(info.input)
+    run = Run(path, rows, checked, info)
+    if source is None:
+        run.dataset_note = "the dataset was not found (pass --data), so conversations are not shown"
+    else:
+        run.dataset, run.dataset_note = _read_dataset(source, {int(r["index"]) for r in rows})
+    return run
+
+
+def _read_dataset(path: Path, wanted: set[int]) -> tuple[dict[int, dict[str, Any]], str | None]:
+    from composo._data.readers import BadRow, UnreadableInput, open_records
+
+    out: dict[int, dict[str, Any]] = {}
+    try:
+        with open_records(path) as records:
+            for index, record in records:
+                if index in wanted and not isinstance(record, BadRow):
+                    out[index] = record
+    except (UnreadableInput, ValueError, OSError) as exc:
+        return out, f"the dataset {path.name} could not be read in full: {exc}"
+    return out, None
+
+
+# -- conversations as display data ----------------------------------------------------------
+
+
+def _cut(text: str, cap: int) -> str:
+    return text if len(text) <= cap else text[:cap] + f"… ({len(text) - cap} more characters)"
+
+
+def _text(value: Any, cap: int) -> str:
+    """Readable text of a content value: a string, text parts, or anything else as JSON."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return _cut(value, cap)
+    if isinstance(value, list):
+        parts = [
+            p.get("text") if isinstance(p, dict) and isinstance(p.get("text"), str) else p
+            for p in value
+            if not (isinstance(p, dict) and p.get("type") in ("tool_use", "tool_result"))
+        ]
+        return _cut(" ".join(p if isinstance(p, str) else _json(p) for p in parts), cap)
+    return _cut(_json(value), cap)
+
+
+def _json(value: Any) -> str:
+    try:
+        return json.dumps(value, ensure_ascii=False, default=str)
+    except (TypeError, ValueError):
+        return str(value)
+
+
+def _arguments(value: Any, cap: int) -> str:
+    return _cut(value if isinstance(value, str) else _json(value), cap)
+
+
+def _message(m: Any, cap: int) -> dict[str, Any]:
+    """One message as {role, text, calls: [{name, arguments}], result_of?}."""
+    if not isinstance(m, dict):
+        return {"role": "?", "text": _text(m, cap), "calls": []}
+    calls: list[dict[str, str]] = []
+    listed = m.get("tool_calls")
+    for c in listed if isinstance(listed, list) else []:
+        if isinstance(c, dict):
+            fn = _function(c)
+            calls.append(
+                {"name": str(fn.get("name", "")), "arguments": _arguments(fn.get("arguments"), cap)}
+            )
+    content = m.get("content")
+    results: list[str] = []
+    if isinstance(content, list):  # Anthropic blocks
+        for block in content:
+            if isinstance(block, dict) and block.get("type") == "tool_use":
+                calls.append(
+                    {
+                        "name": str(block.get("name", "")),
+                        "arguments": _arguments(block.get("input"), cap),
+                    }
+                )
+            elif isinstance(block, dict) and block.get("type") == "tool_result":
+                results.append(_text(block.get("content"), cap))
+    out: dict[str, Any] = {"role": str(m.get("role", "?")), "text": _text(content, cap)}
+    if results:
+        out["text"] = " ".join([out["text"], *results]).strip()
+        out["role"] = "tool"
+    out["calls"] = calls
+    if m.get("role") == "tool" or m.get("tool_call_id") is not None:
+        out["result_of"] = str(m.get("name") or m.get("tool_call_id") or "")
+    return out
+
+
+def _trace(trace: Any, cap: int) -> dict[str, Any] | None:
+    """A multi-agent trace as a tree: {id, name, steps: [...], children: [...]}."""
+    if not isinstance(trace, dict) or not isinstance(trace.get("agent_instance_by_id"), dict):
+        return None
+    agents: dict[str, Any] = trace["agent_instance_by_id"]
+
+    def node(agent_id: str, seen: frozenset[str]) -> dict[str, Any]:
+        agent = agents.get(agent_id)
+        if not isinstance(agent, dict) or agent_id in seen:
+            return {"id": agent_id, "name": "(missing agent)", "steps": [], "children": []}
+        steps: list[dict[str, Any]] = []
+        children: list[dict[str, Any]] = []
+        interactions = agent.get("interactions")
+        for step in interactions if isinstance(interactions, list) else []:
+            if isinstance(step, str):
+                children.append(node(step, seen | {agent_id}))
+            elif isinstance(step, dict):
+                steps.append(
+                    {
+                        "input": [
+                            _trace_message(x, cap) for x in _list(step.get("input_messages"))
+                        ],
+                        "output": [
+                            _trace_message(x, cap) for x in _list(step.get("output_messages"))
+                        ],
+                    }
+                )
+        return {
+            "id": agent_id,
+            "name": str(agent.get("name", "")),
+            "steps": steps,
+            "children": children,
+        }
+
+    return node(str(trace.get("root_agent_instance_id", "")), frozenset())
+
+
+def _function(value: dict[str, Any]) -> dict[str, Any]:
+    """An OpenAI tool call's or tool's ``function`` part, or the object itself (other shapes)."""
+    inner = value.get("function")
+    return inner if isinstance(inner, dict) else value
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _trace_message(m: Any, cap: int) -> dict[str, Any]:
+    if not isinstance(m, dict):
+        return {"role": "?", "text": _text(m, cap), "calls": []}
+    content = m.get("content")
+    out: dict[str, Any] = {"role": str(m.get("role", "assistant")), "calls": [], "text": ""}
+    if isinstance(content, dict) and "parameters" in content:
+        out["calls"] = [
+            {
+                "name": str(content.get("name", "")),
+                "arguments": _arguments(content["parameters"], cap),
+            }
+        ]
+    elif isinstance(content, dict) and "response" in content:
+        out["role"], out["text"] = "tool", _text(content.get("response"), cap)
+        out["result_of"] = str(content.get("name") or content.get("id") or "")
+    else:
+        out["text"] = _text(content, cap)
+    return out
+
+
+def conversation(record: dict[str, Any] | None, cap: int = _TEXT_CAP) -> dict[str, Any] | None:
+    """A dataset record as what the item view shows: the messages (system first) and the
+    tools offered, or the agent tree of a trace."""
+    if record is None:
+        return None
+    tree = _trace(record.get("trace"), cap) if "trace" in record else None
+    if tree is not None:
+        return {"trace": tree}
+    messages = record.get("messages")
+    if not isinstance(messages, list):
+        inp, res = record.get("input"), record.get("result")
+        messages = (inp if isinstance(inp, list) else [{"role": "user", "content": inp}]) + (
+            res if isinstance(res, list) else [{"role": "assistant", "content": res}]
+        )
+    shown = [_message(m, cap) for m in messages]
+    if record.get("system") is not None:
+        shown.insert(0, {"role": "system", "text": _text(record["system"], cap), "calls": []})
+    tools = [
+        str(_function(t).get("name", "")) for t in _list(record.get("tools")) if isinstance(t, dict)
+    ]
+    return {"messages": shown, "tools": tools}
+
+
+# -- reviews ------------------------------------------------------------------------------------
+
+VERDICTS = ("agree", "disagree")
+
+
+def reviews_path(results: Path) -> Path:
+    """Reviews live beside the results, never inside them."""
+    return results.with_name(results.name + ".reviews.jsonl")
+
+
+def read_reviews(results: Path) -> dict[str, dict[str, dict[str, Any]]]:
+    """key -> criterion -> the latest review (a later line replaces an earlier one)."""
+    from composo.cli._results import json_object
+
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    path = reviews_path(results)
+    if not path.is_file():
+        return out
+    with path.open("rb") as f:
+        for line in f:
+            record = json_object(line) if line.strip() else None
+            if record is None:
+                continue
+            ident, criterion = record.get("id"), record.get("criterion")
+            if isinstance(ident, str) and isinstance(criterion, str):
+                out.setdefault(ident, {})[criterion] = record
+    return out
+
+
+def review_record(run: Run, body: Any) -> dict[str, Any]:
+    """A review posted by the page, checked against the run, as the line to append. Its
+    ``label`` is what ``composo agreement`` reads: the reviewer's own score, the judge's score
+    when they agreed, the other verdict of a pass/fail criterion when they disagreed."""
+    from composo._core.wire import is_binary
+
+    if not isinstance(body, dict):
+        raise ViewError("a review is a JSON object")
+    key, criterion = body.get("id"), body.get("criterion")
+    row = next(
+        (r for r in run.rows if item_key(r) == key and r["criterion"] == criterion),
+        None,
+    )
+    if row is None:
+        raise ViewError(f"id {key!r} with that criterion is not an item of {run.path.name}")
+    verdict = body.get("verdict")
+    if verdict is not None and verdict not in VERDICTS:
+        raise ViewError(f"verdict {verdict!r}: use 'agree', 'disagree' or null")
+    score = body.get("score")
+    if score is not None and (
+        isinstance(score, bool)
+        or not isinstance(score, (int, float))
+        or not math.isfinite(score)
+        or not 0.0 <= score <= 1.0
+    ):
+        raise ViewError(f"score {score!r}: your score is a number from 0 to 1, or null")
+    comment = body.get("comment") or ""
+    if not isinstance(comment, str) or len(comment) > _COMMENT_CAP:
+        raise ViewError(f"comment: text of at most {_COMMENT_CAP} characters")
+    judged = row.get("score")
+    label: float | None = None
+    if score is not None:
+        label = float(score)
+    elif verdict == "agree" and judged is not None:
+        label = float(judged)
+    elif verdict == "disagree" and judged is not None and is_binary(str(criterion)):
+        label = 0.0 if float(judged) >= 0.5 else 1.0
+    return {
+        "id": key,
+        "criterion": criterion,
+        "label": label,
+        "verdict": verdict,
+        "score": None if score is None else float(score),
+        "judge_score": judged,
+        "comment": comment,
+        "at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    }
+
+
+def append_review(run: Run, record: dict[str, Any]) -> None:
+    """One line, one write, appended and synced: a review is on disk once the page says so."""
+    data = (json.dumps(record, ensure_ascii=False) + "\n").encode()
+    fd = os.open(reviews_path(run.path), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+# -- the page's data ----------------------------------------------------------------------------
+
+
+def _criterion_figures(run: Run, criterion: str) -> dict[str, Any]:
+    from composo._core.wire import is_binary
+    from composo.cli._criteria import label
+
+    bins = [0] * BINS
+    scores: list[float] = []
+    na = errors = 0
+    for r in run.rows:
+        if r["criterion"] != criterion:
+            continue
+        if r.get("error") is not None:
+            errors += 1
+        elif r.get("score") is None:
+            na += 1
+        else:
+            scores.append(float(r["score"]))
+            bins[min(int(float(r["score"]) * BINS), BINS - 1)] += 1
+    return {
+        "text": criterion,
+        "label": label(criterion, 60),
+        "binary": is_binary(criterion),
+        "scored": len(scores),
+        "mean": statistics.fmean(scores) if scores else None,
+        "na": na,
+        "errors": errors,
+        "bins": bins,
+    }
+
+
+def _run_summary(run: Run) -> dict[str, Any]:
+    from composo.cli._criteria import label
+
+    info = run.info
+    tag_means: dict[str, dict[str, dict[str, list[float]]]] = {}
+    for r in run.rows:
+        tags = run.dataset.get(int(r["index"]), {}).get("tags")
+        if r.get("error") is not None or r.get("score") is None or not isinstance(tags, dict):
+            continue
+        for k, v in tags.items():
+            per = tag_means.setdefault(str(k), {}).setdefault(str(v), {})
+            per.setdefault(r["criterion"], []).append(float(r["score"]))
+    by_tag = {
+        k: {
+            v: {c: [statistics.fmean(s), len(s)] for c, s in crit.items()}
+            for v, crit in values.items()
+        }
+        for k, values in tag_means.items()
+        if 2 <= len(values) <= _TAG_VALUES
+    }
+    return {
+        "name": run.path.name,
+        "judge": judge_text(info.judge, info.local) if (info.judge or info.local) else None,
+        "model_core": info.model_core,
+        "criteria": [_criterion_figures(run, c) for c in run.criteria],
+        "items": len({item_key(r) for r in run.rows}),
+        "set_aside": run.checked.bad,
+        "problems": [
+            {
+                "line": p.line,
+                "id": p.id,
+                "criterion": label(p.criterion, 60) if p.criterion else None,
+                "problem": p.problem,
+            }
+            for p in run.checked.problems[:200]
+        ],
+        "dataset_note": run.dataset_note,
+        "by_tag": by_tag,
+    }
+
+
+def _changes(runs: list[Run]) -> list[dict[str, Any]]:
+    """Each later run against the first: ``composo compare``'s paired summary and every item
+    whose score changed, most regressed first."""
+    from composo.cli._compare import CompareError, compare_rows
+
+    out: list[dict[str, Any]] = []
+    for run in runs[1:]:
+        try:
+            result = compare_rows(runs[0].rows, run.rows)
+        except CompareError as exc:
+            out.append({"run": run.path.name, "error": str(exc), "summary": [], "changed": []})
+            continue
+        summary, changed = [], []
+        for c in result.criteria:
+            lo, hi = c.interval if c.interval is not None else (None, None)
+            summary.append(
+                {
+                    "criterion": c.criterion,
+                    "base_mean": c.base_mean,
+                    "new_mean": c.new_mean,
+                    "diff": c.mean_diff,
+                    "low": lo,
+                    "high": hi,
+                    "pairs": len(c.pairs),
+                    "improved": c.improved,
+                    "regressed": c.regressed,
+                    "unchanged": c.unchanged,
+                }
+            )
+            for p in c.pairs:
+                if abs(p.diff) > 1e-9:
+                    changed.append(
+                        {
+                            "key": p.key,
+                            "criterion": c.criterion,
+                            "base": float(p.base["score"]),
+                            "new": float(p.new["score"]),
+                            "diff": p.diff,
+                        }
+                    )
+        changed.sort(key=lambda x: (x["diff"], x["key"]))
+        out.append(
+            {
+                "run": run.path.name,
+                "base": runs[0].path.name,
+                "paired_by": result.paired_by,
+                "summary": summary,
+                "changed": changed,
+            }
+        )
+    return out
+
+
+def page_data(
+    runs: list[Run],
+    *,
+    mode: str,
+    title: str,
+    conversations: bool = False,
+    cap: int = _TEXT_CAP,
+) -> dict[str, Any]:
+    """Everything the page's script renders. ``conversations`` embeds each item's conversation
+    (the static report); the viewer fetches one when it is opened."""
+    criteria = list(dict.fromkeys(c for run in runs for c in run.criteria))
+    at = {c: i for i, c in enumerate(criteria)}
+    items: dict[str, dict[str, Any]] = {}
+    for n, run in enumerate(runs):
+        for r in run.rows:
+            key = item_key(r)
+            item = items.setdefault(
+                key, {"key": key, "index": int(r["index"]), "tags": {}, "runs": [{} for _ in runs]}
+            )
+            tags = run.dataset.get(int(r["index"]), {}).get("tags")
+            if isinstance(tags, dict) and not item["tags"]:
+                item["tags"] = {str(k): str(v) for k, v in tags.items()}
+            item["runs"][n][str(at[r["criterion"]])] = [
+                r.get("score"),
+                r.get("error"),
+                _cut(r.get("explanation") or "", cap),
+            ]
+    data: dict[str, Any] = {
+        "mode": mode,
+        "title": title,
+        "criteria": [{"text": c, "label": _label(c), "binary": _binary(c)} for c in criteria],
+        "runs": [_run_summary(run) for run in runs],
+        "items": list(items.values()),
+        "changes": _changes(runs),
+        "reviews": [read_reviews(run.path) for run in runs] if mode == "view" else [],
+    }
+    if conversations:
+        data["conversations"] = {
+            key: conversation(_record(runs, item), cap) for key, item in items.items()
+        }
+    return data
+
+
+def _label(criterion: str) -> str:
+    from composo.cli._criteria import label
+
+    return label(criterion, 60)
+
+
+def _binary(criterion: str) -> bool:
+    from composo._core.wire import is_binary
+
+    return is_binary(criterion)
+
+
+def _record(runs: list[Run], item: dict[str, Any]) -> dict[str, Any] | None:
+    for n, run in enumerate(runs):
+        if item["runs"][n]:
+            found = run.dataset.get(item["index"])
+            if found is not None:
+                return found
+    return None
+
+
+def item_conversation(runs: list[Run], key: str) -> dict[str, Any] | None:
+    """The conversation of one item, for the viewer's item panel."""
+    for run in runs:
+        for r in run.rows:
+            if item_key(r) == key:
+                found = run.dataset.get(int(r["index"]))
+                if found is not None:
+                    return conversation(found)
+    return None
+
+
+def script_json(data: Any) -> str:
+    """JSON that can sit inside a ``<script type="application/json">`` element: no ``<``, ``>``
+    or ``&`` can end the element or start markup."""
+    text = json.dumps(data, ensure_ascii=False, allow_nan=False)
+    return (
+        text.replace("<", "\\u003c")
+        .replace(">", "\\u003e")
+        .replace("&", "\\u0026")
+        .replace("\u2028", "\\u2028")
+        .replace("\u2029", "\\u2029")
+    )

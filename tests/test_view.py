@@ -1,0 +1,251 @@
+"""`composo view` and `composo report --items` in a real browser (Debian's Chromium, driven by
+Playwright): the first page of items, search, an item's conversation with its tool calls and the
+judge's explanation, hostile strings that stay text, two runs compared, a review that outlives a
+restart and counts in `composo agreement`, and the static report from file://. Every page is
+watched for console errors and for requests leaving the machine."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from playwright.sync_api import expect
+
+from tests.support.browser import CHROMIUM, Watched, chromium, start_view, watched_page
+from tests.support.cli import run_composo, write_rows
+
+pytestmark = pytest.mark.skipif(
+    not CHROMIUM.exists(),
+    reason="needs Debian's Chromium at /usr/bin/chromium (apt-get install chromium; CI has it)",
+)
+
+SCORED = "Reward answers that explain the refund policy"
+BINARY = "Passes if the answer mentions the return window"
+HOSTILE = '<script>window.__pwned=1</script><img src=x onerror="window.__pwned=2">'
+ITEMS = 30
+
+
+def dataset_line(i: int) -> dict[str, Any]:
+    answer = (
+        f"Returns within 30 days get a refund. {HOSTILE}" if i == 5 else f"Answer {i}: 30 days."
+    )
+    return {
+        "id": f"item-{i:02d}",
+        "messages": [
+            {"role": "system", "content": "You are the refunds desk."},
+            {"role": "user", "content": f"Question {i}: can I return order {i}?"},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": f"call-{i}",
+                        "type": "function",
+                        "function": {"name": "lookup_order", "arguments": json.dumps({"order": i})},
+                    }
+                ],
+            },
+            {"role": "tool", "tool_call_id": f"call-{i}", "content": f"order {i}: delivered"},
+            {"role": "assistant", "content": answer},
+        ],
+        "tags": {"expected": "good" if i % 2 else "flawed"},
+    }
+
+
+def result_rows(shift: dict[int, float] | None = None) -> list[dict[str, Any]]:
+    rows = []
+    for i in range(ITEMS):
+        score = round(0.2 + (i % 10) / 20 + (shift or {}).get(i, 0.0), 3)
+        explanation = f"explained the policy for {i}"
+        if i == 5:
+            explanation += " " + HOSTILE
+        for criterion, value in ((SCORED, score), (BINARY, float(i % 2))):
+            rows.append(
+                {
+                    "index": i,
+                    "id": f"item-{i:02d}",
+                    "criterion": criterion,
+                    "score": value,
+                    "explanation": explanation,
+                    "error": None,
+                }
+            )
+    return rows
+
+
+def write_run(folder: Path, name: str, shift: dict[int, float] | None = None) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    data = folder / "data.jsonl"
+    data.write_text("".join(json.dumps(dataset_line(i)) + "\n" for i in range(ITEMS)))
+    out = write_rows(folder / name, result_rows(shift))
+    record = {"judge": "heuristic", "local": True, "criteria": [SCORED, BINARY], "input": str(data)}
+    (folder / (name + ".run.json")).write_text(json.dumps(record))
+    return out
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    with chromium() as b:
+        yield b
+
+
+@pytest.fixture
+def page(browser: Any) -> Iterator[Watched]:
+    with watched_page(browser) as watched:
+        yield watched
+        assert watched.errors == [], watched.errors
+        assert watched.outside == [], watched.outside
+
+
+def visible_ids(page: Any) -> list[str]:
+    return [str(t) for t in page.locator("#cv-items a.cv-id").all_text_contents()]
+
+
+def check_search_and_item(page: Any) -> None:
+    """The checks the viewer and the static report share."""
+    page.wait_for_selector("#cv-items a.cv-id")
+    assert len(visible_ids(page)) >= 10  # the first page
+    page.fill("input[type=search]", "item-17")
+    expect(page.locator("#cv-items a.cv-id")).to_have_count(1)
+    assert visible_ids(page) == ["item-17"]
+    assert "1 of 30 item(s)" in page.text_content("#cv-count")
+    page.click("#cv-items a.cv-id")
+    panel = page.locator("#cv-item")
+    panel.wait_for(state="visible")
+    text = panel.text_content() or ""
+    assert "Question 17: can I return order 17?" in text and "You are the refunds desk." in text
+    assert "lookup_order" in text and '{"order": 17}' in text  # the tool call, name and arguments
+    assert "order 17: delivered" in text  # the tool's result
+    assert "explained the policy for 17" in text  # the judge's explanation
+    page.fill("input[type=search]", "")
+
+
+def check_hostile_item_is_inert(page: Any) -> None:
+    page.fill("input[type=search]", "item-05")
+    expect(page.locator("#cv-items a.cv-id")).to_have_count(1)
+    page.click("#cv-items a.cv-id")
+    page.locator("#cv-item").wait_for(state="visible")
+    expect(page.locator("#cv-item")).to_contain_text("30 days")
+    assert HOSTILE in (page.text_content("#cv-item") or "")  # shown as the text it is
+    page.wait_for_timeout(200)  # an image's error handler would have run by now
+    assert page.evaluate("window.__pwned") is None
+    assert (
+        page.locator("#cv-item img").count() == 0 and page.locator("#cv-item script").count() == 0
+    )
+
+
+def test_view_lists_searches_and_opens_items(tmp_path: Path, page: Watched) -> None:
+    out = write_run(tmp_path, "out.jsonl")
+    viewer = start_view(out)
+    try:
+        page.page.goto(viewer.url)
+        check_search_and_item(page.page)
+        body = page.page.text_content("#composo-app") or ""
+        assert "heuristic" in body and "Run: out.jsonl" in body  # the judge, from the run record
+        assert "By tag" in body and "flawed" in body
+        check_hostile_item_is_inert(page.page)
+    finally:
+        viewer.stop()
+
+
+def test_view_filters_and_sorts(tmp_path: Path, page: Watched) -> None:
+    out = write_run(tmp_path, "out.jsonl")
+    viewer = start_view(out)
+    try:
+        p = page.page
+        p.goto(viewer.url)
+        p.wait_for_selector("#cv-items a.cv-id")
+        p.select_option("#cv-criterion", "0")
+        p.fill("#cv-min", "0.6")
+        # scores 0.2 + (i % 10) / 20: at least 0.6 for i % 10 in 8, 9 -> 6 items
+        expect(p.locator("#cv-items a.cv-id")).to_have_count(6)
+        p.fill("#cv-min", "")
+        p.select_option("#cv-criterion", "1")
+        p.select_option("#cv-status", "fail")
+        expect(p.locator("#cv-items a.cv-id")).to_have_count(15)
+        p.select_option("#cv-status", "")
+        p.select_option("#cv-criterion", "")
+        p.select_option("#cv-tag", "expected=good")
+        expect(p.locator("#cv-items a.cv-id")).to_have_count(15)
+        p.select_option("#cv-tag", "")
+        p.click("button[data-sort='0']")
+        p.click("button[data-sort='0']")  # highest first
+        first = visible_ids(p)[0]
+        assert first in {f"item-{i:02d}" for i in (9, 19, 29)}
+        p.select_option("#cv-size", "50")
+        expect(p.locator("#cv-items a.cv-id")).to_have_count(30)
+    finally:
+        viewer.stop()
+
+
+def test_view_of_two_runs_shows_every_change_signed(tmp_path: Path, page: Watched) -> None:
+    base = write_run(tmp_path, "base.jsonl")
+    shift = {3: 0.1, 8: -0.3, 14: 0.05, 21: -0.15}
+    new = write_run(tmp_path, "new.jsonl", shift)
+    viewer = start_view(base, new)
+    try:
+        page.page.goto(viewer.url)
+        page.page.wait_for_selector(".cv-change")
+        rows = page.page.locator(".cv-change").all_text_contents()
+        assert len(rows) == len(shift)
+        # most regressed first, each with its signed difference
+        assert rows[0].startswith("item-08") and rows[0].endswith("-0.300")
+        assert rows[1].startswith("item-21") and rows[1].endswith("-0.150")
+        assert any(r.startswith("item-03") and r.endswith("+0.100") for r in rows)
+        assert any(r.startswith("item-14") and r.endswith("+0.050") for r in rows)
+        summary = page.page.text_content(".cv-summary") or ""
+        assert "improved" in summary and "2" in summary
+    finally:
+        viewer.stop()
+
+
+def test_a_review_outlives_a_restart_and_counts_in_agreement(tmp_path: Path, page: Watched) -> None:
+    out = write_run(tmp_path, "out.jsonl")
+    p = page.page
+    viewer = start_view(out)
+    try:
+        p.goto(viewer.url)
+        p.fill("input[type=search]", "item-17")
+        expect(p.locator("#cv-items a.cv-id")).to_have_count(1)
+        p.click("#cv-items a.cv-id")
+        form = p.locator("#cv-item .cv-review").first  # the scored criterion comes first
+        form.locator(".cv-own").fill("0.2")
+        form.locator(".cv-comment").fill("too generous: <b>no</b> window given")
+        form.locator(".cv-save").click()
+        form.locator(".cv-saved", has_text="saved").wait_for()
+        assert (form.locator(".cv-saved").text_content() or "") == "saved"
+    finally:
+        viewer.stop()
+    reviews = out.with_name("out.jsonl.reviews.jsonl")
+    assert reviews.is_file() and json.loads(reviews.read_text())["label"] == 0.2
+    assert "reviews" not in out.read_text()  # the results file is untouched
+
+    viewer = start_view(out)
+    try:
+        p.goto(viewer.url)
+        p.fill("input[type=search]", "item-17")
+        expect(p.locator("#cv-items a.cv-id")).to_have_count(1)
+        p.click("#cv-items a.cv-id")
+        form = p.locator("#cv-item .cv-review").first
+        assert form.locator(".cv-own").input_value() == "0.2"
+        assert form.locator(".cv-comment").input_value() == "too generous: <b>no</b> window given"
+    finally:
+        viewer.stop()
+
+    done = run_composo("agreement", out, "--labels", reviews)
+    assert done.returncode == 0, done.stderr
+    assert "(reward, n=1)" in done.stdout and "item-17: judge 0.550, human 0.200" in done.stdout
+
+
+def test_static_report_searches_and_opens_items_from_file(tmp_path: Path, page: Watched) -> None:
+    out = write_run(tmp_path, "out.jsonl")
+    report = tmp_path / "report.html"
+    done = run_composo("report", out, "--items", "-o", report)
+    assert done.returncode == 0, done.stderr
+
+    page.page.goto(report.as_uri())
+    check_search_and_item(page.page)
+    check_hostile_item_is_inert(page.page)
