@@ -1,0 +1,100 @@
+"""Every ```python block in README.md and docs/ runs as written, as a user runs it: in its own
+process, configured only by environment variables pointing at the suite's local server (and at
+the loopback stand-ins for OpenAI and Anthropic). A block that is a pytest file runs under pytest
+with ``--composo-local``."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support.anthropic_standin import AnthropicStandIn
+from tests.support.openai_standin import OpenAIStandIn
+from tests.support.servers import ServerProcess
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+FENCE = re.compile(r"^( *)```python\n(.*?)^\1```$", re.M | re.S)
+# A first line such as ``# my_package/composo_plugin.py`` names the file the block is.
+NAMED = re.compile(r"#\s*([\w/]+\.py)\b")
+
+
+def blocks() -> list[tuple[str, str]]:
+    found = []
+    for page in PAGES:
+        text = page.read_text(encoding="utf-8")
+        for m in FENCE.finditer(text):
+            line = text.count("\n", 0, m.start()) + 1
+            found.append((f"{page.relative_to(ROOT)}:{line}", textwrap.dedent(m.group(2))))
+    return found
+
+
+BLOCKS = blocks()
+
+
+def needs(code: str) -> str | None:
+    """Why this machine cannot run the block, if it cannot."""
+    if "pyspark" in code and shutil.which("java") is None:  # pragma: no cover - machine
+        return "Spark needs a Java runtime"
+    return None
+
+
+@pytest.fixture(scope="module")
+def anthropic_standin() -> Iterator[AnthropicStandIn]:
+    with AnthropicStandIn() as standin:
+        yield standin
+
+
+def test_every_page_with_python_is_collected() -> None:
+    pages = {where.split(":")[0] for where, _ in BLOCKS}
+    assert {"README.md", "docs/evaluate.md", "docs/integrations/langchain.md"} <= pages
+    # The README's first example is on its first screen.
+    assert min(int(w.split(":")[1]) for w in {w for w, _ in BLOCKS if w.startswith("README")}) < 60
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize(("where", "code"), BLOCKS, ids=[w for w, _ in BLOCKS])
+def test_the_block_runs_as_written(
+    where: str,
+    code: str,
+    tmp_path: Path,
+    live: ServerProcess,
+    openai_standin: OpenAIStandIn,
+    anthropic_standin: AnthropicStandIn,
+) -> None:
+    reason = needs(code)
+    if reason:
+        pytest.skip(reason)
+    named = NAMED.match(code.lstrip())
+    script = tmp_path / (named.group(1) if named else "example.py")
+    script.parent.mkdir(parents=True, exist_ok=True)
+    script.write_text(code, encoding="utf-8")
+    # Run from a directory like the repository's top (the blocks read examples/data/...).
+    (tmp_path / "examples").symlink_to(ROOT / "examples")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("COMPOSO_", "OPENAI_"))}
+    env.update(
+        COMPOSO_API_KEY=live.api_key,
+        COMPOSO_BASE_URL=live.base_url,
+        OPENAI_API_KEY="sk-stand-in",
+        OPENAI_BASE_URL=openai_standin.base_url,
+        ANTHROPIC_API_KEY="stand-in",
+        ANTHROPIC_BASE_URL=anthropic_standin.base_url,
+    )
+    if re.search(r"^def test_", code, re.M):
+        (tmp_path / "pytest.ini").write_text("[pytest]\n")  # not this repository's settings
+        args = ["-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:langsmith_plugin"]
+        command = [sys.executable, *args, "--composo-local", str(script)]
+    else:
+        command = [sys.executable, str(script)]
+    done = subprocess.run(
+        command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=280
+    )
+    assert done.returncode == 0, f"{where}\n{done.stdout}\n{done.stderr}"
