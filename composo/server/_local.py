@@ -142,6 +142,8 @@ class LocalServer:
         """Args:
         record_requests: Keep what the server receives in :attr:`requests`: ``True`` keeps
             the last 1000 requests, a number that many; off by default.
+        max_inflight_bytes: Request bodies held at once across all connections (default
+            256 MiB, or ``max_body_bytes`` if larger); past it uploads are answered 503.
         """
         from composo.server._received import ReceivedLog
 
