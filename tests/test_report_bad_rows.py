@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from tests.support.cli import run_composo
+from tests.support.cli import conversation, run_composo
+from tests.support.servers import ServerProcess
 
 SCORED = "Reward answers that explain the refund policy"
 EXIT_BAD_ROWS = 4
@@ -145,3 +146,23 @@ def test_a_hostile_dataset_line_does_not_break_the_report(tmp_path: Path) -> Non
     done = run_composo("report", results, "--data", data, "-o", tmp_path / "r.html")
 
     assert done.returncode == 0, done.stderr
+
+
+def test_a_resumed_run_sets_a_hand_edited_score_aside(live: ServerProcess, tmp_path: Path) -> None:
+    data = tmp_path / "data.jsonl"
+    data.write_text("".join(conversation(i) + "\n" for i in range(4)))
+    out = tmp_path / "out.jsonl"
+    server = ["--base-url", live.base_url, "--api-key", live.api_key]
+    assert run_composo("evaluate", data, "-c", SCORED, "-o", out, *server).returncode == 0
+    rows = [json.loads(x) for x in out.read_text().splitlines()]
+    rows[1]["score"] = float("nan")
+    write(out, rows)
+
+    again = run_composo("evaluate", data, "-c", SCORED, "-o", out, *server)
+    gated = run_composo(
+        "evaluate", data, "-c", SCORED, "-o", out, "--fail-under", f"{SCORED}=0.99", *server
+    )
+
+    assert again.returncode == EXIT_BAD_ROWS and "Traceback" not in again.stderr
+    assert "1 row(s) of the results file have a score that is not a number" in again.stderr
+    assert gated.returncode == 3  # a failed gate says more than the bad row

@@ -1,7 +1,8 @@
 """Quality gates for ``composo evaluate``: ``--fail-under`` (a criterion's mean) and
 ``--min-pass-rate`` (a binary criterion's share of passes), plus the CI files written after a run
 (``--junit-xml``, ``--summary-md``). A failed gate exits with :data:`EXIT_GATE`, so CI can tell
-"quality dropped" from "requests failed" (1) and "bad command line" (2)."""
+"quality dropped" from "requests failed" (1) and "bad command line" (2); scores in the results
+file that are not numbers from 0 to 1 are set aside and exit 4 when no gate failed."""
 
 from __future__ import annotations
 
@@ -36,7 +37,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group(
         "quality gates and CI files",
         "exit status: 0 all scored and every gate met, 1 some requests failed, 2 bad command "
-        "line, 3 a quality gate failed, 130 interrupted",
+        "line, 3 a quality gate failed, 4 the results file held scores that are not numbers "
+        "from 0 to 1 (set aside, not counted), 130 interrupted",
     )
     group.add_argument(
         "--fail-under",
@@ -239,13 +241,24 @@ def item_threshold(criterion: str, gates: list[Gate]) -> float:
 
 def finish(args: argparse.Namespace, stats: dict[str, CriterionStats], criteria: list[str]) -> int:
     """After a completed run: check the gates, say which failed by how much, write the JUnit and
-    markdown files. Returns 0, or :data:`EXIT_GATE` when a gate failed."""
+    markdown files. Returns 0, :data:`EXIT_GATE` when a gate failed, else ``EXIT_BAD_ROWS`` when
+    scores were set aside."""
     gates: list[Gate] = getattr(args, "gates", None) or []
     outcomes = evaluate_gates(gates, stats)
     for outcome in outcomes:
         verdict = "passed" if outcome.passed else "FAILED"
         print(f"gate {verdict}: {outcome.describe()}", file=sys.stderr)
     failed = [o for o in outcomes if not o.passed]
+    from composo.cli._results import EXIT_BAD_ROWS
+
+    bad = sum(s.set_aside for s in stats.values())
+    if bad:
+        print(
+            f"composo evaluate: {bad} row(s) of the results file have a score that is not a "
+            f"number from 0 to 1; set aside, not counted by the summary or the gates (exit "
+            f"{EXIT_BAD_ROWS} unless a gate failed); `composo report` lists them",
+            file=sys.stderr,
+        )
     if failed:
         print(
             f"composo evaluate: {len(failed)} of {len(outcomes)} quality gate(s) failed "
@@ -267,4 +280,4 @@ def finish(args: argparse.Namespace, stats: dict[str, CriterionStats], criteria:
         with summary.open("a", encoding="utf-8") as f:
             f.write(summary_markdown(stats, criteria, outcomes))
         print(f"wrote {summary}", file=sys.stderr)
-    return EXIT_GATE if failed else 0
+    return EXIT_GATE if failed else EXIT_BAD_ROWS if bad else 0

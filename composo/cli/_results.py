@@ -175,6 +175,7 @@ class CriterionStats:
     scores: array[float] = field(default_factory=lambda: array("d"))
     not_applicable: int = 0
     errors: int = 0
+    set_aside: int = 0  # rows whose score is not a number from 0 to 1 (edited by hand?)
 
     @property
     def count(self) -> int:
@@ -196,7 +197,8 @@ class CriterionStats:
         elif isinstance(row.get("score"), (int, float)):
             if _valid_score(row["score"]):
                 self.scores.append(float(row["score"]))
-            # else: no score to count (the checked readers list such a row as a problem)
+            else:
+                self.set_aside += 1
         else:
             self.not_applicable += 1
 
