@@ -115,7 +115,9 @@ def build_app(runs: "list[Run]", title: str, hosts: list[str]) -> Any:
 
         try:
             body = json.loads(raw)
-            at = body.get("run", 0) if isinstance(body, dict) else None
+            if not isinstance(body, dict):
+                raise ViewError("a review is a JSON object")
+            at = body.get("run", 0)
             if not isinstance(at, int) or isinstance(at, bool) or not 0 <= at < len(runs):
                 raise ViewError(f"run {at!r}: a run's position, from 0 to {len(runs) - 1}")
             record = review_record(runs[at], body)

@@ -370,7 +370,12 @@
 
   function conversationNode(conv) {
     if (!conv) return el("p", { class: "cv-sub", text: "the conversation is not available (the dataset was not found; pass --data)" });
-    if (conv.trace) return el("div", { class: "cv-trace" }, el("h3", { text: "Agent tree" }), agentNode(conv.trace, 0));
+    if (conv.trace) {
+      return el("div", { class: "cv-trace" }, el("h3", { text: "Agent tree" }),
+        el("p", { class: "cv-sub", text: "the results file holds the trace's overall score; " +
+          "per-agent scores are in the API's trace response, not in its rows" }),
+        agentNode(conv.trace, 0));
+    }
     return el("div", { class: "cv-conv" },
       conv.tools && conv.tools.length ? el("p", { class: "cv-sub", text: "tools offered: " + conv.tools.join(", ") }) : null,
       conv.messages.map(messageNode));
