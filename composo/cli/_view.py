@@ -6,7 +6,6 @@ explanation, what changed between runs, and human review saved beside the result
 # No `from __future__ import annotations`: FastAPI reads the routes' annotations at runtime,
 # and the classes they name are imported inside build_app.
 import argparse
-import socket
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -129,22 +128,6 @@ def build_app(runs: "list[Run]", title: str, hosts: list[str]) -> Any:
     return app
 
 
-def _bind(host: str, port: int) -> socket.socket:
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((host, port))
-    except OSError as exc:
-        sock.close()
-        raise ValueError(
-            f"--host {host} --port {port}: cannot listen there ({exc.strerror}); "
-            "try another --port, or 0 for a free one"
-        ) from None
-    sock.listen(128)
-    return sock
-
-
 def run(args: argparse.Namespace) -> int:
     from composo.cli._view_data import ViewError, load_run
 
@@ -169,6 +152,8 @@ def run(args: argparse.Namespace) -> int:
         runs[-1].checked.report("view")
     hosts = sorted({*_LOOPBACK, args.host})
     app = build_app(runs, args.title, hosts)
+    from composo.server._local import _bind  # the local server's: one clear error per cause
+
     try:
         sock = _bind(args.host, args.port)
     except ValueError as exc:
