@@ -4,7 +4,8 @@ One legal reward request of about 9 MiB (under the 10 MiB default limit) is sent
 connection polls ``/api/healthcheck`` every 10 ms; the worst healthcheck latency during the
 request is printed as a ratio against the goal (300 ms; an idle check takes about 1 ms). Three
 shapes, each sent twice in a row: two long turns of prose, many short turns, and one long turn
-of a single repeated word (the heuristic judge's worst case for word splitting).
+of a single repeated word (the heuristic judge's worst case for word splitting); then, for
+comparison, a 9 MiB trace of 4,000 agents (``bench_server.py``'s).
 
 The server runs as its own process (``python -m composo serve``), on 127.0.0.1 only. About 30 s.
 
@@ -24,6 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.bench_server import big_trace_body
 from tests.support.servers import ServerProcess
 
 GOAL_MS = 300.0
@@ -53,10 +55,16 @@ def one_long_word() -> bytes:
     return _body([{"role": "user", "content": "Why?"}, {"role": "assistant", "content": word}])
 
 
+def trace_of_4000_agents() -> bytes:
+    return big_trace_body(4000, 150)
+
+
+# name -> (endpoint, body); the trace is for comparison with the reward shapes.
 SHAPES = {
-    "two long turns": two_long_turns,
-    "many short turns": many_short_turns,
-    "one long word": one_long_word,
+    "two long turns": ("reward", two_long_turns),
+    "many short turns": ("reward", many_short_turns),
+    "one long word": ("reward", one_long_word),
+    "trace, 4000 agents": ("trace", trace_of_4000_agents),
 }
 
 
@@ -73,11 +81,11 @@ async def _read_response(reader: asyncio.StreamReader) -> int:
     return int(status_line.split()[1])
 
 
-async def judged_while_polled(port: int, body: bytes) -> tuple[int, float, float, int]:
+async def judged_while_polled(port: int, path: str, body: bytes) -> tuple[int, float, float, int]:
     """(status of the large request, its seconds, worst healthcheck ms, checks made)."""
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     head = (
-        f"POST /api/v1/evals/reward HTTP/1.1\r\nHost: 127.0.0.1\r\nAPI-Key: {KEY}\r\n"
+        f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAPI-Key: {KEY}\r\n"
         f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
     ).encode()
     hreader, hwriter = await asyncio.open_connection("127.0.0.1", port)
@@ -108,7 +116,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args()
-    bodies = {name: make() for name, make in SHAPES.items()}
+    bodies = {name: (kind, make()) for name, (kind, make) in SHAPES.items()}
     print(f"local server, heuristic judge, {os.cpu_count()} CPU(s), goal: worst <= {GOAL_MS:g} ms")
     overall = 0.0
     with tempfile.TemporaryDirectory() as tmp:
@@ -119,14 +127,15 @@ def main() -> None:
             extra_args=["--no-access-log"],
         )
         with srv:
-            for name, body in bodies.items():
+            for name, (kind, body) in bodies.items():
                 for n in range(args.rounds):
                     status, seconds, worst, checks = asyncio.run(
-                        judged_while_polled(srv.port, body)
+                        judged_while_polled(srv.port, f"/api/v1/evals/{kind}", body)
                     )
                     overall = max(overall, worst)
                     print(
-                        f"{name:17s} {len(body) / 2**20:4.1f} MiB round {n + 1}: status {status}, "
+                        f"{kind} {name:18s} {len(body) / 2**20:4.1f} MiB round {n + 1}: "
+                        f"status {status}, "
                         f"judged in {seconds:5.2f}s; worst healthcheck {worst:6.1f} ms "
                         f"({checks} checks)  ratio to goal {worst / GOAL_MS:.2f}x"
                     )
