@@ -249,3 +249,72 @@ def test_static_report_searches_and_opens_items_from_file(tmp_path: Path, page: 
     page.page.goto(report.as_uri())
     check_search_and_item(page.page)
     check_hostile_item_is_inert(page.page)
+
+
+def test_a_trace_item_shows_its_agent_tree(tmp_path: Path, page: Watched) -> None:
+    trace = {
+        "root_agent_instance_id": "a1",
+        "agent_instance_by_id": {
+            "a1": {
+                "id": "a1",
+                "name": "orchestrator",
+                "interactions": [
+                    {
+                        "input_messages": [{"role": "user", "content": "refund order 9"}],
+                        "output_messages": [
+                            {
+                                "type": "tool_call",
+                                "content": {
+                                    "id": "t1",
+                                    "name": "issue_refund",
+                                    "parameters": '{"order": 9}',
+                                },
+                            }
+                        ],
+                    },
+                    "a2",
+                ],
+            },
+            "a2": {
+                "id": "a2",
+                "name": "notifier",
+                "interactions": [
+                    {
+                        "input_messages": [{"role": "user", "content": "tell the customer"}],
+                        "output_messages": [{"content": "Your refund is on its way."}],
+                    }
+                ],
+            },
+        },
+    }
+    data = tmp_path / "traces.jsonl"
+    data.write_text(json.dumps({"id": "trace-1", "trace": trace}) + "\n")
+    out = write_rows(
+        tmp_path / "out.jsonl",
+        [
+            {
+                "index": 0,
+                "id": "trace-1",
+                "criterion": "Reward agents that finish the task",
+                "score": 0.7,
+                "explanation": "the refund was issued and the customer told",
+                "error": None,
+            }
+        ],
+    )
+    viewer = start_view(out, "--data", data)
+    try:
+        page.page.goto(viewer.url)
+        page.page.click("#cv-items a.cv-id")
+        panel = page.page.locator("#cv-item")
+        expect(panel).to_contain_text("orchestrator (a1)")
+        text = panel.text_content() or ""
+        assert "notifier (a2)" in text and "Your refund is on its way." in text
+        assert "issue_refund" in text and '{"order": 9}' in text
+        assert "the refund was issued and the customer told" in text
+        # the sub-agent sits inside its caller
+        assert page.page.locator(".cv-agent .cv-agent .cv-agent-name").text_content() == (
+            "notifier (a2)"
+        )
+    finally:
+        viewer.stop()

@@ -158,6 +158,7 @@ def run(args: argparse.Namespace) -> int:
         sock = _bind(args.host, args.port)
     except ValueError as exc:
         return usage(str(exc))
+    sock.listen(128)  # before the address is printed: a browser opened on it gets the page
     port = sock.getsockname()[1]
     shown = f"[{args.host}]" if ":" in args.host else args.host
     url = f"http://{shown}:{port}/"
