@@ -269,17 +269,25 @@ def _matches(pattern: re.Pattern[str], text: str) -> Iterator[re.Match[str]]:
 
 
 def _found(pattern: re.Pattern[str], text: str) -> bool:
+    if len(text) <= _PIECE:
+        return pattern.search(text) is not None
     return next(_matches(pattern, text), None) is not None
 
 
 def _count(pattern: re.Pattern[str], text: str) -> int:
+    if len(text) <= _PIECE:
+        return len(pattern.findall(text))
     return sum(1 for _ in _matches(pattern, text))
 
 
-def _words(text: str) -> Iterator[str]:
+def _words(text: str) -> list[str]:
     """Every ``_WORD`` in ``text`` (words never span pieces: pieces are cut at spaces)."""
+    if len(text) <= _PIECE:
+        return _WORD.findall(text)
+    words: list[str] = []
     for piece, own in _pieces(text):
-        yield from _WORD.findall(piece, 0, own)
+        words += _WORD.findall(piece, 0, own)
+    return words
 
 
 def _terms_of(text: str) -> frozenset[str]:
@@ -383,7 +391,10 @@ def _tool_names(tools: Iterable[Mapping[str, Any]]) -> set[str]:
 
 def _numbers(text: str) -> set[str]:
     """Figures in ``text``, normalised (``1,500`` and ``1500`` are the same figure)."""
-    return {m.group().replace(",", "") for m in _matches(_NUMBER, text)}
+    found = (
+        _NUMBER.findall(text) if len(text) <= _PIECE else (m[0] for m in _matches(_NUMBER, text))
+    )
+    return {n.replace(",", "") for n in found}
 
 
 def _ratio(found: int, total: int) -> float:
@@ -407,7 +418,7 @@ def score_case(case: Case) -> Verdict:
     answer_terms = _terms(parts.answer)
     for call in parts.calls:
         answer_terms |= _terms(call.name.replace("_", " ") + " " + call.arguments)
-    words = sum(1 for _ in _words(parts.answer))
+    words = len(_words(parts.answer))
     empty = words == 0 and not parts.calls
     refused = _found(_REFUSAL, parts.answer)
 
