@@ -98,3 +98,26 @@ def test_the_block_runs_as_written(
         command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=280
     )
     assert done.returncode == 0, f"{where}\n{done.stdout}\n{done.stderr}"
+
+
+# The offline examples of examples/README.md that no other test module runs.
+OFFLINE_EXAMPLES = ["langchain_callback.py", "llamaindex_evaluator.py", "ray_evaluate.py"]
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("name", OFFLINE_EXAMPLES)
+def test_the_offline_example_runs(name: str, live: ServerProcess) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("COMPOSO_", "OPENAI_"))}
+    env.update(COMPOSO_API_KEY=live.api_key, COMPOSO_BASE_URL=live.base_url)
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / name)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=280,
+    )
+    assert done.returncode == 0, done.stderr
+    # Each prints the scores it got, as numbers (or None: the criterion did not apply).
+    score = r"(?:score:?|->)\s*(?:0\.\d+|1(?:\.0+)?|None)\b"
+    assert re.search(score, done.stdout, re.I), done.stdout
