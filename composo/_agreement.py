@@ -300,12 +300,6 @@ def read_labels(path: Path | str) -> list[dict[str, Any]]:
 # -- pairing and the figures --------------------------------------------------------------------
 
 
-def _key(row: Mapping[str, Any]) -> str:
-    """An item as the labels name it: its id, else its line in the dataset."""
-    ident = row.get("id")
-    return str(ident) if ident is not None else f"line {int(row['index']) + 1}"
-
-
 def _criterion_of(name: str | None, criteria: Sequence[str], library: Mapping[str, str]) -> str:
     if name is None:
         return criteria[0] if len(criteria) == 1 else ""
@@ -328,7 +322,7 @@ def agreement(
 
     if resamples < 100:
         raise ValueError(f"resamples={resamples}: use at least 100")
-    from composo.cli._results import read_results, row_problem
+    from composo.cli._results import item_keys, read_results, row_problem
 
     rows: list[Mapping[str, Any]]
     if isinstance(results, (str, Path)):
@@ -345,7 +339,8 @@ def agreement(
             {**r, "label": _label_value(r.get("label"), f"labels[{i}]")}
             for i, r in enumerate(labels)
         ]
-    by_pair = {(_key(r), str(r["criterion"])): r for r in rows}
+    keys = item_keys(rows)
+    by_pair = {(k, str(r["criterion"])): (k, r) for k, r in zip(keys, rows, strict=True)}
     criteria = list(dict.fromkeys(str(r["criterion"]) for r in rows))
     from composo import criteria as library_module
 
@@ -356,15 +351,16 @@ def agreement(
         if record["label"] is None:
             continue  # a comment without a score
         criterion = _criterion_of(record.get("criterion"), criteria, library)
-        row = by_pair.get((str(record["id"]), criterion))
-        if row is None:
+        hit = by_pair.get((str(record["id"]), criterion))
+        if hit is None:
             unmatched += 1
             continue
+        key, row = hit
         score = row.get("score")
         if row.get("error") is not None or score is None:
             not_scored += 1
             continue
-        paired[criterion].append((_key(row), float(score), record["label"], record.get("comment")))
+        paired[criterion].append((key, float(score), record["label"], record.get("comment")))
     out = [
         _figures(c, pairs, is_binary(c), seed, resamples, worst)
         for c, pairs in paired.items()

@@ -205,3 +205,17 @@ def test_rows_given_in_python_are_checked_too() -> None:
 
     assert result.rows_set_aside == 1 and result[SCORED].n == 3
     assert result.unmatched_labels == 1  # q3's row was set aside
+
+
+def test_items_sharing_an_id_are_named_by_their_line() -> None:
+    rows = [row(0, SCORED, 0.2), row(1, SCORED, 0.9, id="dup"), row(2, SCORED, 0.1, id="dup")]
+    labels = [
+        {"id": "q0", "label": 0.3},
+        {"id": "line 2", "label": 1.0},
+        {"id": "line 3", "label": 0.0},
+        {"id": "dup", "label": 0.5},  # names two items: matches neither
+    ]
+
+    result = composo.agreement(rows, labels)
+
+    assert result[SCORED].n == 3 and result.unmatched_labels == 1

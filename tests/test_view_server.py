@@ -133,3 +133,23 @@ def test_a_trace_shows_as_its_agent_tree() -> None:
     child = root["children"][0]
     assert child["name"] == "writer"
     assert child["children"][0]["name"] == "(missing agent)"  # a cycle is cut, not followed
+
+
+def test_items_sharing_an_id_stay_apart(tmp_path: Path) -> None:
+    from composo.cli._view_data import load_run, page_data
+    from tests.support.cli import write_rows
+
+    rows = [
+        {
+            "index": i,
+            "id": "same",
+            "criterion": SCORED,
+            "score": 0.5,
+            "explanation": "",
+            "error": None,
+        }
+        for i in range(3)
+    ]
+    data = page_data([load_run(write_rows(tmp_path / "out.jsonl", rows))], mode="view", title="")
+
+    assert [i["key"] for i in data["items"]] == ["line 1", "line 2", "line 3"]

@@ -8,7 +8,7 @@ import logging
 import os
 import statistics
 from array import array
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -21,6 +21,7 @@ __all__ = [
     "RowProblem",
     "RowWriter",
     "RunInfo",
+    "item_keys",
     "iter_rows",
     "json_object",
     "judge_text",
@@ -533,3 +534,18 @@ def read_results(path: Path) -> tuple[list[dict[str, Any]], CheckedRows]:
     """Every usable row of a results file in memory, and the reader (its problems)."""
     checked = CheckedRows(path)
     return list(checked), checked
+
+
+def item_keys(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Each row's item as people name it: its id, or its line in the dataset (``line N``) when
+    it has none or another item of the same criterion has the same one (two items are never
+    merged under one name)."""
+    from collections import Counter
+
+    seen = Counter((r.get("id"), r["criterion"]) for r in rows if r.get("id") is not None)
+    return [
+        str(r["id"])
+        if r.get("id") is not None and seen[(r["id"], r["criterion"])] == 1
+        else f"line {int(r['index']) + 1}"
+        for r in rows
+    ]

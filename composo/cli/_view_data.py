@@ -14,7 +14,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from composo.cli._results import CheckedRows, RunInfo, judge_text
+from composo.cli._results import CheckedRows, RunInfo, item_keys, judge_text
 
 __all__ = [
     "Run",
@@ -39,12 +39,6 @@ class ViewError(ValueError):
     """A results file or a review that cannot be used (one line, naming the fix)."""
 
 
-def item_key(row: dict[str, Any]) -> str:
-    """An item as people name it: its id, else its line in the dataset."""
-    ident = row.get("id")
-    return str(ident) if ident is not None else f"line {int(row['index']) + 1}"
-
-
 @dataclass
 class Run:
     """One results file read for viewing."""
@@ -55,6 +49,10 @@ class Run:
     info: RunInfo
     dataset: dict[int, dict[str, Any]] = field(default_factory=dict)
     dataset_note: str | None = None
+    keys: list[str] = field(default_factory=list)  # each row's item name (item_keys)
+
+    def __post_init__(self) -> None:
+        self.keys = item_keys(self.rows)
 
     @property
     def criteria(self) -> list[str]:
@@ -300,7 +298,11 @@ def review_record(run: Run, body: Any) -> dict[str, Any]:
         raise ViewError("a review is a JSON object")
     key, criterion = body.get("id"), body.get("criterion")
     row = next(
-        (r for r in run.rows if item_key(r) == key and r["criterion"] == criterion),
+        (
+            r
+            for r, k in zip(run.rows, run.keys, strict=True)
+            if k == key and r["criterion"] == criterion
+        ),
         None,
     )
     if row is None:
@@ -409,7 +411,7 @@ def _run_summary(run: Run) -> dict[str, Any]:
         "judge": judge_text(info.judge, info.local) if (info.judge or info.local) else None,
         "model_core": info.model_core,
         "criteria": [_criterion_figures(run, c) for c in run.criteria],
-        "items": len({item_key(r) for r in run.rows}),
+        "items": len(set(run.keys)),
         "set_aside": run.checked.bad,
         "problems": [
             {
@@ -492,8 +494,7 @@ def page_data(
     at = {c: i for i, c in enumerate(criteria)}
     items: dict[str, dict[str, Any]] = {}
     for n, run in enumerate(runs):
-        for r in run.rows:
-            key = item_key(r)
+        for r, key in zip(run.rows, run.keys, strict=True):
             item = items.setdefault(
                 key, {"key": key, "index": int(r["index"]), "tags": {}, "runs": [{} for _ in runs]}
             )
@@ -545,8 +546,8 @@ def _record(runs: list[Run], item: dict[str, Any]) -> dict[str, Any] | None:
 def item_conversation(runs: list[Run], key: str) -> dict[str, Any] | None:
     """The conversation of one item, for the viewer's item panel."""
     for run in runs:
-        for r in run.rows:
-            if item_key(r) == key:
+        for r, k in zip(run.rows, run.keys, strict=True):
+            if k == key:
                 found = run.dataset.get(int(r["index"]))
                 if found is not None:
                     return conversation(found)
