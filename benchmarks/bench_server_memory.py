@@ -5,9 +5,9 @@ send it slowly, holding back its last byte, so every body is in flight at once. 
 bodies up to its in-flight budget (``--max-inflight-bytes``, 256 MiB by default) and answers the
 rest 503 with ``Retry-After`` before reading them; an admitted body, once complete, is parsed and
 refused (422: a JSON list, not a request), so what is measured is holding bodies, not judging
-them. Printed: resident memory before, at the peak
-(against the budget plus a fixed overhead for 1,000 connections) and after every connection
-closed (against 1.5x the baseline), and how the uploads were answered.
+them. Printed: resident memory before, at the peak (against the budget plus a fixed overhead
+for 1,000 connections) and after every connection closed (against 1.5x the baseline), and how
+the uploads were answered.
 
 The server runs as its own process (``python -m composo serve``); the clients are raw sockets on
 127.0.0.1. About 20 s.
