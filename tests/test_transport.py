@@ -9,6 +9,7 @@ import asyncio
 import re
 import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -172,23 +173,50 @@ def _declared() -> set[str]:
     return {re.split(r"[\[<>=!~; ]", n, maxsplit=1)[0].replace("-", "_").lower() for n in names}
 
 
+def _imports(tree: ast.AST, inside_function: bool = False) -> Iterator[tuple[str, bool]]:
+    """Every imported top-level package, and whether the import runs only inside a function."""
+    for node in ast.iter_child_nodes(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield alias.name.split(".")[0], inside_function
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            yield node.module.split(".")[0], inside_function
+        else:
+            lazy = inside_function or isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+            yield from _imports(node, lazy)
+
+
 def test_the_core_imports_only_the_standard_library_and_its_declared_dependencies() -> None:
-    core_deps = {"httpx", "httpcore", "pydantic", "tenacity", "pluggy", "typing_extensions"}
-    optional_here = {"pandas", "polars", "rich"}  # to_pandas / to_polars, progress=True
-    assert core_deps - {"typing_extensions"} <= _declared()
-    found: dict[str, set[str]] = {}
+    """At import, the core needs the standard library, httpx, httpcore, pydantic, tenacity and
+    pluggy; an optional package (pandas for ``to_pandas()``, rich for ``progress=True``) is
+    imported only inside the function that uses it, and only one the package declares."""
+    core = {"httpx", "httpcore", "pydantic", "tenacity", "pluggy", "composo", "typing_extensions"}
+    declared = _declared()
+    assert core - {"composo", "typing_extensions"} <= declared
+    eager, lazy = set(), set()
     for path in (ROOT / "composo" / "_core").rglob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Import):
-                names = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-                names = [node.module]
-            else:
-                continue
-            for name in names:
-                top = name.split(".")[0]
-                if top not in sys.stdlib_module_names:
-                    found.setdefault(top, set()).add(path.name)
-    outside = {k: v for k, v in found.items() if k not in core_deps | optional_here | {"composo"}}
-    assert outside == {}
-    assert all(found.get(name, set()) <= {"plan.py"} for name in optional_here)
+        for name, inside in _imports(ast.parse(path.read_text())):
+            if name not in sys.stdlib_module_names and name not in core:
+                (lazy if inside else eager).add(f"{path.name}: {name}")
+    assert eager == set()
+    assert {entry.split(": ")[1] for entry in lazy} <= declared
+
+
+async def test_async_shards_spread_requests_and_give_every_place_back(live: ServerProcess) -> None:
+    from composo._core.connections import AsyncShards
+
+    shards = AsyncShards(20)  # three pools of at most 7 connections
+    live.fault({"status": 503}, {"drop": True}, *[{"delay": 0.05}] * 30)
+    peers: set[Any] = set()
+    async with httpx.AsyncClient(transport=shards, base_url=live.base_url) as http:
+        client = AsyncComposo(
+            api_key=live.api_key, base_url=live.base_url, max_concurrent_requests=20,
+            http_client=http,
+        )  # fmt: skip
+        results = await client.evaluate_many([{"messages": QA}] * 30, "Reward clear answers")
+        for _ in range(3):
+            r = await http.get("/api/healthcheck")
+            peers.add(r.extensions["network_stream"].get_extra_info("client_addr"))
+    assert [r.index for r in results if r.ok] == list(range(30))  # the 503 and drop retried
+    assert shards._load == [0, 0, 0]  # failed and answered requests all gave their place back
+    assert len(peers) == 1  # one at a time: the least busy pool's warm connection each time

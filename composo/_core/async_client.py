@@ -73,10 +73,11 @@ class AsyncClient(AsyncPlatformMethods, BaseClient):
             self._slots = asyncio.Semaphore(self.max_concurrent_requests)
             if self._owns_http:
                 # The previous loop's connections cannot be used from this one; they are dropped.
-                size = max(self.max_concurrent_requests, 10)
-                limits = httpx.Limits(max_connections=size, max_keepalive_connections=size)
+                from composo._core.connections import AsyncShards
+
+                shards = AsyncShards(max(self.max_concurrent_requests, 10))
                 self._http = httpx.AsyncClient(
-                    transport=self._wrap(httpx.AsyncHTTPTransport(limits=limits)),
+                    transport=self._wrap(shards),
                     headers=self._base_headers,
                     timeout=self.timeout,
                 )
