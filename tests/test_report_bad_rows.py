@@ -166,3 +166,17 @@ def test_a_resumed_run_sets_a_hand_edited_score_aside(live: ServerProcess, tmp_p
     assert again.returncode == EXIT_BAD_ROWS and "Traceback" not in again.stderr
     assert "1 row(s) of the results file have a score that is not a number" in again.stderr
     assert gated.returncode == 3  # a failed gate says more than the bad row
+
+
+def test_a_parquet_results_file_is_read_the_same_way(tmp_path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows = [good(i, 0.3) for i in range(4)] + [good(9, float("nan"))]
+    pq.write_table(pa.Table.from_pylist(rows), tmp_path / "out.parquet")
+
+    done = run_composo("report", tmp_path / "out.parquet", "-o", tmp_path / "r.html")
+
+    assert done.returncode == EXIT_BAD_ROWS and "Traceback" not in done.stderr
+    assert "line 5 (id q9): score NaN" in done.stderr
+    assert "<b>4</b>scored" in (tmp_path / "r.html").read_text()

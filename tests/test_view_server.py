@@ -153,3 +153,17 @@ def test_items_sharing_an_id_stay_apart(tmp_path: Path) -> None:
     data = page_data([load_run(write_rows(tmp_path / "out.jsonl", rows))], mode="view", title="")
 
     assert [i["key"] for i in data["items"]] == ["line 1", "line 2", "line 3"]
+
+
+def test_rows_set_aside_are_listed_for_the_page(tmp_path: Path) -> None:
+    from composo.cli._view_data import load_run, page_data
+
+    out = write_run(tmp_path, "out.jsonl")
+    with out.open("a") as f:
+        f.write('{"index": 40, "id": "x", "criterion": "Reward y", "score": Infinity}\n')
+    data = page_data([load_run(out)], mode="view", title="")
+
+    run = data["runs"][0]
+    assert run["set_aside"] == 1 and run["problems"][0]["line"] == 61
+    assert "score inf" in run["problems"][0]["problem"]
+    assert all(i["key"] != "x" for i in data["items"])
