@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import socket
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -228,3 +229,22 @@ def test_fields_the_platform_adds_are_kept_and_a_wrong_shape_is_named() -> None:
         assert usage.usage.model_extra == {"credits_left": 7.5}
         with pytest.raises(UnexpectedResponseError, match="usage"):
             client.usage()
+
+
+def test_a_batch_paces_itself_to_the_declared_quota_and_draws_no_429() -> None:
+    """600 a minute with a burst of 10: the first answers declare the quota, and the 40 items
+    go 10 at once, then 10 a second, none refused (the quota's time: 3 s)."""
+    key = "quota-pacing-key-0123"
+    args = ("--rate-limit", "600/min", "--rate-burst", "10")
+    with ServerProcess(api_keys=(key,), extra_args=args) as srv:
+        items = [{"messages": MESSAGES, "id": str(i)} for i in range(40)]
+        with Composo(api_key=key, base_url=srv.base_url) as client:
+            started = time.monotonic()
+            results = client.evaluate_many(items, CONCISE)
+            elapsed = time.monotonic() - started
+            limits = client.rate_limits()
+            refused = client._throttle.throttled
+    assert [r.error for r in results] == [None] * 40
+    assert refused == 0
+    assert limits is not None and limits.requests_per_minute == 600
+    assert 2.5 <= elapsed < 30.0  # paced to the quota (3 s), never held a minute by a 429

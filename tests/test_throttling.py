@@ -52,9 +52,22 @@ def items(n: int) -> list[dict[str, object]]:
     ]
 
 
+class _NoQuotaHeaders(httpx.HTTPTransport):
+    """Answers as from a server that declares no quota: the client learns it from 429s alone."""
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        response = super().handle_request(request)
+        for name in ("x-ratelimit-limit", "x-ratelimit-remaining", "x-ratelimit-reset"):
+            response.headers.pop(name, None)
+        return response
+
+
 def test_a_batch_over_a_spent_quota_scores_every_item(limited: ServerProcess) -> None:
     spend_the_quota(limited)
-    with Composo(api_key=limited.api_key, base_url=limited.base_url) as c:
+    with (
+        httpx.Client(transport=_NoQuotaHeaders()) as blind,
+        Composo(api_key=limited.api_key, base_url=limited.base_url, http_client=blind) as c,
+    ):
         results = c.evaluate_many(items(12), CRITERION, concurrency=5)
         throttle = c._throttle
     assert [r.error for r in results if r.error is not None] == []
@@ -72,14 +85,14 @@ async def test_an_async_stream_over_a_spent_quota_scores_every_item(limited: Ser
 
 
 def test_the_command_line_says_it_is_throttled_and_loses_nothing(
-    limited: ServerProcess, tmp_path: Path
+    live: ServerProcess, tmp_path: Path
 ) -> None:
     data = tmp_path / "data.jsonl"
     data.write_text("".join(json.dumps({"messages": i["messages"]}) + "\n" for i in items(30)))
     out = tmp_path / "out.jsonl"
-    # Thirty rows, not fewer: the bucket refills ten a second while the command line starts, and
-    # the run must still meet the limit.
-    spend_the_quota(limited)
+    # A server that declares no quota and refuses the first requests (as another process
+    # sharing the key would make it): the run slows down and says so.
+    live.fault(*({"status": 429, "retry_after": "0.2"} for _ in range(5)))
     done = run_composo(
         "evaluate",
         data,
@@ -90,9 +103,9 @@ def test_the_command_line_says_it_is_throttled_and_loses_nothing(
         "--concurrency",
         "5",
         "--base-url",
-        limited.base_url,
+        live.base_url,
         "--api-key",
-        limited.api_key,
+        live.api_key,
     )
     assert done.returncode == 0, done.stderr
     rows = read_rows(out)

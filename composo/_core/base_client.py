@@ -117,6 +117,12 @@ class BaseClient:
             "Accept-Encoding": ACCEPT_ENCODING,
         }
 
+    def _open_cache(self, cache: Any, http_client: object) -> Any:
+        """The ``cache=`` argument as the face above the core keeps it (the core has none)."""
+        if cache is not None and cache is not False:
+            raise ComposoValidationError("cache: use composo.Composo or composo.AsyncComposo")
+        return None
+
     def __repr__(self) -> str:
         return (
             f"{type(self).__name__}(base_url={self.base_url!r}, api_key='***', "
@@ -269,8 +275,10 @@ class BaseClient:
         if response.status_code in (401, 404):
             exc.message += self._hint(response)
         exc.retry_after = parse_retry_after(headers)
-        if exc.retry_after is None and response.status_code == 429:
-            exc.retry_after = rate_limit_reset(headers)
+        if response.status_code == 429:
+            self._throttle.learn(headers)  # the quota's copy learns it is spent
+            if exc.retry_after is None:
+                exc.retry_after = rate_limit_reset(headers)
         raise exc
 
     def _hint(self, response: httpx.Response) -> str:

@@ -131,6 +131,10 @@ class Throttle:
         self._tokens = 0.0
         self._quota_at = 0.0
         self._reset: float | None = None
+        # Requests started, and answered, before any answer declared the quota: the ones still
+        # in flight when it is declared will draw on the bucket it describes.
+        self._blind_started = 0
+        self._blind_answered = 0
 
     @property
     def active(self) -> bool:
@@ -166,6 +170,7 @@ class Throttle:
         """Seconds to wait before the next request may start, reserving its place; ``None``
         (nothing reserved) when that would pass ``deadline``."""
         if self.rate is None and self._hold == 0.0 and self._quota is None:
+            self._blind_started += 1
             return 0.0
         with self._lock:
             now = time.monotonic()
@@ -182,6 +187,8 @@ class Throttle:
                 self._tokens, self._quota_at = tokens - 1.0, start
             elif start > deadline:
                 return None
+            else:
+                self._blind_started += 1
             if self.rate is not None:
                 self._next = start + 1.0 / self.rate
             return start - now
@@ -195,6 +202,8 @@ class Throttle:
             and (reset := rate_limit_reset(headers)) is not None
         ):
             self.hold(reset)  # a spent quota of unknown size: wait for its reset
+        if self._quota is None:
+            self._blind_answered += 1
         if self.rate is None and self._hold == 0.0 and not self.throttled:
             return
         with self._lock:
@@ -228,7 +237,11 @@ class Throttle:
             now = time.monotonic()
             self._reset = _number(headers.get("x-ratelimit-reset"))
             if self._quota != (rate, cap):  # first declared, or the quota changed
-                self._quota, self._tokens, self._quota_at = (rate, cap), min(remaining, cap), now
+                # Requests started before this answer and not yet answered will spend the
+                # bucket too (this answer's own request is among the answered).
+                owed = max(0, self._blind_started - self._blind_answered - 1)
+                self._quota, self._quota_at = (rate, cap), now
+                self._tokens = min(remaining, cap) - owed
                 return True
             if self._quota_at < now:  # refill the copy up to now
                 self._tokens = min(cap, self._tokens + (now - self._quota_at) * rate)
@@ -253,6 +266,8 @@ class Throttle:
         with self._lock:
             now = time.monotonic()
             self.throttled += 1
+            if self._quota is None:
+                self._blind_answered += 1
             self._last_429 = now
             hold = now + advised * (1.0 + random.uniform(0.0, THROTTLE_JITTER))
             self._hold = max(self._hold, hold)

@@ -92,6 +92,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "over it, 429 with Retry-After",
     )
     parser.add_argument(
+        "--rate-burst",
+        type=int,
+        metavar="N",
+        help="requests a client may send at once after a pause, within --rate-limit "
+        "(default: a minute's worth)",
+    )
+    parser.add_argument(
         "--max-body-bytes",
         type=int,
         default=DEFAULT_MAX_BODY_BYTES,
@@ -223,6 +230,7 @@ def run(args: argparse.Namespace) -> int:
             api_keys=tuple(dict.fromkeys(keys)),
             db=args.db or default_db_path(),
             rate_limit_per_minute=args.rate_limit,
+            rate_limit_burst=args.rate_burst,
             dev_faults=dev,
             latency=args.latency,
             max_body_bytes=args.max_body_bytes,

@@ -188,7 +188,7 @@ def build_app(config: ServerConfig) -> Gate:
         max_body_bytes=config.max_body_bytes,
         limiter=None
         if config.rate_limit_per_minute is None
-        else RateLimiter(config.rate_limit_per_minute),
+        else RateLimiter(config.rate_limit_per_minute, burst=config.rate_limit_burst),
         dev=dev,
         inflight=InFlight(config.inflight_budget),
     )

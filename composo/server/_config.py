@@ -57,6 +57,7 @@ class ServerConfig:
     api_keys: tuple[str, ...] = field(default=(), repr=False)
     db: Path | None = None
     rate_limit_per_minute: float | None = None
+    rate_limit_burst: int | None = None  # requests the bucket holds (default: a minute's)
     dev_faults: bool = False
     latency: float = 0.0
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
@@ -99,6 +100,8 @@ class ServerConfig:
                 "history: keep it for 0 days or more (0 keeps none) and at least 1 row, got "
                 f"{self.history_days} days and {self.history_max_rows} rows"
             )
+        if self.rate_limit_burst is not None and self.rate_limit_burst < 1:
+            raise ValueError(f"rate_limit_burst: must be at least 1, got {self.rate_limit_burst}")
         if self.rate_limit_per_minute is not None and self.rate_limit_per_minute <= 0:
             raise ValueError(
                 f"rate_limit: must be a positive number a minute, got {self.rate_limit_per_minute}"

@@ -40,13 +40,16 @@ class KeyCheck:
 
 class RateLimiter:
     """A token bucket per client (API key, or address when no keys are configured):
-    ``per_minute`` requests a minute, bursts up to that number. Buckets that have refilled are
-    dropped, and at most ``max_clients`` are kept (the least recently seen go first)."""
+    ``per_minute`` requests a minute, bursts up to ``burst`` (default: a minute's worth). Buckets
+    that have refilled are dropped, and at most ``max_clients`` are kept (the least recently
+    seen go first)."""
 
-    def __init__(self, per_minute: float, max_clients: int = 10_000) -> None:
+    def __init__(
+        self, per_minute: float, max_clients: int = 10_000, burst: float | None = None
+    ) -> None:
         self.per_minute = per_minute
         self._rate = per_minute / 60.0
-        self._capacity = max(1.0, per_minute)
+        self._capacity = max(1.0, per_minute if burst is None else burst)
         self._max_clients = max_clients
         self._buckets: dict[bytes, tuple[float, float]] = {}
         self._next_sweep = 0.0
