@@ -9,13 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from composo._cache import AsyncCachingTransport, CacheOption, open_cache
+from composo._cache import AsyncCachingTransport, CacheOption, ResultCache, open_cache
 from composo._core.async_client import AsyncClient
-from composo._core.limits import (
-    DEFAULT_MAX_CONCURRENT_REQUESTS,
-    DEFAULT_NUM_RETRIES,
-    DEFAULT_TIMEOUT,
-)
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -46,29 +41,8 @@ class AsyncComposo(AsyncClient):
         ComposoValidationError: A setting is unusable.
     """
 
-    def __init__(
-        self,
-        api_key: str | None = None,
-        base_url: str | None = None,
-        num_retries: int = DEFAULT_NUM_RETRIES,
-        model_core: str | None = None,
-        timeout: float = DEFAULT_TIMEOUT,
-        max_concurrent_requests: int = DEFAULT_MAX_CONCURRENT_REQUESTS,
-        http_client: httpx.AsyncClient | None = None,
-        cache: CacheOption = None,
-        requests_per_minute: float | None = None,
-    ) -> None:
-        super().__init__(
-            api_key,
-            base_url,
-            num_retries,
-            model_core,
-            timeout,
-            max_concurrent_requests,
-            http_client,
-            requests_per_minute,
-        )
-        self.cache = open_cache(cache, http_client)
+    def _open_cache(self, cache: CacheOption, http_client: object) -> ResultCache | None:
+        return open_cache(cache, http_client)
 
     def _wrap(self, transport: httpx.AsyncBaseTransport) -> httpx.AsyncBaseTransport:
         return transport if self.cache is None else AsyncCachingTransport(transport, self.cache)
@@ -84,31 +58,7 @@ class AsyncComposo(AsyncClient):
         progress: bool | Callable[[int, int | None], None] = False,
         **options: Unpack[EvaluateOptions],
     ) -> Any:
-        """Score every row of a table (as :meth:`Composo.evaluate_dataframe`, awaited).
-
-        Args:
-            df: The table. Rows are read by column name: a ``messages`` column (message dicts,
-                or their JSON text), or ``question`` and ``answer`` columns (with an optional
-                ``context``); optional ``system``, ``tools``, ``id`` and ``tags`` columns.
-            criteria: A criterion, a list, or ``{name: criterion}`` (the names prefix the
-                result columns; otherwise a short form of each criterion does).
-            columns: Role -> your column's name where they differ, e.g.
-                ``{"question": "prompt", "answer": "response"}``.
-            evaluator_name: Saved evaluator name(s) (or ``{name: evaluator}``), instead of
-                ``criteria``.
-            concurrency: Requests in flight (at most ``max_concurrent_requests``).
-            progress: ``True`` for a bar, or a ``(done, total)`` callable.
-            **options: :class:`~composo.types.EvaluateOptions` for every row.
-
-        Returns:
-            A new table of the same kind, in the input's row order: the input's columns, then
-            ``<name>_score`` and ``<name>_explanation`` per criterion and an ``error`` column
-            (``None`` where every criterion was scored).
-
-        Raises:
-            ComposoValidationError: A missing or misnamed column, or unusable criteria or
-                options, before any request (a bad cell fails only its own row).
-        """
+        """As :meth:`Composo.evaluate_dataframe`, awaited."""
         from composo._data.frames import aevaluate_frame
 
         return await aevaluate_frame(

@@ -9,13 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from composo._cache import CacheOption, CachingTransport, open_cache
+from composo._cache import CacheOption, CachingTransport, ResultCache, open_cache
 from composo._core.client import SyncClient
-from composo._core.limits import (
-    DEFAULT_MAX_CONCURRENT_REQUESTS,
-    DEFAULT_NUM_RETRIES,
-    DEFAULT_TIMEOUT,
-)
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -49,29 +44,8 @@ class Composo(SyncClient):
         ComposoValidationError: A setting is unusable (no API key, a bad URL or model core...).
     """
 
-    def __init__(
-        self,
-        api_key: str | None = None,
-        base_url: str | None = None,
-        num_retries: int = DEFAULT_NUM_RETRIES,
-        model_core: str | None = None,
-        timeout: float = DEFAULT_TIMEOUT,
-        http_client: httpx.Client | None = None,
-        max_concurrent_requests: int = DEFAULT_MAX_CONCURRENT_REQUESTS,
-        cache: CacheOption = None,
-        requests_per_minute: float | None = None,
-    ) -> None:
-        super().__init__(
-            api_key,
-            base_url,
-            num_retries,
-            model_core,
-            timeout,
-            http_client,
-            max_concurrent_requests,
-            requests_per_minute,
-        )
-        self.cache = open_cache(cache, http_client)
+    def _open_cache(self, cache: CacheOption, http_client: object) -> ResultCache | None:
+        return open_cache(cache, http_client)
 
     def _wrap(self, transport: httpx.BaseTransport) -> httpx.BaseTransport:
         return transport if self.cache is None else CachingTransport(transport, self.cache)

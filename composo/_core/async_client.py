@@ -47,6 +47,7 @@ class AsyncClient(AsyncPlatformMethods, BaseClient):
         timeout: float = DEFAULT_TIMEOUT,
         max_concurrent_requests: int = DEFAULT_MAX_CONCURRENT_REQUESTS,
         http_client: httpx.AsyncClient | None = None,
+        cache: Any = None,
         requests_per_minute: float | None = None,
     ) -> None:
         super().__init__(
@@ -58,6 +59,7 @@ class AsyncClient(AsyncPlatformMethods, BaseClient):
             max_concurrent_requests,
             requests_per_minute,
         )
+        self.cache = self._open_cache(cache, http_client)
         self._policy = Policy(num_retries)
         self._owns_http = http_client is None
         self._http = http_client

@@ -46,6 +46,7 @@ class SyncClient(PlatformMethods, BaseClient):
         timeout: Seconds one call may take, retries and waits included.
         http_client: An ``httpx.Client`` to use; it is not closed by :meth:`close`.
         max_concurrent_requests: Requests in flight at once across all calls.
+        cache: What :meth:`_open_cache` makes of it (the face above opens a result cache).
         requests_per_minute: Pace requests to this rate from the start.
     """
 
@@ -58,6 +59,7 @@ class SyncClient(PlatformMethods, BaseClient):
         timeout: float = DEFAULT_TIMEOUT,
         http_client: httpx.Client | None = None,
         max_concurrent_requests: int = DEFAULT_MAX_CONCURRENT_REQUESTS,
+        cache: Any = None,
         requests_per_minute: float | None = None,
     ) -> None:
         super().__init__(
@@ -69,6 +71,7 @@ class SyncClient(PlatformMethods, BaseClient):
             max_concurrent_requests,
             requests_per_minute,
         )
+        self.cache = self._open_cache(cache, http_client)
         self._owns_http = http_client is None
         # An owned httpx.Client is built on the first request (see _http): building one loads
         # the CA bundle, tens of milliseconds that a client made and never used should not pay.
