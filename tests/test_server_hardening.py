@@ -257,3 +257,42 @@ def test_phrases_and_words_across_the_judges_reading_pieces_are_all_counted(
     words = len(re.findall(r"[a-z0-9]+", answer))
     assert f"answer of {words} word(s)" in res.explanation
     assert "hedging (2 hedges)" in res.explanation
+
+
+# -- the OTLP receiver reads its own bodies: the same limits hold there ----------------------
+
+
+@pytest.fixture(scope="module")
+def otlp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    where = tmp_path_factory.mktemp("otlp")
+    args = ["--otlp", "--trace-criteria", REWARD, "--otlp-results", str(where / "r.jsonl")]
+    args += ["--max-body-bytes", str(BODY_LIMIT)]
+    with ServerProcess(extra_args=args, db=where / "t.db") as srv:
+        yield srv
+
+
+def test_otlp_bodies_over_the_limit_are_refused_compressed_or_not(otlp: ServerProcess) -> None:
+    import gzip
+    import zlib
+
+    url = otlp.base_url + "/v1/traces"
+    auth = {"API-Key": otlp.api_key, "Content-Type": "application/json"}
+    # Declared over the limit: answered from the head.
+    with connect(otlp) as sock:
+        sock.sendall(head("/v1/traces", 100 * BODY_LIMIT, otlp.api_key))
+        assert read_response(sock)[0] == 413
+    # Sent in chunks, without a length: cut at the limit.
+    pieces = (b"x" * 8192 for _ in range(4 * BODY_LIMIT // 8192))
+    assert HTTP.post(url, content=pieces, headers=auth).status_code == 413
+    # Small on the wire, 16 MiB once inflated.
+    bomb = b'{"resourceSpans": [' + b" " * (16 * 1024 * 1024) + b"]}"
+    for encoding, packed in (("gzip", gzip.compress(bomb)), ("deflate", zlib.compress(bomb))):
+        assert len(packed) < BODY_LIMIT
+        r = HTTP.post(url, content=packed, headers={**auth, "Content-Encoding": encoding})
+        assert r.status_code == 413, encoding
+    # A well-formed export under the limit is still taken, compressed too.
+    empty = gzip.compress(b'{"resourceSpans": []}')
+    r = HTTP.post(url, content=empty, headers={**auth, "Content-Encoding": "gzip"})
+    assert r.status_code == 200
+    r = HTTP.post(url, content=empty[:-8], headers={**auth, "Content-Encoding": "gzip"})
+    assert r.status_code == 400  # cut short: not an export

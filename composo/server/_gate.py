@@ -86,7 +86,7 @@ class Gate:
             return
         leaked = credential_parameter(scope.get("query_string", b""), self.keys.keys)
         if leaked is None and not self._guards(scope["path"]):
-            await self.app(scope, receive, send)
+            await self._unguarded(scope, receive, send)
             return
         send = _with_request_id(send)
         headers: list[tuple[bytes, bytes]] = scope["headers"]
@@ -157,6 +157,28 @@ class Gate:
         finally:
             scope.pop(BODY_SCOPE_KEY, None)  # a kept-alive connection's scope outlives the answer
             self.inflight.give(taken[0])
+
+    async def _unguarded(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """A route that reads its own body (the OTLP receiver): a declared length still counts
+        against the limit and the in-flight budget before the application reads a byte."""
+        declared = 0
+        for name, value in scope["headers"]:
+            if name == b"content-length":
+                declared = int(value) if value.isdigit() else 0
+        if not declared:
+            await self.app(scope, receive, send)
+            return
+        close = declared > DISCARD_FACTOR * self.max_body_bytes
+        if declared > self.max_body_bytes:
+            await _answer(_with_request_id(send), 413, self._too_large(), close=close)
+            return
+        if not self.inflight.take(declared):
+            await self._no_room(_with_request_id(send), close)
+            return
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            self.inflight.give(declared)
 
     async def _admitted(
         self,

@@ -13,7 +13,6 @@ to the results file as a row of ``composo evaluate``'s format (``composo report`
 from __future__ import annotations
 
 import asyncio
-import gzip
 import hmac
 import json
 import logging
@@ -189,16 +188,19 @@ def mount(app: FastAPI, config: ServerConfig, tasks: Callable[[], Any]) -> None:
         problem = refused(request)
         if problem is not None:
             return problem
-        body = await request.body()
-        if len(body) > config.max_body_bytes:
-            return _json({"detail": f"body over {config.max_body_bytes} bytes"}, 413)
+        too_large = _json({"detail": f"body over {config.max_body_bytes} bytes"}, 413)
+        body = await _read_bounded(request, config.max_body_bytes)
+        if body is None:
+            return too_large
         encoding = (request.headers.get("content-encoding") or "").lower()
         content_type = request.headers.get("content-type") or "application/json"
         try:
-            if encoding == "gzip":
-                body = gzip.decompress(body)
-            elif encoding == "deflate":
-                body = zlib.decompress(body)
+            if encoding in ("gzip", "deflate"):
+                # Decompressed, the body is held to the same limit (a small body can inflate
+                # a thousandfold).
+                body = _inflate(body, encoding, config.max_body_bytes)
+                if body is None:
+                    return too_large
             accepted = await asyncio.to_thread(receiver.sink.ingest, body, content_type)
         except (ValueError, OSError, EOFError, zlib.error) as exc:
             return _json({"detail": f"not an OTLP trace export: {exc}"}, 400)
@@ -251,6 +253,29 @@ def _row(
         "error": outcome if verdict is None else None,
         "task_id": task,
     }
+
+
+async def _read_bounded(request: Request, limit: int) -> bytes | None:
+    """The body, or ``None`` as soon as it passes ``limit`` bytes (a chunked one included)."""
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _inflate(body: bytes, encoding: str, limit: int) -> bytes | None:
+    """``body`` decompressed (gzip or zlib's deflate), or ``None`` past ``limit`` bytes."""
+    inflater = zlib.decompressobj(wbits=31 if encoding == "gzip" else 15)
+    out = inflater.decompress(body, limit + 1)
+    if len(out) > limit:
+        return None
+    if not inflater.eof:
+        raise ValueError(f"the {encoding} stream is cut short")
+    return out
 
 
 def _json(obj: Any, status: int = 200) -> Response:
