@@ -367,3 +367,28 @@ def test_a_spent_quota_says_when_the_next_request_may_go() -> None:
     # The same wait as Retry-After (one request every 30 s), never the whole minute.
     assert abs(int(refused.headers["x-ratelimit-reset"]) - int(refused.headers["retry-after"])) <= 1
     assert 25 <= int(refused.headers["retry-after"]) <= 30
+
+
+def test_the_history_keeps_at_most_its_rows_newest_first(tmp_path: Path) -> None:
+    with ServerProcess(
+        api_keys=(KEY_A,), db=tmp_path / "t.sqlite3", extra_args=("--history-max-rows", "3")
+    ) as srv:
+        for n in range(5):
+            reward(srv, tags={"n": str(n)})
+        page = history(srv)
+        assert [e.tags["n"] for e in page.evaluations] == ["4", "3", "2"]
+        # usage is kept apart from the history: every evaluation still counts
+        usage = Usage.model_validate(get(srv, "/api/v1/usage").json())
+        assert usage.usage.total_current_request_count == 5
+
+
+def test_the_history_forgets_what_is_older_than_its_retention(tmp_path: Path) -> None:
+    days = 3.0 / 86400  # three seconds
+    with ServerProcess(
+        api_keys=(KEY_A,), db=tmp_path / "t.sqlite3", extra_args=("--history-days", str(days))
+    ) as srv:
+        reward(srv, tags={"n": "old"})
+        assert history(srv).total == 1
+        time.sleep(3.5)
+        reward(srv, tags={"n": "new"})
+        assert [e.tags["n"] for e in history(srv).evaluations] == ["new"]

@@ -140,6 +140,9 @@ class HistoryStore:
         self._pending: list[_Served] = []
         self._lock = threading.Lock()
         self._next_prune = 0.0
+        self._since_prune = 0  # rows written since the last pruning pass
+        # Pruned at least this often (and whenever a tenth of the row budget was written).
+        self._prune_every = min(_PRUNE_EVERY, max(0.5, keep_days * 86400.0 / 4))
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(
@@ -185,16 +188,18 @@ class HistoryStore:
     def _flush(self) -> None:
         batch, self._pending = self._pending, []
         now = time.time()
-        if not batch and now < self._next_prune:
+        self._since_prune += len(batch)
+        prune = now >= self._next_prune or self._since_prune > self.max_rows // 10
+        if not batch and not prune:
             return
         db = self._db
         db.execute("BEGIN IMMEDIATE")
         try:
             for served in batch:
                 self._write(served)
-            if now >= self._next_prune:
+            if prune:
                 self._prune(now)
-                self._next_prune = now + _PRUNE_EVERY
+                self._next_prune, self._since_prune = now + self._prune_every, 0
             db.execute("COMMIT")
         except BaseException:
             if db.in_transaction:
