@@ -25,6 +25,7 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from composo import Composo
+from tests.support.quota import NoQuotaHeaders
 from tests.support.servers import ServerProcess
 
 ITEMS, PER_MINUTE = 80, 60
@@ -32,16 +33,6 @@ QA = [
     {"role": "user", "content": "What's the capital of France?"},
     {"role": "assistant", "content": "The capital of France is Paris."},
 ]
-
-
-class _NoQuotaHeaders(httpx.HTTPTransport):
-    """Answers as from a server that declares no quota."""
-
-    def handle_request(self, request: httpx.Request) -> httpx.Response:
-        response = super().handle_request(request)
-        for name in ("x-ratelimit-limit", "x-ratelimit-remaining", "x-ratelimit-reset"):
-            response.headers.pop(name, None)
-        return response
 
 
 def run(key: str, srv: ServerProcess, **client_args: Any) -> tuple[float, int, int]:
@@ -63,7 +54,7 @@ def main() -> None:
     args = ["--rate-limit", f"{PER_MINUTE}/min"]
     with ServerProcess(api_keys=keys, dev_faults=False, extra_args=args) as srv:
         paced = run(keys[0], srv)
-        with httpx.Client(transport=_NoQuotaHeaders()) as blind_http:
+        with httpx.Client(transport=NoQuotaHeaders()) as blind_http:
             blind = run(keys[1], srv, http_client=blind_http)
     needed = (ITEMS - PER_MINUTE) / (PER_MINUTE / 60.0)
     for name, (elapsed, throttled, failed) in (("quota-paced", paced), ("429-only", blind)):

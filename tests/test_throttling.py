@@ -22,6 +22,7 @@ from composo import (
 )
 from tests.support.cli import read_rows, run_composo
 from tests.support.loopback import Loopback, Seen, answer
+from tests.support.quota import NoQuotaHeaders
 from tests.support.servers import ServerProcess
 
 QA = [
@@ -52,20 +53,10 @@ def items(n: int) -> list[dict[str, object]]:
     ]
 
 
-class _NoQuotaHeaders(httpx.HTTPTransport):
-    """Answers as from a server that declares no quota: the client learns it from 429s alone."""
-
-    def handle_request(self, request: httpx.Request) -> httpx.Response:
-        response = super().handle_request(request)
-        for name in ("x-ratelimit-limit", "x-ratelimit-remaining", "x-ratelimit-reset"):
-            response.headers.pop(name, None)
-        return response
-
-
 def test_a_batch_over_a_spent_quota_scores_every_item(limited: ServerProcess) -> None:
     spend_the_quota(limited)
     with (
-        httpx.Client(transport=_NoQuotaHeaders()) as blind,
+        httpx.Client(transport=NoQuotaHeaders()) as blind,
         Composo(api_key=limited.api_key, base_url=limited.base_url, http_client=blind) as c,
     ):
         results = c.evaluate_many(items(12), CRITERION, concurrency=5)
