@@ -404,8 +404,8 @@ class SyncClient(PlatformMethods, BaseClient):
             raise self._timed_out()
         try:
             if permits is not None:
-                permits.acquire()
-            try:
+                permits.acquire()  # a cluster's budget: held until the answer is read
+            try:  # from here the permit is given back whatever happens
                 request = http.build_request(
                     method, url, json=json, headers=headers, timeout=self._attempt_timeout(deadline)
                 )
