@@ -113,7 +113,7 @@ def test_bad_lines_are_reported_recorded_and_skipped(live: ServerProcess, tmp_pa
     assert done.returncode == 1
     assert "line 2: not valid JSON" in done.stderr
     assert "line 4: expected a JSON object, got a list" in done.stderr
-    assert "line 5:" in done.stderr and "at least 2" in done.stderr
+    assert "line 5 (id lonely):" in done.stderr and "at least 2" in done.stderr
     found = rows(out)
     failed = {r["index"] for r in found if r["error"]}
     assert failed == {1, 3, 4}  # 0-based line numbers; the blank line 3 is skipped

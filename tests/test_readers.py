@@ -109,7 +109,10 @@ def test_a_missing_column_exits_2_naming_it_before_any_request(
     assert "no 'messages' column and no 'answer' column" in done.stderr
     assert "'prompt', 'reply'" in done.stderr
     misnamed = evaluate(live, data, "--question-column", "promt", "--answer-column", "reply")
-    assert misnamed.returncode == 2 and "question='promt' is not a column" in misnamed.stderr
+    assert misnamed.returncode == 2
+    assert "--question-column promt is not a column of this table" in misnamed.stderr
+    assert "did you mean --question-column prompt?" in misnamed.stderr
+    assert "columns=" not in done.stderr + misnamed.stderr
     assert live.requests() == []
 
 
@@ -124,9 +127,9 @@ def test_a_bad_cell_fails_its_row_and_the_others_are_scored(
     out = tmp_path / "out.jsonl"
     done = evaluate(live, data, "-o", out)
     assert done.returncode == 1
-    assert "row 1, column 'answer': expected text, got an empty cell" in done.stderr
+    assert "line 3, column 'answer': expected text, got an empty cell" in done.stderr
     rows = {r["index"]: r for r in read_rows(out)}
-    assert rows[1]["error"].startswith("ComposoValidationError: row 1, column 'answer'")
+    assert rows[1]["error"].startswith("ComposoValidationError: line 3, column 'answer'")
     assert rows[0]["error"] is None and rows[2]["error"] is None
     assert len(live.requests()) == 2
 
@@ -144,7 +147,7 @@ def test_an_unreadable_file_is_one_clear_error(live: ServerProcess, tmp_path: Pa
         f.write(b"\xff\xfe broken,row\n")
     out = tmp_path / "out.jsonl"
     torn = evaluate(live, data, "-o", out)
-    assert torn.returncode == 1 and "cannot read the CSV past row" in torn.stderr
+    assert torn.returncode == 1 and "cannot read the CSV from line " in torn.stderr
     kept = read_rows(out)
     assert kept and all(r["error"] is None for r in kept)
     assert len(kept) == len(live.requests())  # nothing scored was lost

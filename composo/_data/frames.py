@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,7 +28,62 @@ ROLES = ("messages", "question", "answer", "context", "system", "tools", "id", "
 """What a column can hold; by default each is read from the column of the same name."""
 _TEXT_ROLES = ("question", "answer", "context", "system")
 _OPTIONAL = ("context", "system", "tools", "id", "tags")
-_MAPPING_HINT = "map yours with columns={'question': 'prompt', 'answer': 'response'}"
+_LOOKALIKES = {
+    "question": ("question", "prompt", "input", "query", "user", "instruction"),
+    "answer": ("answer", "response", "output", "completion", "reply", "assistant"),
+}
+Spelling = Callable[[str, str], str]
+Where = int | str
+"""A row's place in messages: a table's 0-based row position, or a label such as ``"line 5"``."""
+
+
+def _at(row: Where) -> str:
+    return f"row {row}" if isinstance(row, int) else row
+
+
+def python_spelling(role: str, column: str) -> str:
+    """A mapping as ``evaluate_dataframe(columns=...)`` takes it: ``answer='reply'``."""
+    return f"{role}={column!r}"
+
+
+def flag_spelling(role: str, column: str) -> str:
+    """A mapping as ``composo evaluate`` takes it: ``--answer-column reply``."""
+    return f"--{role}-column {column}"
+
+
+def _guess(role: str, names: Sequence[str], taken: set[str]) -> str | None:
+    """The table's column most like what ``role`` usually holds."""
+    import difflib
+
+    lowered = {n.lower(): n for n in names if n not in taken}
+    wanted = _LOOKALIKES.get(role, (role,))
+    for word in wanted:
+        close = difflib.get_close_matches(word, list(lowered), n=1, cutoff=0.75)
+        if close:
+            return lowered[close[0]]
+    for word in wanted:  # model_output, user_prompt...
+        inside = [name for low, name in lowered.items() if word in low]
+        if inside:
+            return inside[0]
+    return None
+
+
+def _mapping_hint(names: Sequence[str], spell: Spelling) -> str:
+    """A mapping to try, made of columns the table really has (never made-up names)."""
+    taken: set[str] = set()
+    chosen: list[tuple[str, str]] = []
+    for role in ("question", "answer"):
+        column = _guess(role, names, taken)
+        if column is not None:
+            taken.add(column)
+            chosen.append((role, column))
+    if spell is python_spelling:
+        example = "columns={" + ", ".join(f"{r!r}: {c!r}" for r, c in chosen) + "}"
+        fallback = "columns={'question': NAME, 'answer': NAME}"
+    else:
+        example = " ".join(spell(r, c) for r, c in chosen)
+        fallback = f"{spell('question', 'NAME')} {spell('answer', 'NAME')}"
+    return f"name the columns that hold them: {example if chosen else fallback}"
 
 
 def _empty(value: Any) -> bool:
@@ -59,8 +114,15 @@ class ColumnMap:
     columns: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
-    def resolve(cls, given: Mapping[str, str] | None, available: Sequence[str]) -> ColumnMap:
-        """Check ``given`` against the table's columns and fill in the default names.
+    def resolve(
+        cls,
+        given: Mapping[str, str] | None,
+        available: Sequence[str],
+        spell: Spelling = python_spelling,
+    ) -> ColumnMap:
+        """Check ``given`` against the table's columns and fill in the default names;
+        ``spell(role, column)`` writes a mapping the way the caller gives it (Python's
+        ``columns=`` or the command line's flags) in the messages.
 
         Raises:
             ComposoValidationError: An unknown role, a named column the table lacks, or neither
@@ -74,9 +136,14 @@ class ColumnMap:
                     f"columns: unknown role {role!r}; the roles are {', '.join(ROLES)}"
                 )
             if not isinstance(column, str) or column not in names:
+                import difflib
+
+                close = difflib.get_close_matches(str(column), names, n=1, cutoff=0.6)
+                hint = f" (did you mean {spell(role, close[0])}?)" if close else ""
+                lead = "columns: " if spell is python_spelling else ""
                 raise ComposoValidationError(
-                    f"columns: {role}={column!r} is not a column of this table; its columns are "
-                    f"{_listing(names)}"
+                    f"{lead}{spell(role, str(column))} is not a column of this table{hint}; its "
+                    f"columns are {_listing(names)}"
                 )
         chosen = {role: given.get(role, role) for role in ROLES}
         chosen = {role: col for role, col in chosen.items() if col in names}
@@ -88,17 +155,27 @@ class ColumnMap:
             missing = [r for r in ("question", "answer") if r not in chosen]
             if missing:
                 raise ComposoValidationError(
-                    f"columns: no 'messages' column and no {' or '.join(map(repr, missing))} "
-                    f"column; this table has {_listing(names)}; {_MAPPING_HINT}"
+                    f"no 'messages' column and no {' or '.join(map(repr, missing))} column; "
+                    f"this table has {_listing(names)}; {_mapping_hint(names, spell)}"
                 )
         return cls(chosen)
 
     def required(self) -> list[str]:
         return list(self.columns.values())
 
-    def item(self, cells: Mapping[str, Any], row: int) -> dict[str, Any]:
+    def item(self, cells: Mapping[str, Any], row: Where) -> dict[str, Any]:
         """One row's item for the batch engine (``cells``: column -> value)."""
         return row_item({role: cells.get(col) for role, col in self.columns.items()}, self, row)
+
+    def ident(self, cells: Mapping[str, Any]) -> str | None:
+        """The row's id cell as text, if it has a usable one (for a row that failed)."""
+        column = self.columns.get("id")
+        value = _plain(cells.get(column)) if column is not None else None
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        if isinstance(value, (str, int)) and not isinstance(value, bool):
+            return str(value)
+        return None
 
 
 def _listing(names: Sequence[str]) -> str:
@@ -106,7 +183,7 @@ def _listing(names: Sequence[str]) -> str:
     return shown + (f" and {len(names) - 20} more" if len(names) > 20 else "") if names else "none"
 
 
-def _text(value: Any, role: str, mapping: ColumnMap, row: int) -> str:
+def _text(value: Any, role: str, mapping: ColumnMap, row: Where) -> str:
     value = _plain(value)
     column = mapping.columns[role]
     if isinstance(value, list) and role == "context" and all(isinstance(v, str) for v in value):
@@ -114,12 +191,12 @@ def _text(value: Any, role: str, mapping: ColumnMap, row: int) -> str:
     if not isinstance(value, str):
         found = "an empty cell" if _empty(value) else f"a {type(value).__name__}"
         raise ComposoValidationError(
-            f"row {row}, column {column!r}: expected text, got {found}; fill it in or drop the row"
+            f"{_at(row)}, column {column!r}: expected text, got {found}; fill it in or drop the row"
         )
     return value
 
 
-def _structured(value: Any, role: str, mapping: ColumnMap, row: int, kind: type[Any]) -> Any:
+def _structured(value: Any, role: str, mapping: ColumnMap, row: Where, kind: type[Any]) -> Any:
     """A list (messages, tools) or dict (tags) cell, or the JSON text of one (CSV cells)."""
     value = _plain(value)
     column = mapping.columns[role]
@@ -128,14 +205,14 @@ def _structured(value: Any, role: str, mapping: ColumnMap, row: int, kind: type[
             value = json.loads(value)
         except json.JSONDecodeError as exc:
             raise ComposoValidationError(
-                f"row {row}, column {column!r}: not valid JSON ({exc.msg} at character {exc.pos})"
+                f"{_at(row)}, column {column!r}: not valid JSON ({exc.msg} at character {exc.pos})"
             ) from None
     if kind is list and isinstance(value, tuple):
         value = list(value)
     if not isinstance(value, kind):
         found = "an empty cell" if _empty(value) else f"a {type(value).__name__}"
         want = "a list (or its JSON text)" if kind is list else "an object (or its JSON text)"
-        raise ComposoValidationError(f"row {row}, column {column!r}: expected {want}, got {found}")
+        raise ComposoValidationError(f"{_at(row)}, column {column!r}: expected {want}, got {found}")
     if isinstance(value, list):
         value = [_plain(v) if not isinstance(v, dict) else _clean_dict(v) for v in value]
     return value
@@ -155,7 +232,7 @@ def _clean_dict(value: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def row_item(values: Mapping[str, Any], mapping: ColumnMap, row: int) -> dict[str, Any]:
+def row_item(values: Mapping[str, Any], mapping: ColumnMap, row: Where) -> dict[str, Any]:
     """Role -> cell value for one row, as an ``evaluate_many`` item.
 
     Raises:
@@ -188,7 +265,7 @@ def row_item(values: Mapping[str, Any], mapping: ColumnMap, row: int) -> dict[st
             ident = int(ident)
         if not isinstance(ident, (str, int)) or isinstance(ident, bool):
             raise ComposoValidationError(
-                f"row {row}, column {mapping.columns['id']!r}: expected a string or an integer "
+                f"{_at(row)}, column {mapping.columns['id']!r}: expected a string or an integer "
                 f"id, got a {type(ident).__name__}"
             )
         item["id"] = ident

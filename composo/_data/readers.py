@@ -1,10 +1,12 @@
 """Datasets read as a stream of records, whatever the file: JSONL, CSV or Parquet.
 
 Each reader yields ``(index, record)`` pairs, one row at a time (Parquet a batch of rows at a
-time), so memory stays flat for any input size. A row that cannot be used is yielded as a
-:class:`BadRow` carrying a message that names its line or row and column; a file that cannot be
-read any further raises :class:`UnreadableInput`. Rows of a table become items through the one
-column mapping (:class:`composo._data.frames.ColumnMap`).
+time), so memory stays flat for any input size; :attr:`Records.where` names the record just
+yielded as its reader would find it (a JSONL or CSV file's own line, where a CSV's header is line
+1; a Parquet file's row, from 1). A row that cannot be used is yielded as a :class:`BadRow`
+carrying a message that names that place and the column, and the row's id when it has one; a
+file that cannot be read any further raises :class:`UnreadableInput`. Rows of a table become
+items through the one column mapping (:class:`composo._data.frames.ColumnMap`).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from composo._data.frames import ColumnMap
+from composo._data.frames import ColumnMap, flag_spelling
 from composo.errors import ComposoValidationError
 
 __all__ = ["FORMATS", "BadRow", "Records", "UnreadableInput", "detect_format", "open_records"]
@@ -37,9 +39,11 @@ _CONVERSATION_KEYS = ("messages", "input", "trace")
 
 @dataclass(frozen=True)
 class BadRow:
-    """A row that cannot be evaluated, and why (the message names the line or row)."""
+    """A row that cannot be evaluated, and why (the message names the line or row); ``id``:
+    the row's id, when its id cell could be read."""
 
     message: str
+    id: str | None = None
 
 
 class UnreadableInput(Exception):
@@ -77,8 +81,10 @@ class Records:
         self.mapping: ColumnMap | None = None
         self._file: IO[Any] | None = None
         self._parquet: Any = None
-        self._csv: Iterator[list[str]] | None = None
+        self._csv: Any = None  # a csv reader: its rows and its line_num
         self._header: list[str] = []
+        self.where = ""
+        """The record last yielded: ``"line N"`` (JSONL, CSV) or ``"row N"`` (Parquet)."""
         self._open()
 
     def _open(self) -> None:
@@ -99,7 +105,7 @@ class Records:
                     f"INPUT: {where} is not a readable Parquet file ({exc})"
                 ) from None
             names = list(self._parquet.schema_arrow.names)
-            self.mapping = ColumnMap.resolve(self.columns, names)
+            self.mapping = ColumnMap.resolve(self.columns, names, flag_spelling)
             return
         if self.format == "csv":
             stream = (
@@ -118,7 +124,7 @@ class Records:
                 raise UnreadableInput(
                     f"INPUT: {where}: cannot read the CSV header ({exc})"
                 ) from None
-            self.mapping = ColumnMap.resolve(self.columns, self._header)
+            self.mapping = ColumnMap.resolve(self.columns, self._header, flag_spelling)
             return
         self._file = self.source.open("rb") if self.source is not None else None
 
@@ -137,12 +143,11 @@ class Records:
         lines: Iterable[bytes] = self._file if self._file is not None else sys.stdin.buffer
         return self._jsonl_rows(lines)
 
-    def _table_row(self, index: int, cells: Mapping[str, Any]) -> dict[str, Any] | BadRow:
-        assert self.mapping is not None
+    def _table_row(self, cells: Mapping[str, Any], mapping: ColumnMap) -> dict[str, Any] | BadRow:
         try:
-            return self.mapping.item(cells, index)
+            return mapping.item(cells, self.where)
         except ComposoValidationError as exc:
-            return BadRow(str(exc))
+            return BadRow(str(exc), mapping.ident(cells))
 
     def _parquet_rows(self) -> Iterator[tuple[int, dict[str, Any] | BadRow]]:
         assert self.mapping is not None
@@ -159,33 +164,36 @@ class Records:
                     f"INPUT: cannot read the Parquet file past row {index} ({exc})"
                 ) from None
             for cells in batch.to_pylist():
-                yield index, self._table_row(index, cells)
+                self.where = f"row {index + 1}"
+                yield index, self._table_row(cells, self.mapping)
                 index += 1
 
     def _csv_rows(self) -> Iterator[tuple[int, dict[str, Any] | BadRow]]:
-        assert self._csv is not None
+        assert self._csv is not None and self.mapping is not None
+        reader = self._csv
         header, width = self._header, len(self._header)
         index = 0
         while True:
+            start = reader.line_num + 1  # the record's first line (a cell may hold line breaks)
             try:
-                cells = next(self._csv)
+                cells = next(reader)
             except StopIteration:
                 return
             except (UnicodeDecodeError, csv.Error) as exc:
                 raise UnreadableInput(
-                    f"INPUT: cannot read the CSV past row {index} ({exc})"
+                    f"INPUT: cannot read the CSV from line {start} on ({exc})"
                 ) from None
+            self.where = f"line {start}"
             if not any(c.strip() for c in cells):
                 index += 1
                 continue
             if len(cells) != width:
-                yield (
-                    index,
-                    BadRow(f"row {index}: {len(cells)} cells where the header has {width} columns"),
-                )
+                ident = self.mapping.ident(dict(zip(header, cells, strict=False)))
+                problem = f"{len(cells)} cells where the header has {width} columns"
+                yield index, BadRow(f"{self.where}: {problem}", ident)
             else:
                 values = {h: (c if c != "" else None) for h, c in zip(header, cells, strict=True)}
-                yield index, self._table_row(index, values)
+                yield index, self._table_row(values, self.mapping)
             index += 1
 
     def _jsonl_rows(self, lines: Iterable[bytes]) -> Iterator[tuple[int, dict[str, Any] | BadRow]]:
@@ -194,6 +202,7 @@ class Records:
         for index, raw in enumerate(lines):
             if not raw.strip():
                 continue
+            self.where = f"line {index + 1}"
             try:
                 item: Any = json.loads(raw)
             except json.JSONDecodeError as exc:
@@ -211,11 +220,13 @@ class Records:
                 "question" in item and not any(k in item for k in _CONVERSATION_KEYS)
             ):
                 try:
-                    mapping = ColumnMap.resolve(self.columns, list(item))
-                    item = mapping.item(item, index)
+                    mapping = ColumnMap.resolve(self.columns, list(item), flag_spelling)
                 except ComposoValidationError as exc:
-                    yield index, BadRow(f"line {index + 1}: {exc}")
+                    yield index, BadRow(f"{self.where}: {exc}", _ident(item.get("id")))
                     continue
+                mapped = self._table_row(item, mapping)
+                yield index, mapped
+                continue
             yield index, item
 
     def close(self) -> None:
@@ -228,6 +239,12 @@ class Records:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _ident(value: Any) -> str | None:
+    if isinstance(value, (str, int)) and not isinstance(value, bool):
+        return str(value)
+    return None
 
 
 def open_records(

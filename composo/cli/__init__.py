@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import re
 import sys
 from collections.abc import Sequence
 
@@ -37,8 +38,16 @@ PRECHECKS: dict[str, str] = {
 }
 
 
+class _Parser(argparse.ArgumentParser):
+    """The command line's parser; ``commands`` holds each subcommand's own parser, so that a
+    mistyped flag is answered by the subcommand it was given to."""
+
+    commands: dict[str, argparse.ArgumentParser]
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="composo", description="Composo evaluation tools.")
+    parser = _Parser(prog="composo", description="Composo evaluation tools.")
+    parser.commands = {}
     parser.add_argument("--version", action="version", version=_version())
     subs = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (module, help_text) in SUBCOMMANDS.items():
@@ -50,7 +59,51 @@ def build_parser() -> argparse.ArgumentParser:
             continue  # a subcommand not shipped in this build
         sub = subs.add_parser(name, help=help_text, description=help_text)
         mod.add_arguments(sub)
+        parser.commands[name] = sub
     return parser
+
+
+_OPTION = re.compile(r"(?<![\w-])(--?[A-Za-z0-9][\w-]*)")
+_NUMBER = re.compile(r"-\d|-\.\d")
+
+
+def _flags(parser: argparse.ArgumentParser) -> list[str]:
+    """The flags a parser's usage line lists (every flag its --help shows)."""
+    return sorted(set(_OPTION.findall(parser.format_usage())) | {"-h", "--help"})
+
+
+def _is_known(token: str, known: list[str]) -> bool:
+    """Whether argparse would take ``token`` as one of ``known`` (a long flag may be cut short
+    to any unambiguous start, a short one may carry its value: ``-c3``)."""
+    if token.startswith("--"):
+        return token in known or any(k.startswith(token) for k in known if k.startswith("--"))
+    return token[:2] in known
+
+
+def _unknown_flag(parser: argparse.ArgumentParser, argv: list[str]) -> str | None:
+    """Usage and a one-line error for the first flag the command does not have, with the
+    closest of its own flags; ``None`` when every flag is the command's. Checked before parsing,
+    so that a mistyped flag is named even when it leaves a required one missing."""
+    import difflib
+
+    commands = parser.commands if isinstance(parser, _Parser) else {}
+    command = argv[0] if argv and argv[0] in commands else None
+    sub = commands[command] if command is not None else parser
+    known = _flags(sub)
+    tokens = argv[1:] if command is not None else argv
+    for token in tokens:
+        if token == "--":
+            return None
+        if not token.startswith("-") or token == "-" or " " in token or _NUMBER.match(token):
+            continue
+        flag = token.split("=", 1)[0]
+        if _is_known(flag, known):
+            continue
+        who = f"composo {command}" if command else "composo"
+        close = difflib.get_close_matches(flag, known, n=1, cutoff=0.6)
+        hint = f"; did you mean {close[0]!r}?" if close else f" (see {who} --help)"
+        return f"{sub.format_usage()}{who}: error: no flag {flag!r}{hint}"
+    return None
 
 
 def _version() -> str:
@@ -79,6 +132,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     # -- end did you mean --
     parser = build_parser()
+    # -- did you mean: a mistyped flag, answered by the command it was given to --
+    typo = _unknown_flag(parser, list(sys.argv[1:] if argv is None else argv))
+    if typo is not None:
+        print(typo, file=sys.stderr)
+        return 2
+    # -- end did you mean --
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help(sys.stderr)

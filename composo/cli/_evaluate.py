@@ -18,6 +18,7 @@ from composo.cli._evaluate_common import EXIT_FAILED, EXIT_INTERRUPTED
 if TYPE_CHECKING:
     from composo import Composo
     from composo._core.plan import Progress
+    from composo._data.readers import BadRow
     from composo.cli._data import DataRun
     from composo.types import BatchResult, EvaluateOptions
 
@@ -170,8 +171,8 @@ class _Run:
                 for result in stream:
                     if bar is None:
                         pace.note()
-                    line = self.lines.index(result.index)
-                    self.record(dataclasses.replace(result, index=line))
+                    line, where = self.lines.take(result.index)
+                    self.record(dataclasses.replace(result, index=line), where)
             finally:
                 if bar is not None:
                     bar.close()
@@ -214,23 +215,26 @@ class _Run:
             if not wanted:
                 continue
             if isinstance(item, BadRow):
-                self._bad(index, wanted, item.message)
+                self._bad(index, wanted, item)
                 continue
-            self.lines.add(index, len(wanted))
+            where = self.data.records.where if self.data is not None else None
+            self.lines.add(index, len(wanted), where)
             yield {**item, "criteria": wanted}
 
-    def _bad(self, index: int, wanted: list[str], message: str) -> None:
+    def _bad(self, index: int, wanted: list[str], bad: BadRow) -> None:
         from composo.errors import ComposoValidationError
         from composo.types import BatchResult
 
-        self._warn(index, message)
-        error = ComposoValidationError(message)
+        self._warn(index, bad.message)
+        error = ComposoValidationError(bad.message)
         for criterion in wanted:
-            self.record(BatchResult(index, criterion, None, None, error))
+            self.record(BatchResult(index, criterion, bad.id, None, error))
             if self.bar is not None:
                 self.bar.advance()
 
-    def record(self, result: BatchResult) -> None:
+    def record(self, result: BatchResult, where: str | None = None) -> None:
+        """Write one result row; say what went wrong (``where``: the record's place in its
+        file)."""
         from composo.errors import (
             APIConnectionError,
             AuthenticationError,
@@ -255,7 +259,10 @@ class _Run:
                 )
         if self.fatal is not None:
             return
-        self._warn(result.index, f"line {result.index + 1}: {row['error']}")
+        place = where or f"line {result.index + 1}"
+        if result.id is not None:
+            place += f" (id {result.id})"
+        self._warn(result.index, f"{place}: {row['error']}")
 
     def _warn(self, index: int, message: str) -> None:
         """Say what went wrong, once per line, and only for the first few lines."""

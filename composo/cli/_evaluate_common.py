@@ -288,20 +288,26 @@ class Pending:
     index, results still due). A record is remembered only while its requests are pending."""
 
     def __init__(self) -> None:
-        self._due: dict[int, tuple[int, int]] = {}
+        self._due: dict[int, tuple[int, int, str | None]] = {}
         self._next = 0
 
-    def add(self, index: int, results: int) -> None:
-        """The next item of the stream is record ``index``, with ``results`` criteria."""
-        self._due[self._next] = (index, results)
+    def add(self, index: int, results: int, where: str | None = None) -> None:
+        """The next item of the stream is record ``index``, with ``results`` criteria; ``where``:
+        the record's place in its file (``"line 5"``), for messages."""
+        self._due[self._next] = (index, results, where)
         self._next += 1
 
-    def index(self, position: int) -> int:
-        """The record of the result at stream ``position``, forgotten once all its results came."""
-        index, left = self._due.pop(position)
+    def take(self, position: int) -> tuple[int, str | None]:
+        """The record of the result at stream ``position`` and its place, forgotten once all its
+        results came."""
+        index, left, where = self._due.pop(position)
         if left > 1:
-            self._due[position] = (index, left - 1)
-        return index
+            self._due[position] = (index, left - 1, where)
+        return index, where
+
+    def index(self, position: int) -> int:
+        """The record of the result at stream ``position`` (see :meth:`take`)."""
+        return self.take(position)[0]
 
 
 def finish_run(args: argparse.Namespace, info: RunInfo, rows: Rows) -> dict[str, CriterionStats]:
