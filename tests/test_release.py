@@ -4,6 +4,7 @@ fits, opening with the set-up commands CI runs; every example listed in examples
 from __future__ import annotations
 
 import re
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -52,3 +53,29 @@ def test_examples_readme_lists_every_example() -> None:
             continue
         shown = path.name + ("/" if path.is_dir() else "")
         assert f"`{shown}`" in listed, shown
+
+
+def release_step(name: str) -> str:
+    import yaml
+
+    doc = yaml.safe_load((ROOT / "examples/ci/release.yml").read_text())
+    (step,) = [s for s in doc["jobs"]["build"]["steps"] if s.get("name") == name]
+    return str(step["run"])
+
+
+def test_the_release_workflow_refuses_a_tag_that_is_not_the_version() -> None:
+    import subprocess
+
+    check = release_step("The tag is the version in composo/_version.py")
+    version = VERSION.group(1) if VERSION else ""
+    path = f"{Path(sys.executable).parent}:/usr/bin:/bin"  # `python`: this interpreter
+    for tag, ok in ((f"v{version}", True), ("v9.9.9", False)):
+        done = subprocess.run(
+            ["bash", "-e", "-c", check],
+            cwd=ROOT,
+            env={"PATH": path, "GITHUB_REF_NAME": tag},
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        assert (done.returncode == 0) is ok, (tag, done.stderr)
