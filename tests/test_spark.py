@@ -4,6 +4,7 @@ budget split across executors, against the local server."""
 from __future__ import annotations
 
 import shutil
+import sys
 from collections.abc import Iterator
 
 import pandas as pd
@@ -33,20 +34,24 @@ JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -XX:CICompilerCount=1 -X
 def spark() -> Iterator[object]:
     from pyspark.sql import SparkSession
 
-    session = (
-        SparkSession.builder.master(f"local[{EXECUTORS}]")
-        .appName("composo-recipe")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", str(EXECUTORS))
-        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
-        # A short-lived JVM: the quick compiler only and one GC thread cost less CPU than the
-        # defaults, which tune for long jobs (and share two cores with the other tests).
-        .config("spark.driver.extraJavaOptions", JVM_OPTIONS)
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
-    yield session
-    session.stop()
+    # As the recipe does: the executors run this interpreter, activated or not (PySpark
+    # otherwise starts the first `python3` on PATH, which may lack the SDK).
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("PYSPARK_PYTHON", sys.executable)
+        session = (
+            SparkSession.builder.master(f"local[{EXECUTORS}]")
+            .appName("composo-recipe")
+            .config("spark.ui.enabled", "false")
+            .config("spark.sql.shuffle.partitions", str(EXECUTORS))
+            .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+            # A short-lived JVM: the quick compiler only and one GC thread cost less CPU than
+            # the defaults, which tune for long jobs (and share two cores with the other tests).
+            .config("spark.driver.extraJavaOptions", JVM_OPTIONS)
+            .getOrCreate()
+        )
+        session.sparkContext.setLogLevel("ERROR")
+        yield session
+        session.stop()
 
 
 @pytest.fixture(scope="module")
