@@ -1,7 +1,7 @@
 """Capture an agent's OpenAI calls as a trace and evaluate it.
 
-Needs the tracing extra (from a checkout: pip install -e '.[tracing]') and the OpenAI variables checked by
-_openai_key.py.
+Needs the tracing extra (from a checkout: pip install -e '.[tracing]') and the OpenAI
+variables checked by _openai_key.py.
 """
 
 from _openai_key import require_openai_key

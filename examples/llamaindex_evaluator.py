@@ -3,7 +3,8 @@ straight to the client, and an agent run captured as a trace.
 
 Needs llama-index-evaluation-composo (from a checkout: pip install -e integrations/llamaindex)
 Uses COMPOSO_API_KEY / COMPOSO_BASE_URL when set; otherwise starts the local Composo server
-(the server extra: pip install -e '.[server]'). The LLMs here are LlamaIndex's mock models, so it runs offline.
+(the server extra: pip install -e '.[server]'). The LLMs here are LlamaIndex's mock models, so
+it runs offline.
 """
 
 from __future__ import annotations

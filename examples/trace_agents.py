@@ -1,8 +1,8 @@
 """Two agents, traced and evaluated: an orchestrator plans and writes the answer, and calls a
 researcher that looks facts up with a tool.
 
-Needs the tracing extra (from a checkout: pip install -e '.[tracing]') and the OpenAI variables checked by
-_openai_key.py.
+Needs the tracing extra (from a checkout: pip install -e '.[tracing]') and the OpenAI
+variables checked by _openai_key.py.
 """
 
 from _openai_key import require_openai_key
