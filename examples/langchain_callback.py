@@ -5,7 +5,8 @@ One callback scores every model call (mode="llm"), another scores each whole run
 for the scores.
 
 Needs langchain-composo and langchain (from a checkout:
-pip install -e integrations/langchain langchain) and COMPOSO_API_KEY (plus COMPOSO_BASE_URL for a local server: `composo serve`).
+pip install -e integrations/langchain langchain) and COMPOSO_API_KEY (plus COMPOSO_BASE_URL
+for a local server: `composo serve`).
 The model here is LangChain's scripted fake so the example runs anywhere; put your own chat model
 (e.g. ChatOpenAI) in its place.
 """
