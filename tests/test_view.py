@@ -198,8 +198,21 @@ def test_view_of_two_runs_shows_every_change_signed(tmp_path: Path, page: Watche
         assert any(r.startswith("item-14") and r.endswith("+0.050") for r in rows)
         summary = page.page.text_content(".cv-summary") or ""
         assert "improved" in summary and "2" in summary
+        # the table and reviews follow the run picked: a review of run 2 goes beside run 2
+        p = page.page
+        p.select_option("#cv-run", "1")
+        p.fill("input[type=search]", "item-08")
+        expect(p.locator("#cv-items a.cv-id")).to_have_count(1)
+        p.click("#cv-items a.cv-id")
+        form = p.locator("#cv-item .cv-review").first
+        form.locator(".cv-verdict").select_option("agree")
+        form.locator(".cv-save").click()
+        expect(form.locator(".cv-saved")).to_have_text("saved")
     finally:
         viewer.stop()
+    saved = json.loads(new.with_name("new.jsonl.reviews.jsonl").read_text())
+    assert saved["id"] == "item-08" and saved["label"] == pytest.approx(0.3)  # 0.6 - 0.3
+    assert not base.with_name("base.jsonl.reviews.jsonl").exists()
 
 
 def test_a_review_outlives_a_restart_and_counts_in_agreement(tmp_path: Path, page: Watched) -> None:
@@ -318,3 +331,20 @@ def test_a_trace_item_shows_its_agent_tree(tmp_path: Path, page: Watched) -> Non
         )
     finally:
         viewer.stop()
+
+
+def test_static_report_with_a_baseline_shows_the_changes(tmp_path: Path, page: Watched) -> None:
+    base = write_run(tmp_path, "base.jsonl")
+    new = write_run(tmp_path, "new.jsonl", {3: 0.1, 8: -0.3})
+    report = tmp_path / "report.html"
+    done = run_composo("report", new, "--baseline", base, "--items", "-o", report)
+    assert done.returncode == 0, done.stderr
+
+    p = page.page
+    p.goto(report.as_uri())
+    rows = p.locator(".cv-change").all_text_contents()
+    assert len(rows) == 2 and rows[0].startswith("item-08") and rows[0].endswith("-0.300")
+    assert p.locator("#cv-run").input_value() == "1"  # the table shows this run, not the baseline
+    p.fill("input[type=search]", "item-08")
+    expect(p.locator("#cv-items a.cv-id")).to_have_count(1)
+    assert "0.30" in (p.text_content("#cv-items tbody") or "")

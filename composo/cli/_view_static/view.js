@@ -11,7 +11,8 @@
   var CRIT = DATA.criteria;
   var PAGE_SIZES = [25, 50, 100, 500];
   var state = {
-    run: 0, search: "", criterion: "", min: "", max: "", status: "", tag: "",
+    // the report's table shows its own run (a --baseline comes first); the viewer the first
+    run: DATA.mode === "report" ? DATA.runs.length - 1 : 0, search: "", criterion: "", min: "", max: "", status: "", tag: "",
     sort: "key", desc: false, page: 0, size: 25,
   };
 
@@ -291,8 +292,9 @@
     var node = el(tag, attrs, (options || []).map(function (o) {
       return el("option", { value: o[0], text: o[1] });
     }));
+    if (state[key] !== "") node.value = String(state[key]);
     node.addEventListener(tag === "select" ? "change" : "input", function () {
-      state[key] = key === "size" ? Number(node.value) : node.value;
+      state[key] = key === "size" || key === "run" ? Number(node.value) : node.value;
       state.page = 0;
       drawTable();
     });
