@@ -2,8 +2,12 @@
 
 Entries are content-addressed: the key is a hash of the base URL, the path, the model core and the
 canonical request body (keys sorted, no whitespace), so any change to the conversation, the
-criterion or an option is a different entry. Only successful answers are stored, and never for
-``data_retention="none"`` (the user asked that nothing be kept). The store is one SQLite file in
+criterion or an option is a different entry, and the same request to the platform and to a
+local server are two entries. Only successful answers are stored, and never for
+``data_retention="none"`` (the user asked that nothing be kept). Each answer is stored with its
+provenance (the ``x-composo-judge*`` headers a server named its judge with; none: the platform)
+and a hit carries it again, so a cached score names the judge that made it; an entry stored
+without it (by an older version) is not trusted and is asked again. The store is one SQLite file in
 WAL mode, so several processes may read and write it at once.
 
 The cache sits in the HTTP transport (:class:`CachingTransport`, :class:`AsyncCachingTransport`),
@@ -30,20 +34,26 @@ if TYPE_CHECKING:
     import sqlite3
 
 __all__ = [
+    "EVALUATION_PATHS",
     "AsyncCachingTransport",
     "CacheInfo",
     "CacheOption",
     "CachingTransport",
     "ResultCache",
     "async_transport",
+    "decoded",
     "default_cache_dir",
     "open_cache",
+    "provenance",
+    "read_whole",
     "sync_transport",
 ]
 
 CACHE_FILE = "results.sqlite3"
 HIT_HEADER = "x-composo-cache"
-_CACHED_PATHS = ("/api/v1/evals/reward", "/api/v1/evals/trace")
+PROVENANCE_PREFIX = "x-composo-judge"
+"""Headers kept with an answer and given back on a hit: who judged it."""
+EVALUATION_PATHS = ("/api/v1/evals/reward", "/api/v1/evals/trace")
 _BUSY_TIMEOUT_MS = 30_000
 
 
@@ -113,8 +123,9 @@ class ResultCache:
             db.execute("PRAGMA synchronous=NORMAL")
             db.execute(
                 "CREATE TABLE IF NOT EXISTS answers ("
-                "key TEXT PRIMARY KEY, body BLOB NOT NULL, stored REAL NOT NULL)"
+                "key TEXT PRIMARY KEY, body BLOB NOT NULL, stored REAL NOT NULL, headers TEXT)"
             )
+            _add_headers_column(db)
             self._db = db
         return self._db
 
@@ -126,16 +137,32 @@ class ResultCache:
         material = "\n".join([base_url.rstrip("/"), path, str(model_core or ""), canonical])
         return hashlib.sha256(material.encode()).hexdigest()
 
-    def get(self, key: str) -> bytes | None:
+    def get(self, key: str) -> tuple[bytes, dict[str, str]] | None:
+        """The stored answer and its provenance headers; ``None`` if there is none (or only
+        one without provenance)."""
         with self._lock:
-            row = self._connect().execute("SELECT body FROM answers WHERE key=?", (key,)).fetchone()
-        return None if row is None else bytes(row[0])
+            row = (
+                self._connect()
+                .execute("SELECT body, headers FROM answers WHERE key=?", (key,))
+                .fetchone()
+            )
+        if row is None or row[1] is None:
+            return None
+        try:
+            headers = json.loads(row[1])
+        except ValueError:
+            return None
+        if not isinstance(headers, dict):
+            return None
+        return bytes(row[0]), {str(k): str(v) for k, v in headers.items()}
 
-    def put(self, key: str, body: bytes) -> None:
+    def put(self, key: str, body: bytes, headers: dict[str, str] | None = None) -> None:
+        """Store an answer with its provenance headers (``{}``: the platform's)."""
+        kept = json.dumps(headers or {}, sort_keys=True)
         with self._lock:
             self._connect().execute(
-                "INSERT OR REPLACE INTO answers (key, body, stored) VALUES (?, ?, ?)",
-                (key, body, time.time()),
+                "INSERT OR REPLACE INTO answers (key, body, stored, headers) VALUES (?, ?, ?, ?)",
+                (key, body, time.time(), kept),
             )
 
     def info(self) -> CacheInfo:
@@ -174,6 +201,22 @@ class ResultCache:
         self.path = state["path"]
         self._lock = threading.Lock()
         self._db = None
+
+
+def _add_headers_column(db: sqlite3.Connection) -> None:
+    """A cache made by an older version gains the provenance column (its entries stay without
+    provenance, so they are misses); two processes may race to add it."""
+    import sqlite3
+
+    names = {row[1] for row in db.execute("PRAGMA table_info(answers)")}
+    if "headers" in names:
+        return
+    try:
+        db.execute("ALTER TABLE answers ADD COLUMN headers TEXT")
+    except sqlite3.OperationalError:
+        names = {row[1] for row in db.execute("PRAGMA table_info(answers)")}
+        if "headers" not in names:
+            raise
 
 
 CacheOption = bool | str | os.PathLike[str] | ResultCache | None
@@ -234,7 +277,7 @@ class _Counts:
 def _lookup_key(request: httpx.Request) -> str | None:
     """The request's key, or ``None`` if it must not be cached (not an evaluation, a background
     submission, or ``data_retention="none"``)."""
-    if request.method != "POST" or request.url.path not in _CACHED_PATHS:
+    if request.method != "POST" or request.url.path not in EVALUATION_PATHS:
         return None
     try:
         body = json.loads(request.content)
@@ -246,13 +289,22 @@ def _lookup_key(request: httpx.Request) -> str | None:
     return ResultCache.key(base, request.url.path, body)
 
 
-def _answer(request: httpx.Request, body: bytes) -> httpx.Response:
+def _answer(request: httpx.Request, body: bytes, provenance: dict[str, str]) -> httpx.Response:
     return httpx.Response(
         200,
-        headers={"content-type": "application/json", HIT_HEADER: "hit"},
+        headers={**provenance, "content-type": "application/json", HIT_HEADER: "hit"},
         content=body,
         request=request,
     )
+
+
+def provenance(response: httpx.Response) -> dict[str, str]:
+    """The headers that say who judged an answer (none: the platform)."""
+    return {
+        k.lower(): v
+        for k, v in response.headers.multi_items()
+        if k.lower().startswith(PROVENANCE_PREFIX)
+    }
 
 
 def _storable(response: httpx.Response) -> bool:
@@ -286,28 +338,33 @@ class _Caching:
             return None, None
         stored = self.cache.get(key)
         self._counts.count(stored is not None)
-        return key, None if stored is None else _answer(request, stored)
+        return key, None if stored is None else _answer(request, *stored)
 
     def _kept(
         self, key: str, request: httpx.Request, response: httpx.Response, body: bytes
     ) -> httpx.Response:
-        """The answer, decoded within the response limit, stored when it is a success; handed
-        on decoded (the client's own bounded reader then takes it as it is)."""
-        headers = [
-            (k, v)
-            for k, v in response.headers.multi_items()
-            if k.lower() not in ("content-encoding", "content-length", "transfer-encoding")
-        ]
-        answer = httpx.Response(
-            response.status_code,
-            headers=headers,
-            content=body,
-            request=request,
-            extensions=response.extensions,
-        )
+        """The answer, decoded within the response limit, stored with its provenance when it is
+        a success; handed on decoded (the client's own bounded reader then takes it as it is)."""
+        answer = decoded(request, response, body)
         if _storable(answer):
-            self.cache.put(key, body)
+            self.cache.put(key, body, provenance(answer))
         return answer
+
+
+def decoded(request: httpx.Request, response: httpx.Response, body: bytes) -> httpx.Response:
+    """``response`` with ``body`` (already decoded) as its content, and headers to match."""
+    headers = [
+        (k, v)
+        for k, v in response.headers.multi_items()
+        if k.lower() not in ("content-encoding", "content-length", "transfer-encoding")
+    ]
+    return httpx.Response(
+        response.status_code,
+        headers=headers,
+        content=body,
+        request=request,
+        extensions=response.extensions,
+    )
 
 
 def _inflater(response: httpx.Response) -> Inflater:
@@ -316,6 +373,17 @@ def _inflater(response: httpx.Response) -> Inflater:
     inflater = Inflater(response.headers.get("content-encoding"))
     inflater.check_length(response.headers.get("content-length"))
     return inflater
+
+
+def read_whole(response: httpx.Response) -> bytes:
+    """A sync response's body, decoded within the response limit; the response is closed."""
+    inflater = _inflater(response)
+    try:
+        for chunk in response.stream:  # type: ignore[union-attr]
+            inflater.feed(chunk)
+    finally:
+        response.close()
+    return inflater.result()
 
 
 class CachingTransport(_Caching, httpx.BaseTransport):
@@ -337,13 +405,7 @@ class CachingTransport(_Caching, httpx.BaseTransport):
         response = self.inner.handle_request(request)
         if key is None:
             return response
-        inflater = _inflater(response)
-        try:
-            for chunk in response.stream:  # type: ignore[union-attr]
-                inflater.feed(chunk)
-        finally:
-            response.close()
-        return self._kept(key, request, response, inflater.result())
+        return self._kept(key, request, response, read_whole(response))
 
     def close(self) -> None:
         self.inner.close()

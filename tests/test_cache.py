@@ -93,9 +93,9 @@ WRITER = textwrap.dedent(
     cache = ResultCache(sys.argv[1])
     me = sys.argv[2]
     for i in range(200):
-        cache.put(f"{me}-{i}", f"answer {me} {i}".encode())
+        cache.put(f"{me}-{i}", f"answer {me} {i}".encode(), {"x-composo-judge": me})
         cache.put(f"shared-{i}", b"same answer")
-        assert cache.get(f"{me}-{i}") == f"answer {me} {i}".encode()
+        assert cache.get(f"{me}-{i}") == (f"answer {me} {i}".encode(), {"x-composo-judge": me})
     """
 )
 
@@ -108,7 +108,8 @@ def test_several_processes_write_one_cache_at_once(tmp_path: Path) -> None:
     assert [p.wait(60) for p in procs] == [0, 0, 0, 0]
     cache = ResultCache(tmp_path)
     assert cache.info().entries == 4 * 200 + 200
-    assert cache.get("w3-199") == b"answer w3 199" and cache.get("shared-7") == b"same answer"
+    assert cache.get("w3-199") == (b"answer w3 199", {"x-composo-judge": "w3"})
+    assert cache.get("shared-7") == (b"same answer", {})
     assert cache.clear() == 1000 and cache.info().entries == 0
 
 
@@ -142,9 +143,11 @@ def test_rerunning_a_dataset_into_a_new_output_makes_no_requests(
     assert sent(live) == 4  # the server saw nothing new
 
     def by_index(name: str) -> list[dict[str, object]]:
-        return sorted(read_rows(tmp_path / name), key=lambda r: str(r["index"]))
+        rows = sorted(read_rows(tmp_path / name), key=lambda r: str(r["index"]))
+        return [{k: v for k, v in r.items() if k != "source"} for r in rows]
 
-    assert by_index("two.jsonl") == by_index("one.jsonl")
+    assert by_index("two.jsonl") == by_index("one.jsonl")  # the same scores, the same judge
+    assert {r["source"] for r in read_rows(tmp_path / "two.jsonl")} == {"cache"}
 
     fresh = evaluate(live, data, "-o", tmp_path / "three.jsonl", "--no-cache")
     assert fresh.returncode == 0 and "cache:" not in fresh.stderr

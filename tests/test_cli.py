@@ -25,7 +25,8 @@ CRITERIA = [
     "Reward answers that explain the refund policy",
     "Passes if the answer mentions the return window",
 ]
-ROW_KEYS = {"index", "id", "criterion", "score", "explanation", "error"}
+ROW_KEYS = {"index", "id", "criterion", "score", "explanation", "error", "judge", "model_core"}
+ROW_KEYS |= {"source"}
 
 
 def env() -> dict[str, str]:

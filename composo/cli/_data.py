@@ -131,6 +131,9 @@ def write_parquet(rows_file: Path, target: Path) -> None:
             ("score", pa.float64()),
             ("explanation", pa.string()),
             ("error", pa.string()),
+            ("judge", pa.string()),
+            ("model_core", pa.string()),
+            ("source", pa.string()),
         ]
     )
     tmp = target.with_name(target.name + ".tmp")

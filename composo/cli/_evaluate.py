@@ -242,7 +242,7 @@ class _Run:
             PermissionDeniedError,
         )
 
-        row = result.row()
+        row = self.rows.row(result)
         self.rows.write(row)
         error = result.error
         self.unreachable = self.unreachable + 1 if isinstance(error, APIConnectionError) else 0

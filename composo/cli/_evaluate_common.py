@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from composo import Composo
+    from composo._core.plan import BatchResult
     from composo.cli._results import CriterionStats, Resume, RowWriter, RunInfo
     from composo.types import EvaluateOptions
 
@@ -184,7 +185,9 @@ def open_results(args: argparse.Namespace, criteria: list[str]) -> Rows:
             f"resuming {args.output}: {resume.kept} pair(s) already scored{retry}{repaired}",
             file=sys.stderr,
         )
-    return Rows(criteria, resume, writer, {} if args.output is None else None)
+    rows = Rows(criteria, resume, writer, {} if args.output is None else None)
+    rows.model_core = args.model_core
+    return rows
 
 
 def run_info(args: argparse.Namespace, criteria: list[str], source: Path | None) -> RunInfo:
@@ -234,10 +237,12 @@ def client(
 
     from composo import Composo
     from composo._core.connections import Connections
+    from composo.cli._provenance import Provenance
 
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
     if transport is None:  # every socket wait ends by the call's deadline
         transport = Connections(concurrency)
+    transport = Provenance(transport)  # each answer names its judge and whether it was cached
     hooks = {"response": [info.observe]} if info is not None else {}
     with (
         httpx.Client(limits=limits, transport=transport, event_hooks=hooks) as http,
@@ -267,6 +272,14 @@ class Rows:
         self.resume = resume
         self.writer = writer
         self.tally = tally
+        self.model_core: str | None = None  # asked of the platform, for its rows' provenance
+        self.sources: dict[str, dict[str, int]] = {}  # this run's rows: criterion -> source -> n
+
+    def row(self, result: BatchResult) -> dict[str, Any]:
+        """A result's row, stamped with its provenance (judge, model core, fresh or cached)."""
+        from composo.cli._provenance import stamp
+
+        return stamp(result.row(), result.response, self.model_core)
 
     def remaining(self, index: int) -> list[str]:
         """The criteria record ``index`` still needs."""
@@ -276,6 +289,9 @@ class Rows:
         from composo.cli._results import CriterionStats
 
         self.writer.write(row)
+        if row.get("source") is not None:
+            counts = self.sources.setdefault(row["criterion"], {})
+            counts[row["source"]] = counts.get(row["source"], 0) + 1
         if self.tally is not None:
             self.tally.setdefault(row["criterion"], CriterionStats()).add(row)
 
@@ -313,9 +329,11 @@ class Pending:
 def finish_run(args: argparse.Namespace, info: RunInfo, rows: Rows) -> dict[str, CriterionStats]:
     """The run's figures (read back from ``-o``, else those kept of stdout's rows), printed on
     stderr; the run header is saved beside ``-o``."""
-    from composo.cli._results import iter_rows, print_summary, summarize
+    from composo.cli._results import RunInfo, iter_rows, print_summary, summarize
 
     stats = summarize(iter_rows(args.output)) if args.output is not None else (rows.tally or {})
+    earlier = RunInfo.load(args.output) if args.output is not None else None
+    info.account(stats, rows.sources, earlier)
     if args.output is not None:
         info.save(args.output)
     print_summary(stats, rows.criteria, info, str(args.output) if args.output else "stdout")

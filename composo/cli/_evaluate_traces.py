@@ -132,7 +132,7 @@ class _Run:
     def record(self, result: BatchResult, index: int) -> None:
         import dataclasses
 
-        row = dataclasses.replace(result, index=index).row()
+        row = self.rows.row(dataclasses.replace(result, index=index))
         with self.lock:
             self.rows.write(row)
         if row["error"] is not None and not row["error"].startswith("ComposoValidationError"):

@@ -1,7 +1,8 @@
 """JUnit XML from a results file, so CI systems list each item × criterion as a test case: one
 test suite per criterion, a ``<failure>`` carrying the judge's explanation when an item scored
 below what it needed, an ``<error>`` when it could not be evaluated, ``<skipped>`` when the
-criterion did not apply."""
+criterion did not apply; each case's properties name the judge that scored it and whether the
+score came fresh or from the cache."""
 
 from __future__ import annotations
 
@@ -26,6 +27,19 @@ def xml_text(value: Any) -> str:
 
 def _item(row: dict[str, Any]) -> str:
     return str(row["id"]) if row.get("id") is not None else f"line {row['index'] + 1}"
+
+
+def _provenance(row: dict[str, Any]) -> dict[str, str]:
+    """A row's judge (with the platform's model core) and where its score came from."""
+    from composo.cli._provenance import judge_key
+
+    out = {}
+    judge = judge_key(row)
+    if judge is not None:
+        out["judge"] = judge
+    if isinstance(row.get("source"), str):
+        out["source"] = str(row["source"])
+    return out
 
 
 def write_junit(
@@ -55,6 +69,11 @@ def write_junit(
             case = ET.SubElement(
                 suite, "testcase", name=xml_text(_item(row)), classname=xml_text(name), time="0"
             )
+            judged = _provenance(row)
+            if judged:  # who made the score, and whether it came fresh, cached or resumed
+                props = ET.SubElement(case, "properties")
+                for prop, text in judged.items():
+                    ET.SubElement(props, "property", name=prop, value=xml_text(text))
             score = row.get("score")
             explanation = xml_text(row.get("explanation"))
             if row.get("error") is not None:
@@ -75,7 +94,8 @@ def write_junit(
                 failure.text = explanation
             if explanation and row.get("error") is None:
                 out = ET.SubElement(case, "system-out")
-                out.text = f"score: {score}\n{explanation}"
+                made = ", ".join(f"{k} {v}" for k, v in judged.items())
+                out.text = f"score: {score}" + (f" ({made})" if made else "") + f"\n{explanation}"
         for key, value in counts.items():
             suite.set(key, str(value))
             totals[key] += value

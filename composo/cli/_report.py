@@ -126,7 +126,12 @@ def _rank(entry: _Criterion) -> tuple[bool, float]:
 
 
 def _slim(row: dict[str, Any]) -> dict[str, Any]:
-    return {k: row.get(k) for k in ("index", "id", "score", "explanation")}
+    from composo.cli._provenance import judge_key
+
+    return {
+        **{k: row.get(k) for k in ("index", "id", "score", "explanation")},
+        "judge": judge_key(row),
+    }
 
 
 _SHOWN_CHARS = 280  # question and answer shown in full up to this; longer ones fold
@@ -515,9 +520,15 @@ def _card(
             f'<div class="qa"><b>A</b> {_folded(a, "answer")}</div></td>'
         )
 
+    mixed = len(s.judges) > 1  # several judges scored this criterion: say whose each score is
+
+    def judged(r: dict[str, Any]) -> str:
+        return f'<div class="sub">{_esc(r.get("judge") or "unknown")}</div>' if mixed else ""
+
     rows = "".join(
         f'<tr><td class="id">{_esc(_item(r))}'
-        f"</td><td>{_pill(r['score'])}</td>{qa(r)}<td>{_explanation(r['explanation'])}</td></tr>"
+        f"</td><td>{_pill(r['score'])}{judged(r)}</td>{qa(r)}"
+        f"<td>{_explanation(r['explanation'])}</td></tr>"
         for *_, r in lowest
     )
     qa_head = "<th>question and answer</th>" if dataset is not None else ""
@@ -730,15 +741,15 @@ def _set_aside(problems: list[RowProblem], total: int) -> str:
 
 def _run_header(info: RunInfo | None, criteria: dict[str, _Criterion]) -> str:
     """Who judged, with which model core, against which criteria: one box at the top."""
-    from composo.cli._results import RunInfo, judge_text
+    from composo.cli._results import RunInfo, judge_text, sources_text
 
     info = info or RunInfo()
-    dev = info.judge == "heuristic" or (info.judge is None and info.local)
+    dev = "heuristic" in (info.judge, *info.judges) or (info.judge is None and info.local)
     if info.judge is None and not info.local and not info.criteria:
         judge = "not recorded (results written by an older version, or moved without their "
         judge += ".run.json)"
     else:
-        judge = judge_text(info.judge, info.local)
+        judge = info.judge_description() if info.judges else judge_text(info.judge, info.local)
     names = "".join(
         f"<li><b>{_esc(_label(c))}</b>" + (f" — {_esc(c)}" if _label(c) != c else "") + "</li>"
         for c in criteria
@@ -746,6 +757,7 @@ def _run_header(info: RunInfo | None, criteria: dict[str, _Criterion]) -> str:
     cells = [
         ("judge", _esc(judge)),
         ("model core", _esc(info.model_core or "the server's default")),
+        *([("scores", _esc(sources_text(info.sources)))] if info.sources else []),
         ("criteria", f'{len(criteria)}<ul style="margin:2px 0 0 0;padding-left:18px">{names}</ul>'),
     ]
     body = "".join(f"<tr><td>{k}</td><td>{v}</td></tr>" for k, v in cells)

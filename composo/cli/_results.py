@@ -177,6 +177,8 @@ class CriterionStats:
     not_applicable: int = 0
     errors: int = 0
     set_aside: int = 0  # rows whose score is not a number from 0 to 1 (edited by hand?)
+    judges: dict[str, int] = field(default_factory=dict)  # judge -> rows it judged
+    sources: dict[str, int] = field(default_factory=dict)  # fresh / cache (/ resumed) -> rows
 
     @property
     def count(self) -> int:
@@ -193,6 +195,14 @@ class CriterionStats:
         )
 
     def add(self, row: dict[str, Any]) -> None:
+        if row.get("error") is None:  # who judged it (older files: nobody said)
+            from composo.cli._provenance import judge_key
+
+            judge = judge_key(row) or "unknown"
+            self.judges[judge] = self.judges.get(judge, 0) + 1
+            given = row.get("source")
+            source = given if given in ("fresh", "cache") and isinstance(given, str) else "unknown"
+            self.sources[source] = self.sources.get(source, 0) + 1
         if row.get("error") is not None:
             self.errors += 1
         elif isinstance(row.get("score"), (int, float)):
@@ -229,11 +239,49 @@ class RunInfo:
     """Who judged a run and against what: shown atop the summary and the report, and kept next
     to the results file (``OUT.jsonl.run.json``) so ``composo report`` can say it too."""
 
-    judge: str | None = None  # the name a server gave in its x-composo-judge header
+    judge: str | None = None  # the run's one judge (see judges), else what a server named
     local: bool = False  # the CLI started its own local server (--local)
     model_core: str | None = None
     criteria: list[str] = field(default_factory=list)
     input: str | None = None  # the dataset, for the report's questions, answers and tags
+
+    judges: dict[str, int] = field(default_factory=dict)  # judge -> scores in the results
+    sources: dict[str, int] = field(default_factory=dict)  # fresh / cache / resumed -> scores
+
+    def account(
+        self,
+        stats: dict[str, CriterionStats],
+        written: dict[str, dict[str, int]],
+        earlier: RunInfo | None = None,
+    ) -> None:
+        """Who judged the results and how each score came: ``stats`` of the whole results file,
+        ``written``: this run's rows per criterion and source (the rest were resumed);
+        ``earlier``: the record of the run before, for rows that do not name their judge."""
+        judges: dict[str, int] = {}
+        for criterion, s in stats.items():
+            for judge, n in s.judges.items():
+                if judge == "unknown" and earlier is not None and earlier.judges:
+                    continue  # counted below, from the earlier record
+                judges[judge] = judges.get(judge, 0) + n
+            mine = written.get(criterion, {})
+            resumed = sum(s.sources.values()) - sum(mine.values())
+            s.sources = {**mine, **({"resumed": resumed} if resumed > 0 else {})}
+        if earlier is not None and earlier.judges:
+            unknown = sum(s.judges.get("unknown", 0) for s in stats.values())
+            if unknown:
+                for judge in earlier.judges:
+                    judges.setdefault(judge, 0)
+                if len(earlier.judges) == 1:
+                    judges[next(iter(earlier.judges))] += unknown
+        if judges:
+            self.judges = judges
+            self.judge = next(iter(judges)) if len(judges) == 1 else "mixed"
+        elif earlier is not None and earlier.judge and self.judge is None:
+            self.judge = earlier.judge
+        self.sources = {}
+        for s in stats.values():
+            for source, n in s.sources.items():
+                self.sources[source] = self.sources.get(source, 0) + n
 
     def observe(self, response: Any) -> None:
         """An httpx response hook: remember the judge a server names."""
@@ -248,6 +296,8 @@ class RunInfo:
     def save(self, results: Path) -> None:
         data = {
             "judge": self.judge,
+            "judges": self.judges,
+            "sources": self.sources,
             "local": self.local,
             "model_core": self.model_core,
             "criteria": self.criteria,
@@ -269,6 +319,8 @@ class RunInfo:
         crit = data.get("criteria")
         return cls(
             judge=data.get("judge") if isinstance(data.get("judge"), str) else None,
+            judges=_counts(data.get("judges")),
+            sources=_counts(data.get("sources")),
             local=data.get("local") is True,
             model_core=data.get("model_core") if isinstance(data.get("model_core"), str) else None,
             criteria=[c for c in crit if isinstance(c, str)] if isinstance(crit, list) else [],
@@ -276,17 +328,53 @@ class RunInfo:
         )
 
     def header_lines(self) -> list[tuple[str, str]]:
-        """(label, text) pairs: judge, model core."""
-        return [
-            ("judge", judge_text(self.judge, self.local)),
-            ("model core", self.model_core or "the server's default"),
-        ]
+        """(label, text) pairs: judge, model core, and how the scores came."""
+        lines = [("judge", self.judge_description())]
+        if self.sources:
+            lines.append(("scores", sources_text(self.sources)))
+        lines.append(("model core", self.model_core or "the server's default"))
+        return lines
+
+    def judge_description(self) -> str:
+        """The run's judge for a reader; a run of several judges lists each with its count."""
+        if len(self.judges) > 1:
+            parts = [f"{judge_text(j)}: {n} score(s)" for j, n in self.judges.items()]
+            return "mixed, each row names its judge; " + "; ".join(parts)
+        return judge_text(self.judge, self.local)
+
+
+def _counts(value: Any) -> dict[str, int]:
+    """A run record's ``{name: count}``, what is well-formed of it."""
+    if not isinstance(value, dict):
+        return {}
+    return {str(k): v for k, v in value.items() if isinstance(v, int) and not isinstance(v, bool)}
+
+
+_SOURCE_WORDS = {
+    "fresh": "fresh from the judge",
+    "cache": "from the result cache",
+    "resumed": "from an earlier run (resumed)",
+    "unknown": "of unrecorded origin",
+}
+
+
+def sources_text(sources: dict[str, int]) -> str:
+    """``3 fresh from the judge, 2 from the result cache``."""
+    order = [k for k in _SOURCE_WORDS if sources.get(k)]
+    order += [k for k in sources if k not in _SOURCE_WORDS and sources[k]]
+    return ", ".join(f"{sources[k]} {_SOURCE_WORDS.get(k, k)}" for k in order) or "none"
 
 
 def judge_text(judge: str | None, local: bool = False) -> str:
-    """How a judge is named to a reader, with what its scores are worth."""
+    """How a judge is named to a reader, with what its scores are worth (``platform CORE``:
+    the platform with that model core)."""
     if judge == "heuristic" or (judge is None and local):
         return "heuristic, the offline development stand-in (surface signals, not quality scores)"
+    if judge is not None and (judge == "platform" or judge.startswith("platform ")):
+        core = judge.removeprefix("platform").strip()
+        return f"the Composo platform, model core {core or 'its default'}"
+    if judge == "unknown":
+        return "not recorded (rows written by an older version)"
     if judge:
         return f"{judge} (a local Composo-compatible server)"
     return "the Composo platform"

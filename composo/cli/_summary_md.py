@@ -1,6 +1,6 @@
 """A markdown summary of a run for a CI job page (GitHub's ``$GITHUB_STEP_SUMMARY`` renders it):
-one table row per criterion, then the gates. Every value from the data is escaped, so a criterion
-cannot break the table or inject markup."""
+who judged and how the scores came, one table row per criterion, then the gates. Every value
+from the data is escaped, so a criterion cannot break the table or inject markup."""
 
 from __future__ import annotations
 
@@ -25,6 +25,30 @@ def _fmt(value: float | None) -> str:
     return "–" if value is None else f"{value:.2f}"
 
 
+def _provenance(stats: dict[str, CriterionStats], criteria: list[str]) -> list[str]:
+    """Who judged the scores and how they came (fresh, cached, resumed): a line above the
+    table; a run of several judges names each."""
+    from composo.cli._results import judge_text, sources_text
+
+    judges: dict[str, int] = {}
+    sources: dict[str, int] = {}
+    for criterion in criteria:
+        s = stats.get(criterion)
+        for judge, n in (s.judges if s else {}).items():
+            judges[judge] = judges.get(judge, 0) + n
+        for source, n in (s.sources if s else {}).items():
+            sources[source] = sources.get(source, 0) + n
+    if not judges:
+        return []
+    if len(judges) == 1:
+        who = md_cell(judge_text(next(iter(judges))))
+    else:
+        who = "mixed, each row names its judge: " + "; ".join(
+            f"{md_cell(judge_text(j))} ({n})" for j, n in judges.items()
+        )
+    return [f"**Judge:** {who}. **Scores:** {md_cell(sources_text(sources))}.", ""]
+
+
 def summary_markdown(
     stats: dict[str, CriterionStats], criteria: list[str], outcomes: list[GateOutcome]
 ) -> str:
@@ -38,9 +62,9 @@ def summary_markdown(
         verdict = f" — ❌ {len(failed)} of {len(outcomes)} gate(s) failed"
     else:
         verdict = f" — ✅ {len(outcomes)} gate(s) passed"
-    lines = [
-        f"### Composo evaluation{verdict}",
-        "",
+    lines = [f"### Composo evaluation{verdict}", ""]
+    lines += _provenance(stats, criteria)
+    lines += [
         "| criterion | count | mean | pass rate | min | max | n/a | errors | gate |",
         "|---|--:|--:|--:|--:|--:|--:|--:|:-:|",
     ]
