@@ -413,7 +413,9 @@
         drawTable();
       }, function () { said.textContent = "not saved: the viewer did not answer"; });
     } });
-    return el("div", { class: "cv-review" }, verdict, own, comment, save, said);
+    var hint = CRIT[crit].binary ? null : el("div", { class: "cv-sub",
+      text: "disagreeing counts in composo agreement once you give your own score" });
+    return el("div", { class: "cv-review" }, verdict, own, comment, save, said, hint);
   }
 
   function openItem(key) {
