@@ -167,3 +167,29 @@ def test_rows_set_aside_are_listed_for_the_page(tmp_path: Path) -> None:
     assert run["set_aside"] == 1 and run["problems"][0]["line"] == 61
     assert "score inf" in run["problems"][0]["problem"]
     assert all(i["key"] != "x" for i in data["items"])
+
+
+def test_changes_name_items_as_the_table_does(tmp_path: Path) -> None:
+    from composo.cli._view_data import load_run, page_data
+    from tests.support.cli import write_rows
+
+    def rows(score: float, with_ids: bool) -> list[dict[str, object]]:
+        return [
+            {
+                "index": i,
+                "id": f"q{i}" if with_ids or i else None,  # one row without an id: pair by line
+                "criterion": SCORED,
+                "score": score if i == 1 else 0.5,
+                "explanation": "",
+                "error": None,
+            }
+            for i in range(3)
+        ]
+
+    base = load_run(write_rows(tmp_path / "a.jsonl", rows(0.2, True)))
+    new = load_run(write_rows(tmp_path / "b.jsonl", rows(0.9, False)))
+    data = page_data([base, new], mode="view", title="")
+
+    (change,) = data["changes"][0]["changed"]
+    assert data["changes"][0]["paired_by"] == "line" and change["key"] == "q1"
+    assert change["key"] in {i["key"] for i in data["items"]}

@@ -440,6 +440,7 @@ def _changes(runs: list[Run]) -> list[dict[str, Any]]:
             out.append({"run": run.path.name, "error": str(exc), "summary": [], "changed": []})
             continue
         summary, changed = [], []
+        named = {id(r): k for r, k in zip(run.rows, run.keys, strict=True)}
         for c in result.criteria:
             lo, hi = c.interval if c.interval is not None else (None, None)
             summary.append(
@@ -460,7 +461,8 @@ def _changes(runs: list[Run]) -> list[dict[str, Any]]:
                 if abs(p.diff) > 1e-9:
                     changed.append(
                         {
-                            "key": p.key,
+                            # the name the item table uses (compare may pair by line)
+                            "key": named.get(id(p.new), p.key),
                             "criterion": c.criterion,
                             "base": float(p.base["score"]),
                             "new": float(p.new["score"]),
