@@ -51,7 +51,10 @@ def dataset_line(i: int) -> dict[str, Any]:
             {"role": "tool", "tool_call_id": f"call-{i}", "content": f"order {i}: delivered"},
             {"role": "assistant", "content": answer},
         ],
-        "tags": {"expected": "good" if i % 2 else "flawed"},
+        "tags": {
+            "expected": "good" if i % 2 else "flawed",
+            **({"note": HOSTILE} if i == 5 else {}),
+        },
     }
 
 
@@ -139,9 +142,13 @@ def check_hostile_item_is_inert(page: Any) -> None:
 
 def test_view_lists_searches_and_opens_items(tmp_path: Path, page: Watched) -> None:
     out = write_run(tmp_path, "out.jsonl")
+    with out.open("a") as f:  # a row that is not a result, with a hostile id: listed as text
+        f.write(json.dumps({"index": 99, "id": HOSTILE, "criterion": SCORED, "score": 7}) + "\n")
     viewer = start_view(out)
     try:
         page.page.goto(viewer.url)
+        expect(page.page.locator(".cv-problems")).to_contain_text(HOSTILE)
+        expect(page.page.locator(".cv-problems")).to_contain_text("score 7 is not a number")
         check_search_and_item(page.page)
         body = page.page.text_content("#composo-app") or ""
         assert "heuristic" in body and "Run: out.jsonl" in body  # the judge, from the run record
