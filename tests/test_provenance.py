@@ -203,3 +203,21 @@ def test_a_cache_file_of_an_older_version_gains_provenance(tmp_path: Path) -> No
     cache.put("k", b"{}", {"x-composo-judge": "heuristic"})
     assert cache.get("k") == (b"{}", {"x-composo-judge": "heuristic"})
     cache.close()
+
+
+def test_rows_of_an_older_version_take_the_judge_their_record_named(
+    live: ServerProcess, tmp_path: Path
+) -> None:
+    data, out = _dataset(tmp_path / "d.jsonl", 2), tmp_path / "o.jsonl"
+    old = {"criterion": REFUND, "score": 0.5, "explanation": "ok", "error": None}
+    out.write_text("".join(json.dumps({"index": i, "id": f"q{i}", **old}) + "\n" for i in (0, 1)))
+    record = {"judge": "heuristic", "local": False, "model_core": None, "criteria": [REFUND]}
+    out.with_name(out.name + ".run.json").write_text(json.dumps(record))
+    done = _evaluate(live.base_url, live.api_key, data, out, tmp_path / "cache")
+    assert live.requests() == []
+    assert _record(out)["judges"] == {"heuristic": 2}
+    assert STAND_IN in _summary_head(done.stderr)
+    (out.with_name(out.name + ".run.json")).unlink()  # no record to go by: said, not guessed
+    again = _evaluate(live.base_url, live.api_key, data, out, tmp_path / "cache")
+    assert _record(out)["judges"] == {"unknown": 2}
+    assert "not recorded" in _summary_head(again.stderr)

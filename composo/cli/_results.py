@@ -256,23 +256,20 @@ class RunInfo:
     ) -> None:
         """Who judged the results and how each score came: ``stats`` of the whole results file,
         ``written``: this run's rows per criterion and source (the rest were resumed);
-        ``earlier``: the record of the run before, for rows that do not name their judge."""
+        ``earlier``: the record of the run before, for rows that do not name their judge
+        (written by an older version, whose record named one judge for the run)."""
         judges: dict[str, int] = {}
         for criterion, s in stats.items():
             for judge, n in s.judges.items():
-                if judge == "unknown" and earlier is not None and earlier.judges:
-                    continue  # counted below, from the earlier record
                 judges[judge] = judges.get(judge, 0) + n
             mine = written.get(criterion, {})
             resumed = sum(s.sources.values()) - sum(mine.values())
             s.sources = {**mine, **({"resumed": resumed} if resumed > 0 else {})}
-        if earlier is not None and earlier.judges:
-            unknown = sum(s.judges.get("unknown", 0) for s in stats.values())
-            if unknown:
-                for judge in earlier.judges:
-                    judges.setdefault(judge, 0)
-                if len(earlier.judges) == 1:
-                    judges[next(iter(earlier.judges))] += unknown
+        unknown = judges.pop("unknown", 0)
+        if unknown:
+            told = earlier.judge if earlier is not None else None
+            fallback = told if told and told != "mixed" else "unknown"
+            judges[fallback] = judges.get(fallback, 0) + unknown
         if judges:
             self.judges = judges
             self.judge = next(iter(judges)) if len(judges) == 1 else "mixed"
