@@ -18,25 +18,19 @@ from __future__ import annotations
 
 import asyncio
 import ctypes
-import ctypes.util
-import logging
 from collections.abc import Callable
 
 __all__ = ["TRIM_AFTER", "InFlight"]
-
-_log = logging.getLogger("composo.server")
 
 TRIM_AFTER = 32 * 1024 * 1024
 
 
 def _malloc_trim() -> Callable[[], None] | None:
-    """glibc's ``malloc_trim(0)``, or ``None`` where there is no such function."""
-    name = ctypes.util.find_library("c")
-    if name is None:
-        return None
+    """glibc's ``malloc_trim(0)``, or ``None`` where the C library has no such function. Looked
+    up in the symbols the interpreter already has loaded (no search for a library file)."""
     try:
-        trim = ctypes.CDLL(name).malloc_trim
-    except (OSError, AttributeError):
+        trim = ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError, TypeError):
         return None
     trim.argtypes = [ctypes.c_size_t]
     trim.restype = ctypes.c_int
@@ -54,7 +48,8 @@ class InFlight:
         self.limit = limit
         self.held = 0
         self._high = 0  # the most held since memory was last handed back
-        self._trim = _malloc_trim()
+        self._trim: Callable[[], None] | None = None
+        self._looked_up = False
         self._trimming: asyncio.Future[None] | None = None
 
     def take(self, size: int) -> bool:
@@ -73,6 +68,8 @@ class InFlight:
             self._hand_back()
 
     def _hand_back(self) -> None:
+        if not self._looked_up:
+            self._trim, self._looked_up = _malloc_trim(), True
         if self._trim is None or (self._trimming is not None and not self._trimming.done()):
             return
         try:
