@@ -240,6 +240,7 @@ class Throttle:
                 # Requests started before this answer and not yet answered will spend the
                 # bucket too (this answer's own request is among the answered).
                 owed = max(0, self._blind_started - self._blind_answered - 1)
+                self._blind_started = self._blind_answered = 0  # counted once, by this copy
                 self._quota, self._quota_at = (rate, cap), now
                 self._tokens = min(remaining, cap) - owed
                 return True
