@@ -221,3 +221,17 @@ def test_rows_of_an_older_version_take_the_judge_their_record_named(
     again = _evaluate(live.base_url, live.api_key, data, out, tmp_path / "cache")
     assert _record(out)["judges"] == {"unknown": 2}
     assert "not recorded" in _summary_head(again.stderr)
+
+
+def test_trace_scores_name_their_judge_too(live: ServerProcess, tmp_path: Path) -> None:
+    traces = Path(__file__).resolve().parents[1] / "examples" / "data" / "traces.jsonl"
+    out = tmp_path / "t.jsonl"
+    done = run_cli(
+        "evaluate-traces", traces, "-c", "Reward agents that complete the task",
+        "--base-url", live.base_url, "--api-key", live.api_key, "-o", out,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    rows = read_rows(out)
+    assert rows and {(r["judge"], r["source"]) for r in rows} == {("heuristic", "fresh")}
+    assert _record(out)["judges"] == {"heuristic": len(rows)}
+    assert STAND_IN in _summary_head(done.stderr)
