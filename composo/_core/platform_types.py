@@ -44,11 +44,11 @@ EndpointType = Literal["reward", "trace"]
 
 
 class _Response(BaseModel):
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", protected_namespaces=())
 
 
 class _Request(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", protected_namespaces=())
 
 
 # -- usage ---------------------------------------------------------------------------------------

@@ -133,7 +133,9 @@ def is_binary(criterion: str) -> bool:
 class RequestOptions(BaseModel):
     """The options both endpoints take; unknown fields are refused, as the platform does."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, defer_build=True, protected_namespaces=()
+    )
 
     model_core: ModelCore | None = None
     evaluate_latest: bool | None = None
