@@ -6,7 +6,8 @@
 # warnings as errors, and the core tests (client, validation, wire facts) pass.
 # Run with the development environment's python (it has uv).
 . "$(dirname "$0")/lib.sh"
-core_tests=(tests/test_client.py tests/test_validation.py tests/test_wire_facts.py)
+core_tests=(tests/test_client.py tests/test_validation.py tests/test_wire_facts.py tests/test_deadline.py
+    tests/test_transport.py)
 versions() {
     "$1" -m pip list 2> /dev/null | grep -iE '^(httpx|httpcore|pydantic|tenacity|pluggy) ' \
         | tr -s ' ' | paste -sd ';'
