@@ -205,7 +205,7 @@ def test_the_core_imports_only_the_standard_library_and_its_declared_dependencie
 async def test_async_shards_spread_requests_and_give_every_place_back(live: ServerProcess) -> None:
     from composo._core.connections import AsyncShards
 
-    shards = AsyncShards(20)  # three pools of at most 7 connections
+    shards = AsyncShards(20, per_pool=7)  # three pools of at most 7 connections
     live.fault({"status": 503}, {"drop": True}, *[{"delay": 0.05}] * 30)
     peers: set[Any] = set()
     async with httpx.AsyncClient(transport=shards, base_url=live.base_url) as http:

@@ -223,10 +223,10 @@ class _Counted(httpx.AsyncByteStream):
 
 
 class AsyncShards(httpx.AsyncBaseTransport):
-    """Async connections held in several small ``httpx.AsyncHTTPTransport`` pools, each request
+    """Async connections held in many small ``httpx.AsyncHTTPTransport`` pools, each request
     sent on the least busy one. httpcore's pool re-examines every connection it holds each time
     a request starts or ends, so its work per request grows with its size: with 50 requests in
-    flight, one pool of 50 costs the client about four times the CPU of seven pools of eight
+    flight, one pool of 50 costs the client about four times the CPU of pools of two
     (``benchmarks/bench_client.py``).
 
     Args:
@@ -235,7 +235,7 @@ class AsyncShards(httpx.AsyncBaseTransport):
         verify: Check the server's TLS certificate.
     """
 
-    def __init__(self, max_connections: int = 10, per_pool: int = 8, *, verify: bool = True):
+    def __init__(self, max_connections: int = 10, per_pool: int = 2, *, verify: bool = True):
         count = math.ceil(max_connections / per_pool)
         size = math.ceil(max_connections / count)
         limits = httpx.Limits(max_connections=size, max_keepalive_connections=size)
