@@ -41,9 +41,11 @@ CRITERION = "Reward answers that state the refund window"
     ids=["criterion name", "a string", "misspelled content", "no answer"],
 )
 def test_refused_before_any_request(live: ServerProcess, call: dict[str, Any], says: str) -> None:
-    with Composo(api_key=live.api_key, base_url=live.base_url) as c:
-        with pytest.raises(ComposoValidationError) as info:
-            c.evaluate(**call)
+    with (
+        Composo(api_key=live.api_key, base_url=live.base_url) as c,
+        pytest.raises(ComposoValidationError) as info,
+    ):
+        c.evaluate(**call)
     assert says in str(info.value)
     assert len(str(info.value)) < 250  # short enough to read at a glance
     assert live.requests() == []
@@ -62,18 +64,22 @@ def test_an_answer_given_as_result_is_something_to_judge(live: ServerProcess) ->
 
 
 def test_a_base_url_holding_the_api_path_gets_the_url_and_the_fix(live: ServerProcess) -> None:
-    with Composo(api_key=live.api_key, base_url=live.base_url + "/api/v1") as c:
-        with pytest.raises(NotFoundError) as info:
-            c.evaluate(messages=QA, criteria=CRITERION)
+    with (
+        Composo(api_key=live.api_key, base_url=live.base_url + "/api/v1") as c,
+        pytest.raises(NotFoundError) as info,
+    ):
+        c.evaluate(messages=QA, criteria=CRITERION)
     text = str(info.value)
     assert f"POST {live.base_url}/api/v1/api/v1/evals/reward" in text
     assert f"use {live.base_url}" in text
 
 
 def test_an_unknown_task_names_the_url_without_a_base_url_hint(live: ServerProcess) -> None:
-    with Composo(api_key=live.api_key, base_url=live.base_url) as c:
-        with pytest.raises(NotFoundError) as info:
-            c.get_task("no-such-task")
+    with (
+        Composo(api_key=live.api_key, base_url=live.base_url) as c,
+        pytest.raises(NotFoundError) as info,
+    ):
+        c.get_task("no-such-task")
     assert f"GET {live.base_url}/api/v1/evals/tasks/no-such-task" in str(info.value)
     assert "base_url ends" not in str(info.value)
 
@@ -82,12 +88,13 @@ def test_a_wrong_key_says_where_it_came_from_and_never_shows_it(
     live: ServerProcess, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     wrong = "wrong-key-0123456789"
-    with Composo(api_key=wrong, base_url=live.base_url) as c:
-        with pytest.raises(AuthenticationError) as info:
-            c.evaluate(messages=QA, criteria=CRITERION)
+    with (
+        Composo(api_key=wrong, base_url=live.base_url) as c,
+        pytest.raises(AuthenticationError) as info,
+    ):
+        c.evaluate(messages=QA, criteria=CRITERION)
     assert "the api_key argument" in str(info.value) and wrong not in str(info.value)
     monkeypatch.setenv("COMPOSO_API_KEY", wrong)
-    with Composo(base_url=live.base_url) as c:
-        with pytest.raises(AuthenticationError) as info:
-            c.evaluate(messages=QA, criteria=CRITERION)
+    with Composo(base_url=live.base_url) as c, pytest.raises(AuthenticationError) as info:
+        c.evaluate(messages=QA, criteria=CRITERION)
     assert "COMPOSO_API_KEY" in str(info.value) and wrong not in str(info.value)
