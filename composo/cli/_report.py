@@ -51,11 +51,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--items",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="every item in a table that can be searched, sorted and filtered, and each item's "
-        "conversation and explanations (an inline script; the page still loads nothing); "
-        "--no-items for a page without a script",
+        action="store_true",
+        help="add every item in a table that can be searched, sorted and filtered, and each "
+        "item's conversation and explanations (an inline script; the page still loads nothing)",
     )
     parser.add_argument(
         "--baseline",
