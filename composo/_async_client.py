@@ -1,6 +1,6 @@
 """The async client users import: the core's client plus what sits above the core, the
-result cache (:mod:`composo._cache`, an httpx transport over the connections) and tables
-(:mod:`composo._data`). The core never imports this module."""
+result cache (:mod:`composo._cache`), tables (:mod:`composo._data`) and the account and
+history methods (:mod:`composo._platform_methods`). The core never imports this module."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import httpx
 
 from composo._cache import AsyncCachingTransport, CacheOption, ResultCache, open_cache
 from composo._core.async_client import AsyncClient
+from composo._platform_methods import AsyncPlatformMethods
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -20,7 +21,7 @@ if TYPE_CHECKING:
 __all__ = ["AsyncComposo"]
 
 
-class AsyncComposo(AsyncClient):
+class AsyncComposo(AsyncPlatformMethods, AsyncClient):
     """The async client: at most ``max_concurrent_requests`` requests in flight across all calls.
 
     Args:

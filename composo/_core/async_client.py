@@ -16,7 +16,6 @@ from composo._core.limits import (
     DEFAULT_NUM_RETRIES,
     DEFAULT_TIMEOUT,
 )
-from composo._core.platform_methods import AsyncPlatformMethods
 from composo._core.retry import Policy, is_retryable
 from composo.errors import ComposoError, RateLimitError
 
@@ -33,7 +32,7 @@ if TYPE_CHECKING:  # the model modules and the batch engine load on first use
 __all__ = ["AsyncClient"]
 
 
-class AsyncClient(AsyncPlatformMethods, BaseClient):
+class AsyncClient(BaseClient):
     """The async client (``composo.AsyncComposo`` is this plus the features above the core): at
     most ``max_concurrent_requests`` requests in flight across all calls; the arguments are
     :class:`~composo.Composo`'s, with an ``httpx.AsyncClient`` as ``http_client``."""

@@ -16,7 +16,6 @@ from composo._core.limits import (
     DEFAULT_NUM_RETRIES,
     DEFAULT_TIMEOUT,
 )
-from composo._core.platform_methods import PlatformMethods
 from composo._core.retry import Policy, is_retryable
 from composo.errors import ComposoError, RateLimitError
 
@@ -35,7 +34,7 @@ if TYPE_CHECKING:  # the model modules and the thread pool load on first use
 __all__ = ["SyncClient"]
 
 
-class SyncClient(PlatformMethods, BaseClient):
+class SyncClient(BaseClient):
     """The blocking client (``composo.Composo`` is this plus the features above the core).
 
     Args:

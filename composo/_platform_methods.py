@@ -1,5 +1,5 @@
 """The account and history methods of both clients: usage, rate limits, past evaluations and
-traces. Each method is its client's I/O around :mod:`composo._core.platform` (checks, requests,
+traces. Each method is its client's I/O around :mod:`composo._platform` (checks, requests,
 parsing, paging), which loads on first use so that importing a client stays cheap."""
 
 from __future__ import annotations
@@ -10,14 +10,14 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
 if TYPE_CHECKING:
-    from composo._core.platform import (
+    from composo._core.platform_types import TraceRecord, Usage
+    from composo._core.ratelimit import RateLimits, Throttle
+    from composo._platform import (
         AsyncEvaluationHistory,
         AsyncTraceListing,
         EvaluationHistory,
         TraceListing,
     )
-    from composo._core.platform_types import TraceRecord, Usage
-    from composo._core.ratelimit import RateLimits, Throttle
 
 __all__ = ["AsyncPlatformMethods", "PlatformMethods"]
 
@@ -27,7 +27,7 @@ def _with_query(path: str, params: Mapping[str, str] | None) -> str:
 
 
 class PlatformMethods:
-    """Mixed into :class:`~composo._core.client.SyncClient`."""
+    """Mixed into :class:`~composo.Composo` (the core's client plus this)."""
 
     _throttle: Throttle
 
@@ -48,8 +48,8 @@ class PlatformMethods:
             APIStatusError: The server refused the request.
             APIConnectionError: The server could not be reached.
         """
-        from composo._core.platform import parse
         from composo._core.platform_types import USAGE_PATH, Usage
+        from composo._platform import parse
 
         return parse(Usage, self._platform("GET", USAGE_PATH, None, None), "usage")
 
@@ -87,7 +87,7 @@ class PlatformMethods:
         Raises:
             ComposoValidationError: Bad arguments, before any request.
         """
-        from composo._core.platform import EvaluationHistory, evaluation_filter
+        from composo._platform import EvaluationHistory, evaluation_filter
 
         query = evaluation_filter(tags, criteria, endpoint, page_size)
         return EvaluationHistory(self._platform, query)
@@ -110,7 +110,7 @@ class PlatformMethods:
         Raises:
             ComposoValidationError: Bad arguments, before any request.
         """
-        from composo._core.platform import TraceListing, trace_params
+        from composo._platform import TraceListing, trace_params
 
         return TraceListing(self._platform, trace_params(page_size, start_date, end_date))
 
@@ -121,8 +121,8 @@ class PlatformMethods:
             ComposoValidationError: ``trace_id`` is not a UUID, before any request.
             NotFoundError: No such trace for this API key.
         """
-        from composo._core.platform import parse, trace_path
         from composo._core.platform_types import TraceRecord
+        from composo._platform import parse, trace_path
 
         body = self._platform("GET", trace_path(trace_id), None, None)
         return parse(TraceRecord, body, "trace")
@@ -147,8 +147,8 @@ class AsyncPlatformMethods:
 
     async def usage(self) -> Usage:
         """As :meth:`Composo.usage`, awaited."""
-        from composo._core.platform import parse
         from composo._core.platform_types import USAGE_PATH, Usage
+        from composo._platform import parse
 
         body = await self._platform("GET", USAGE_PATH, None, None)
         return parse(Usage, body, "usage")
@@ -170,7 +170,7 @@ class AsyncPlatformMethods:
         page_size: int | None = None,
     ) -> AsyncEvaluationHistory:
         """As :meth:`Composo.list_evaluations`, for ``async for``; the conversions are awaited."""
-        from composo._core.platform import AsyncEvaluationHistory, evaluation_filter
+        from composo._platform import AsyncEvaluationHistory, evaluation_filter
 
         query = evaluation_filter(tags, criteria, endpoint, page_size)
         return AsyncEvaluationHistory(self._platform, query)
@@ -183,14 +183,14 @@ class AsyncPlatformMethods:
         end_date: datetime | str | None = None,
     ) -> AsyncTraceListing:
         """As :meth:`Composo.list_traces`, for ``async for``."""
-        from composo._core.platform import AsyncTraceListing, trace_params
+        from composo._platform import AsyncTraceListing, trace_params
 
         return AsyncTraceListing(self._platform, trace_params(page_size, start_date, end_date))
 
     async def get_trace(self, trace_id: Any) -> TraceRecord:
         """As :meth:`Composo.get_trace`, awaited."""
-        from composo._core.platform import parse, trace_path
         from composo._core.platform_types import TraceRecord
+        from composo._platform import parse, trace_path
 
         body = await self._platform("GET", trace_path(trace_id), None, None)
         return parse(TraceRecord, body, "trace")
