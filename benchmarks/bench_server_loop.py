@@ -25,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.bench_server import big_trace_body
+from benchmarks.bench_server import big_trace_body, read_response
 from tests.support.servers import ServerProcess
 
 GOAL_MS = 300.0
@@ -68,19 +68,6 @@ SHAPES = {
 }
 
 
-async def _read_response(reader: asyncio.StreamReader) -> int:
-    status_line = await reader.readline()
-    length = 0
-    while True:
-        line = await reader.readline()
-        if line in (b"\r\n", b""):
-            break
-        if line[:15].lower() == b"content-length:":
-            length = int(line[15:])
-    await reader.readexactly(length)
-    return int(status_line.split()[1])
-
-
 async def judged_while_polled(port: int, path: str, body: bytes) -> tuple[int, float, float, int]:
     """(status of the large request, its seconds, worst healthcheck ms, checks made)."""
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
@@ -91,17 +78,17 @@ async def judged_while_polled(port: int, path: str, body: bytes) -> tuple[int, f
     hreader, hwriter = await asyncio.open_connection("127.0.0.1", port)
     check = b"GET /api/healthcheck HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
     hwriter.write(check)
-    await _read_response(hreader)  # the connection is open and warm
+    await read_response(hreader)  # the connection is open and warm
 
     started = time.perf_counter()
     writer.write(head + body)
-    big = asyncio.ensure_future(_read_response(reader))
+    big = asyncio.ensure_future(read_response(reader))
     worst = 0.0
     checks = 0
     while not big.done():
         t0 = time.perf_counter()
         hwriter.write(check)
-        await _read_response(hreader)
+        await read_response(hreader)
         worst = max(worst, time.perf_counter() - t0)
         checks += 1
         await asyncio.sleep(0.01)

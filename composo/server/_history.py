@@ -29,6 +29,7 @@ from typing import Any
 from composo._core.platform_types import EvaluationFilterRequest
 from composo._core.wire import DEFAULT_MODEL_CORE, RewardRequest, TraceRequest
 from composo.server._config import DEFAULT_HISTORY_DAYS, DEFAULT_HISTORY_ROWS
+from composo.server._store import open_database
 from composo.server.judges import JudgeError
 
 __all__ = [
@@ -46,7 +47,6 @@ _log = logging.getLogger("composo.server")
 DEFAULT_PAGE_SIZE = 100  # the reference's example for the evaluations filter
 MAX_PAGE_SIZE = 1000  # a page of the evaluations filter holds at most this many
 _PRUNE_EVERY = 60.0  # seconds between pruning passes
-_BUSY_SECONDS = 10.0
 
 _SCHEMA = (
     """CREATE TABLE IF NOT EXISTS history_evaluations (
@@ -143,14 +143,7 @@ class HistoryStore:
         self._since_prune = 0  # rows written since the last pruning pass
         # Pruned at least this often (and whenever a tenth of the row budget was written).
         self._prune_every = min(_PRUNE_EVERY, max(0.5, keep_days * 86400.0 / 4))
-        if path is not None:
-            path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(
-            ":memory:" if path is None else str(path),
-            check_same_thread=False,
-            isolation_level=None,
-            timeout=_BUSY_SECONDS,
-        )
+        self._db = open_database(path)
         with self._lock:
             if path is not None:
                 self._db.execute("PRAGMA journal_mode=WAL")

@@ -81,6 +81,19 @@ _LOST = (
 )
 
 
+def open_database(path: Path | None) -> sqlite3.Connection:
+    """A SQLite connection the server's threads share (``None``: in memory), its folder made,
+    in autocommit mode, waiting out another process's write lock."""
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    return sqlite3.connect(
+        ":memory:" if path is None else str(path),
+        check_same_thread=False,
+        isolation_level=None,
+        timeout=_BUSY_SECONDS,
+    )
+
+
 class TaskStoreError(ValueError):
     """The task database cannot be created, opened or written at the configured path."""
 
@@ -113,14 +126,7 @@ class TaskStore:
         self.owner = uuid.uuid4().hex
         self._lock_file: IO[bytes] | None = None
         try:
-            if path is not None:
-                path.parent.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(
-                ":memory:" if path is None else str(path),
-                check_same_thread=False,
-                isolation_level=None,
-                timeout=_BUSY_SECONDS,
-            )
+            self._db = open_database(path)
         except (OSError, sqlite3.Error) as exc:
             raise TaskStoreError(f"cannot open the task database {path}: {exc}") from exc
         self._lock = threading.Lock()
