@@ -40,13 +40,11 @@ __all__ = [
     "CacheOption",
     "CachingTransport",
     "ResultCache",
-    "async_transport",
     "decoded",
     "default_cache_dir",
     "open_cache",
     "provenance",
     "read_whole",
-    "sync_transport",
 ]
 
 CACHE_FILE = "results.sqlite3"
@@ -244,18 +242,6 @@ def open_cache(cache: CacheOption, http_client: object = None) -> ResultCache | 
         "cache: expected True, False, a directory path or a ResultCache, got "
         f"{type(cache).__name__}"
     )
-
-
-def sync_transport(cache: ResultCache | None, limits: httpx.Limits) -> httpx.BaseTransport | None:
-    """The sync client's transport when it caches (``None``: httpx's default)."""
-    return None if cache is None else CachingTransport(httpx.HTTPTransport(limits=limits), cache)
-
-
-def async_transport(
-    cache: ResultCache | None, inner: httpx.AsyncBaseTransport
-) -> httpx.AsyncBaseTransport:
-    """The async client's transport, wrapped when it caches."""
-    return inner if cache is None else AsyncCachingTransport(inner, cache)
 
 
 class _Counts:

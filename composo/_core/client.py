@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 from composo._core.base_client import BaseClient, RequestHeaders
+from composo._core.connections import Connections
+from composo._core.connections import deadline as socket_deadline
 from composo._core.limits import (
     DEFAULT_MAX_CONCURRENT_REQUESTS,
     DEFAULT_NUM_RETRIES,
@@ -289,8 +291,6 @@ class SyncClient(BaseClient):
             with self._http_lock:
                 http = self._http_client
                 if http is None:
-                    from composo._core.connections import Connections
-
                     transport = self._wrap(Connections(max(self.max_concurrent_requests, 10)))
                     http = httpx.Client(
                         transport=transport, headers=self._base_headers, timeout=self.timeout
@@ -395,8 +395,6 @@ class SyncClient(BaseClient):
         ``deadline`` (on :class:`~composo._core.connections.Connections` every socket wait
         ends by it; on any transport the body is read with the deadline checked between
         chunks)."""
-        from composo._core.connections import deadline as socket_deadline
-
         http = self._http
         permits = self._throttle.permits
         if not self._slots.acquire(timeout=max(0.0, deadline - time.monotonic())):
