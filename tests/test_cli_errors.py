@@ -181,3 +181,19 @@ def test_jsonl_rows_mapped_by_column_carry_their_id(live: ServerProcess, tmp_pat
     rows = {r["id"]: r for r in read_rows(out)}
     assert "line 3, column 'answer': expected text, got a int" in rows["j2"]["error"]
     assert "line 3, column 'answer'" in done.stderr
+
+
+def test_a_command_loads_only_its_own_module() -> None:
+    """``composo criteria`` builds its parser without importing the other subcommands (a fresh
+    interpreter: the test process has imported them all)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from composo.cli import SUBCOMMANDS, main; main(['criteria']); "
+        "print(sorted(m for m, _ in SUBCOMMANDS.values() if m in sys.modules))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
+    assert out.strip().splitlines()[-1] == "['composo.cli._criteria']"

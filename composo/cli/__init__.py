@@ -45,21 +45,18 @@ class _Parser(argparse.ArgumentParser):
     commands: dict[str, argparse.ArgumentParser]
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser; only ``command``'s module is imported to add its flags (the others are
+    listed by name and help, so ``composo evaluate`` loads one subcommand, not eleven)."""
     parser = _Parser(prog="composo", description="Composo evaluation tools.")
     parser.commands = {}
     parser.add_argument("--version", action="version", version=_version())
     subs = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (module, help_text) in SUBCOMMANDS.items():
-        try:
-            mod = importlib.import_module(module)
-        except ModuleNotFoundError as exc:
-            if exc.name != module:
-                raise
-            continue  # a subcommand not shipped in this build
         sub = subs.add_parser(name, help=help_text, description=help_text)
-        mod.add_arguments(sub)
-        parser.commands[name] = sub
+        if name == command:
+            importlib.import_module(module).add_arguments(sub)
+            parser.commands[name] = sub
     return parser
 
 
@@ -125,15 +122,16 @@ def _unknown_command(argv: Sequence[str]) -> str | None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    words = list(sys.argv[1:] if argv is None else argv)
     # -- did you mean: a mistyped command --
-    unknown = _unknown_command(list(sys.argv[1:] if argv is None else argv))
+    unknown = _unknown_command(words)
     if unknown is not None:
         print(unknown, file=sys.stderr)
         return 2
     # -- end did you mean --
-    parser = build_parser()
+    parser = build_parser(words[0] if words and words[0] in SUBCOMMANDS else None)
     # -- did you mean: a mistyped flag, answered by the command it was given to --
-    typo = _unknown_flag(parser, list(sys.argv[1:] if argv is None else argv))
+    typo = _unknown_flag(parser, words)
     if typo is not None:
         print(typo, file=sys.stderr)
         return 2
