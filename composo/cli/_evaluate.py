@@ -98,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"stopped: {run_state.fatal}", file=sys.stderr)
         return EXIT_FAILED
     # -- quality gates and CI files (composo.cli._gates): exit 3 when a gate fails --
-    from composo.cli._gates import finish
+    from composo.cli._finish import finish
 
     gate_status = finish(args, stats, criteria)
     # -- end quality gates --

@@ -48,7 +48,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from composo.cli._gates import finish
+    from composo.cli._finish import finish
     from composo.errors import ComposoValidationError
     from composo.tracing._otlp import MAX_SPANS_PER_TRACE, OtlpReader
 
