@@ -27,6 +27,7 @@ from composo.errors import (
     NotFoundError,
     PermissionDeniedError,
     RateLimitError,
+    RequestTimeoutError,
     RequestTooLargeError,
     TaskFailedError,
 )
@@ -90,6 +91,7 @@ __all__ = [
     "OutputMessage",
     "PermissionDeniedError",
     "RateLimitError",
+    "RequestTimeoutError",
     "RequestTooLargeError",
     "ResultCache",
     "TaskFailedError",

@@ -23,24 +23,31 @@ __all__ = [
     "NotFoundError",
     "PermissionDeniedError",
     "RateLimitError",
+    "RequestTimeoutError",
     "RequestTooLargeError",
     "ResponseTooLargeError",
     "TaskFailedError",
     "UnexpectedResponseError",
+    "get_exception_for_status_code",
     "status_error",
     "validation_error",
 ]
 
 
 class ComposoError(Exception):
-    """Base of every error the SDK raises; catch this to catch them all."""
+    """Base of every error the SDK raises; catch this to catch them all.
+
+    ``message``, ``status_code`` and ``response_body`` may be given by position, in the order
+    the platform's own SDK takes them (code that builds these errors, e.g. in tests, keeps
+    working); ``request_id`` is keyword-only.
+    """
 
     def __init__(
         self,
         message: str,
-        *,
         status_code: int | None = None,
         response_body: Any = None,
+        *,
         request_id: str | None = None,
     ) -> None:
         super().__init__(message)
@@ -92,6 +99,11 @@ class NotFoundError(APIStatusError):
     """404: no such resource (an unknown task id, a wrong base URL)."""
 
 
+class RequestTimeoutError(APIStatusError):
+    """408: the server gave up waiting for the request; retried automatically. (The call's own
+    ``timeout`` running out is :class:`APITimeoutError`.)"""
+
+
 class RequestTooLargeError(APIStatusError):
     """413: the request body is over the server's limit."""
 
@@ -127,17 +139,24 @@ _BY_STATUS: dict[int, type[APIStatusError]] = {
     401: AuthenticationError,
     403: PermissionDeniedError,
     404: NotFoundError,
+    408: RequestTimeoutError,
     413: RequestTooLargeError,
     422: MalformedError,
     429: RateLimitError,
 }
 
 
-def status_error(status_code: int, body: Any, request_id: str | None = None) -> APIStatusError:
-    """Build the exception that matches ``status_code``, with the server's ``detail`` as message."""
+def _status_class(status_code: int) -> type[APIStatusError]:
+    """The class for ``status_code``: its own, else :class:`APIError` for 5xx, else the base."""
     cls = _BY_STATUS.get(status_code)
     if cls is None:
         cls = APIError if status_code >= 500 else APIStatusError
+    return cls
+
+
+def status_error(status_code: int, body: Any, request_id: str | None = None) -> APIStatusError:
+    """Build the exception that matches ``status_code``, with the server's ``detail`` as message."""
+    cls = _status_class(status_code)
     detail = body.get("detail") if isinstance(body, dict) else body
     message = _detail_text(detail) if detail else f"HTTP {status_code}"
     if len(message) > MAX_ERROR_MESSAGE:  # e.g. a proxy's HTML error page
@@ -145,6 +164,15 @@ def status_error(status_code: int, body: Any, request_id: str | None = None) -> 
             message[:MAX_ERROR_MESSAGE] + "... (truncated; the whole body is in .response_body)"
         )
     return cls(message, status_code=status_code, response_body=body, request_id=request_id)
+
+
+def get_exception_for_status_code(
+    status_code: int, message: str = "", response_body: Any = None
+) -> APIStatusError:
+    """The error the SDK raises for ``status_code``, with ``message`` as given (the platform's
+    own SDK has this factory; its callers keep working). A status of no family of its own gives
+    :class:`APIStatusError`, 5xx :class:`APIError`."""
+    return _status_class(status_code)(message, status_code, response_body)
 
 
 def _detail_text(detail: Any) -> str:
