@@ -83,7 +83,7 @@ def test_one_failure_is_recorded_and_the_rest_go_on(client: Composo, live: Serve
     assert len(failed) == 5
     assert all(r.score is not None or r.explanation for r in results if r.ok)
     row = refused[0].row()
-    assert set(row) == {"index", "id", "criterion", "score", "explanation", "error"}
+    assert set(row) == {"index", "id", "criterion", "score", "explanation", "error", "metadata"}
     assert row["error"].startswith("BadRequestError:")
 
 
@@ -225,3 +225,74 @@ def test_trace_items(client: Composo) -> None:
     (r,) = client.evaluate_many([{"id": "t", "trace": trace}], "Reward plans that are concrete")
     assert r.ok and isinstance(r.response, composo.MultiAgentTraceResponse)
     assert r.score == r.response.overall_score
+
+
+# -- metadata: given back on every result, never sent ---------------------------------------------
+
+
+def with_metadata(i: int) -> dict[str, Any]:
+    return {**conversation(i), "metadata": {"customer": f"c{i}", "seen": [i]}}
+
+
+def check_metadata(results: list[BatchResult], items: list[dict[str, Any]]) -> None:
+    """Each result carries its item's metadata, as a copy of its own."""
+    assert len(results) == len(items) * len(CRITERIA)
+    for r in results:
+        given = items[r.index].get("metadata")
+        assert r.metadata == given and (given is None or r.metadata is not given)
+        assert r.row()["metadata"] == given
+    first = next(r for r in results if r.metadata is not None)
+    first.metadata["seen"].append("changed")  # type: ignore[index]
+    assert all(r.metadata["seen"] == [r.index] for r in results if r is not first and r.metadata)
+    assert all(
+        item["metadata"]["seen"] == [i] for i, item in enumerate(items) if "metadata" in item
+    )
+
+
+def test_metadata_comes_back_on_each_result_and_is_never_sent(
+    client: Composo, live: ServerProcess
+) -> None:
+    items = [with_metadata(0), conversation(1), with_metadata(2)]
+    broken = {"id": "broken", "messages": [], "metadata": {"customer": "c3", "seen": [3]}}
+    results = client.evaluate_many([*items, broken], CRITERIA, concurrency=2)
+
+    assert [r.ok for r in results] == [True] * 6 + [False] * 2
+    table = results.to_pandas()
+    assert list(table["metadata"])[:4] == [items[0]["metadata"]] * 2 + [None, None]
+    check_metadata(results, [*items, broken])  # a failed item keeps its metadata too
+    bodies = [r["body"] for r in live.requests() if "/evals/" in r["path"]]
+    assert len(bodies) == 6 and not any("customer" in str(b) for b in bodies)
+
+    streamed = sorted(
+        client.evaluate_many_iter(iter(items), CRITERIA), key=lambda r: (r.index, r.criterion)
+    )
+    check_metadata(streamed, items)
+
+
+async def test_async_metadata_comes_back_on_each_result(aclient: AsyncComposo) -> None:
+    items = [with_metadata(0), conversation(1), with_metadata(2)]
+    check_metadata(await aclient.evaluate_many(items, CRITERIA, concurrency=2), items)
+
+    async def source() -> AsyncIterator[dict[str, Any]]:
+        for item in items:
+            yield item
+
+    streamed = [r async for r in aclient.evaluate_many_iter(source(), CRITERIA)]
+    check_metadata(sorted(streamed, key=lambda r: (r.index, r.criterion)), items)
+
+
+def test_an_unknown_field_is_refused_with_a_suggestion(
+    client: Composo, live: ServerProcess
+) -> None:
+    misspelt = {**conversation(0), "metdata": {"customer": "c0"}}
+    mine = {**conversation(1), "customer": "c1"}
+    not_a_dict = {**conversation(2), "metadata": "c2"}
+    results = client.evaluate_many([misspelt, mine, not_a_dict], CRITERIA[0])
+
+    assert [r.ok for r in results] == [False, False, False]
+    assert [r.id for r in results] == ["conv-0", "conv-1", "conv-2"]
+    assert "unknown field 'metdata' (did you mean 'metadata'?)" in str(results[0].error)
+    assert "unknown field 'customer';" in str(results[1].error)
+    assert "Your own fields go in 'metadata'" in str(results[1].error)
+    assert str(results[2].error).startswith("metadata: expected a dict of your own fields")
+    assert live.requests() == []

@@ -7,6 +7,7 @@ Nothing here runs a request or knows a client: the engines take a send function.
 
 from __future__ import annotations
 
+import copy
 import logging
 from collections.abc import AsyncIterable, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -55,11 +56,13 @@ ProgressCallback: TypeAlias = Callable[[int, int | None], None]
 
 CONVERSATION_FIELDS = ("messages", "input", "result", "system", "tools")
 ITEM_FIELDS = (*CONVERSATION_FIELDS, "trace", "id", "metadata", "criteria", *OPTION_NAMES)
-"""What an item may hold: a conversation (or a ``trace``), its ``id`` and ``metadata``, the
-``criteria`` (some of the run's) it still needs, and any evaluate option for itself alone."""
+"""What an item may hold: a conversation (or a ``trace``), its ``id`` and ``metadata`` (both
+come back on its results, neither is sent), the ``criteria`` (some of the run's) it still needs,
+and any evaluate option for itself alone. Any other field is refused: nothing is dropped."""
 _ITEM_HINT = (
     "an item holds messages (or input and result), optionally id, system, tools, metadata, "
-    f"criteria and the options {', '.join(OPTION_NAMES)}; or a trace"
+    f"criteria and the options {', '.join(OPTION_NAMES)}; or a trace. Your own fields go in "
+    "'metadata' (a dict, given back on each result, never sent)"
 )
 
 
@@ -73,6 +76,7 @@ class BatchResult:
         id: The item's own ``id`` field, if it had one.
         response: The evaluation's response; ``None`` if it failed.
         error: The exception that stopped this pair; ``None`` if it succeeded.
+        metadata: A copy of the item's own ``metadata`` (never sent); ``None`` if it had none.
     """
 
     index: int
@@ -80,6 +84,7 @@ class BatchResult:
     id: str | None = None
     response: Response | None = None
     error: BaseException | None = None
+    metadata: dict[str, Any] | None = None
 
     @property
     def ok(self) -> bool:
@@ -127,6 +132,7 @@ class BatchResult:
             "score": self.score,
             "explanation": self.explanation,
             "error": error_text(self.error) if self.error is not None else None,
+            "metadata": self.metadata,
         }
 
 
@@ -153,6 +159,7 @@ class Pending:
     criterion: str
     id: str | None
     request: Request
+    metadata: dict[str, Any] | None = None
 
 
 @dataclass
@@ -197,23 +204,27 @@ class Plan:
         """The requests for one job, or one failed result per criterion if the item is unusable."""
         wanted = self.criteria if job.criteria is None else list(job.criteria)
         item_id: str | None = None
+        metadata: dict[str, Any] | None = None
         error = job.error
         requests: Sequence[Request] = ()
         if error is None and wanted:
             try:
-                fields = self._fields(job)
+                fields = convert.to_item(job.item)
                 item_id = _item_id(fields.get("id"))
+                metadata = _metadata(fields.get("metadata"))  # a failed item keeps it too
+                _check_fields(fields)
                 if job.criteria is None and fields.get("criteria") is not None:
                     wanted = self._chosen(fields["criteria"])
                 requests = self._requests(fields, wanted) if wanted else ()
             except Exception as exc:  # a bad item is recorded, never fatal
                 error = exc
+        copies = _copies(metadata, len(wanted))
         if error is not None:
-            for criterion in wanted:
-                yield BatchResult(job.index, criterion, item_id, None, error)
+            for criterion, meta in zip(wanted, copies, strict=True):
+                yield BatchResult(job.index, criterion, item_id, None, error, meta)
             return
-        for criterion, request in zip(wanted, requests, strict=True):
-            yield Pending(job.index, criterion, item_id, request)
+        for criterion, request, meta in zip(wanted, requests, copies, strict=True):
+            yield Pending(job.index, criterion, item_id, request, meta)
 
     def _chosen(self, value: Any) -> list[str]:
         """An item's ``criteria``: the ones it still needs, in the run's order."""
@@ -229,13 +240,6 @@ class Plan:
                     "criteria choose among those the run was given"
                 )
         return sorted(set(chosen), key=self.position)
-
-    def _fields(self, job: Job) -> Mapping[str, Any]:
-        fields = convert.to_item(job.item)
-        unknown = [k for k in fields if k not in ITEM_FIELDS]
-        if unknown:
-            raise ComposoValidationError(f"item: unknown field {unknown[0]!r}; {_ITEM_HINT}")
-        return fields
 
     def _requests(self, fields: Mapping[str, Any], wanted: list[str]) -> Sequence[Request]:
         criteria, names = (None, wanted) if self.by_name else (wanted, None)
@@ -256,6 +260,43 @@ class Plan:
             **{k: fields.get(k) for k in CONVERSATION_FIELDS},
         )
         return rewards
+
+
+def _check_fields(fields: Mapping[str, Any]) -> None:
+    """Refuse a field that would be neither sent nor given back (a misspelt one above all)."""
+    unknown = [k for k in fields if k not in ITEM_FIELDS]
+    if not unknown:
+        return
+    import difflib
+
+    close = difflib.get_close_matches(str(unknown[0]), ITEM_FIELDS, n=1, cutoff=0.75)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    raise ComposoValidationError(f"item: unknown field {unknown[0]!r}{hint}; {_ITEM_HINT}")
+
+
+def _metadata(value: Any) -> dict[str, Any] | None:
+    """The item's ``metadata``, copied: the caller's object is never handed back or changed."""
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        raise ComposoValidationError(
+            f"metadata: expected a dict of your own fields (given back on each result, never "
+            f"sent), got {type(value).__name__}; wrap it, e.g. {{'note': value}}"
+        )
+    try:
+        return copy.deepcopy(dict(value))
+    except Exception as exc:
+        raise ComposoValidationError(
+            f"metadata: cannot be copied ({type(exc).__name__}: {exc}); keep plain values in it "
+            "(text, numbers, lists, dicts)"
+        ) from None
+
+
+def _copies(metadata: dict[str, Any] | None, n: int) -> list[dict[str, Any] | None]:
+    """One copy per result: results share no dict with the caller nor with each other."""
+    if metadata is None:
+        return [None] * n
+    return [metadata, *(copy.deepcopy(metadata) for _ in range(n - 1))]
 
 
 def _item_id(value: Any) -> str | None:
@@ -372,7 +413,7 @@ class Progress:
 
 def finished(p: Pending, response: Any = None, error: BaseException | None = None) -> BatchResult:
     """The result of a sent request."""
-    return BatchResult(p.index, p.criterion, p.id, response, error)
+    return BatchResult(p.index, p.criterion, p.id, response, error, p.metadata)
 
 
 def tick(progress: Progress | None) -> None:
@@ -480,12 +521,14 @@ class BatchResults(list[BatchResult]):
 
     def to_pandas(self) -> Any:
         """A pandas DataFrame, one row per (item, criterion): ``index``, ``id``, ``criterion``,
-        ``score``, ``explanation``, ``error`` (needs the ``pandas`` extra)."""
+        ``score``, ``explanation``, ``error``, ``metadata`` (each item's dict, or ``None``)
+        (needs the ``pandas`` extra)."""
         return _table(self, "pandas")
 
     def to_polars(self) -> Any:
-        """A polars DataFrame with the columns of :meth:`to_pandas` (needs the ``polars``
-        extra)."""
+        """A polars DataFrame with the columns of :meth:`to_pandas`; ``metadata`` holds each
+        item's dict as it is (an object column: a struct would be guessed from the first rows
+        and could drop the keys of later ones) (needs the ``polars`` extra)."""
         return _table(self, "polars")
 
 
@@ -504,7 +547,7 @@ def _table(results: Sequence[BatchResult], kind: str) -> Any:
     """Batch results as a long table, one row per (item, criterion); pandas or polars is
     imported only here, when asked for."""
     rows = [r.row() for r in results]
-    columns = ("index", "id", "criterion", "score", "explanation", "error")
+    columns = ("index", "id", "criterion", "score", "explanation", "error", "metadata")
     data = {c: [row[c] for row in rows] for c in columns}
     if kind == "pandas":
         try:
@@ -527,5 +570,6 @@ def _table(results: Sequence[BatchResult], kind: str) -> Any:
             "score": pl.Float64,
             "explanation": pl.Utf8,
             "error": pl.Utf8,
+            "metadata": pl.Object,
         },
     )
