@@ -1,8 +1,10 @@
-"""What the local server refuses before reading a body, and how it bounds every read: raw sockets
-on loopback, so slow, partial and oversized requests are sent exactly as an attacker would."""
+"""What the local server refuses before reading a body, and how it bounds what it reads: raw
+sockets on loopback, so partial and oversized requests are sent exactly as a careless client
+would."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import select
@@ -22,14 +24,13 @@ QA = [
 ]
 REWARD = "Reward responses that name the capital city"
 LIMIT = 65536
-READ_TIMEOUT = 0.5  # seconds; tests that stall a connection wait this long
 
 
 @pytest.fixture(scope="module")
 def guarded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    """A server with a half-second read timeout and a 64 KiB body limit."""
+    """A server with a 64 KiB body limit."""
     db = tmp_path_factory.mktemp("guarded") / "t.db"
-    args = ["--read-timeout", str(READ_TIMEOUT), "--max-body-bytes", str(LIMIT)]
+    args = ["--max-body-bytes", str(LIMIT)]
     with ServerProcess(extra_args=args, db=db) as srv:
         yield srv
 
@@ -115,30 +116,15 @@ def test_chunked_body_is_cut_at_the_limit(guarded: ServerProcess) -> None:
             head("/api/v1/evals/reward", None, guarded.api_key, "Transfer-Encoding: chunked\r\n")
         )
         chunk = b"x" * 16384
-        sent = 0
-        status = None
-        try:
-            while sent <= 4 * LIMIT:
-                sock.sendall(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
-                sent += len(chunk)
-        except (BrokenPipeError, ConnectionResetError):
-            pass
-        status, _, body = read_response(sock)
-    assert status == 413 and str(LIMIT) in json.loads(body)["detail"]
+        # A little over the limit (no length was declared), then wait for the answer.
+        for _ in range(LIMIT // len(chunk) + 1):
+            sock.sendall(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
+        status, headers, body = read_response(sock)
+        assert status == 413 and str(LIMIT) in json.loads(body)["detail"]
+        assert headers.get("connection") == "close"
 
 
-def test_partial_headers_are_answered_408_and_closed(guarded: ServerProcess) -> None:
-    with connect(guarded) as sock:
-        sock.sendall(b"POST /api/v1/evals/reward HTTP/1.1\r\nHost: 127.0.0.1\r\nAPI-")
-        status, _, body = read_response(sock)
-        assert (
-            status == 408
-            and f"did not arrive within {READ_TIMEOUT:g}s" in json.loads(body)["detail"]
-        )
-        assert closed_by_server(sock)
-
-
-HEAD_LIMIT = 16 * 1024
+HEAD_LIMIT = 16 * 1024  # what uvicorn's h11 parser buffers of an unfinished head
 
 
 def test_a_head_just_under_the_limit_is_served(guarded: ServerProcess) -> None:
@@ -150,76 +136,37 @@ def test_a_head_just_under_the_limit_is_served(guarded: ServerProcess) -> None:
     assert status == 200 and json.loads(body)["score"] is not None
 
 
-@pytest.mark.parametrize("many", [False, True], ids=["one-header", "many-headers"])
-def test_a_head_over_the_limit_is_431_and_closed(guarded: ServerProcess, many: bool) -> None:
-    if many:
-        extra = "".join(f"X-Note-{i}: {'v' * 100}\r\n" for i in range(200))
-    else:
-        extra = "X-Trace-Note: " + "n" * (2 * HEAD_LIMIT) + "\r\n"
-    with connect(guarded) as sock:
-        # The server may refuse while the rest is still being sent.
-        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-            sock.sendall(head("/api/v1/evals/reward", 2, guarded.api_key, extra) + b"{}")
-        status, headers, body = read_response(sock)
-        assert status == 431 and str(HEAD_LIMIT) in json.loads(body)["detail"]
-        assert headers.get("connection") == "close"
-        assert closed_by_server(sock)
-
-
 def test_a_head_that_never_ends_is_refused_at_the_limit(guarded: ServerProcess) -> None:
-    """A header line that keeps growing and never ends is cut once the head passes the limit,
-    long before the read timeout, and the server holds no more of it."""
+    """A header line that keeps growing and never ends is refused once what the server holds of
+    it passes the limit, and the connection is closed: the server holds no more of it."""
     with connect(guarded) as sock:
         sock.sendall(b"POST /api/v1/evals/reward HTTP/1.1\r\nHost: x\r\nX-Endless: ")
         sent = 0
         # Send a kilobyte at a time until the server answers (or 4 MiB have gone).
-        while sent < 256 * HEAD_LIMIT and not select.select([sock], [], [], 0.002)[0]:
-            sock.sendall(b"a" * 1024)
-            sent += 1024
-        status, _, body = read_response(sock)
-        assert status == 431 and "request head" in json.loads(body)["detail"]
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            while sent < 256 * HEAD_LIMIT and not select.select([sock], [], [], 0.002)[0]:
+                sock.sendall(b"a" * 1024)
+                sent += 1024
+        try:
+            status: int | None = read_response(sock)[0]
+        except (ConnectionError, OSError):
+            status = None  # the refusal was overtaken by the reset of what was still arriving
+        assert status in (400, None)
         assert closed_by_server(sock)
     assert HEAD_LIMIT < sent < 4 * HEAD_LIMIT  # refused soon after the limit, not at the end
 
 
-def test_a_connection_that_sends_nothing_is_closed(guarded: ServerProcess) -> None:
-    with connect(guarded) as sock:
-        assert closed_by_server(sock)
-
-
-def test_a_body_shorter_than_declared_is_408_and_closed(guarded: ServerProcess) -> None:
-    with connect(guarded) as sock:
-        sock.sendall(head("/api/v1/evals/reward", 1000, guarded.api_key) + b'{"messages": [')
-        status, headers, body = read_response(sock)
-        assert status == 408 and "stopped arriving" in json.loads(body)["detail"]
-        assert headers.get("connection") == "close"
-        assert closed_by_server(sock)
-
-
-def test_slow_clients_do_not_hold_the_server(guarded: ServerProcess) -> None:
-    """While many connections stall, healthchecks are answered, and the stalled ones are gone
-    within the read timeout."""
-    stalled = [connect(guarded) for _ in range(50)]
-    try:
-        for sock in stalled:
-            sock.sendall(b"POST /api/v1/evals/reward HTTP/1.1\r\nHost: x\r\n")
-        assert HTTP.get(guarded.base_url + "/api/healthcheck", timeout=5).status_code == 200
-        assert all(closed_by_server(sock) for sock in stalled)
-    finally:
-        for sock in stalled:
-            sock.close()
-
-
-def test_connections_over_the_cap_are_refused_with_503(tmp_path: Path) -> None:
-    args = ["--max-connections", "4", "--read-timeout", "30"]
+def test_requests_over_the_connection_cap_are_answered_503(tmp_path: Path) -> None:
+    """``--max-connections`` is uvicorn's ``limit_concurrency``: past it requests get 503, and
+    once connections close the server serves again."""
+    args = ["--max-connections", "4"]
     with ServerProcess(extra_args=args, db=tmp_path / "t.db") as srv:
         held = [connect(srv) for _ in range(4)]
         try:
             time.sleep(0.2)  # the server has accepted them
             with connect(srv) as extra:
                 extra.sendall(b"GET /api/healthcheck HTTP/1.1\r\nHost: x\r\n\r\n")
-                status, _, body = read_response(extra)
-            assert status == 503 and "--max-connections" in json.loads(body)["detail"]
+                assert read_response(extra)[0] == 503
         finally:
             for sock in held:
                 sock.close()
@@ -320,12 +267,24 @@ def test_the_dev_record_is_bounded(live: ServerProcess) -> None:
 
 def test_answers_on_a_kept_alive_connection_are_not_held_back() -> None:
     """With Nagle's algorithm on, a body written after its head waits for the client's delayed
-    ACK: about 40 ms on every request after the first on a connection."""
-    from composo.server import LocalServer
+    ACK: about 40 ms on every request after the first on a connection. The server's listening
+    socket says it is TCP, so asyncio (which uvicorn serves it with) turns Nagle off on every
+    connection it accepts."""
+    from composo.server._local import _bind
 
-    with LocalServer() as srv, httpx.Client(base_url=srv.base_url) as http:
-        http.get("/health")
-        http.get("/health")  # the connection is open and has been reused
-        (connection,) = srv._server.server_state.connections
-        server_side = connection.transport.get_extra_info("socket")
-        assert server_side.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
+    async def accepted_nodelay() -> int:
+        seen: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+
+        def accepted(_: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            sock = writer.get_extra_info("socket")
+            seen.set_result(sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+            writer.close()
+
+        listening = _bind("127.0.0.1", 0)
+        async with await asyncio.start_server(accepted, sock=listening):
+            _, writer = await asyncio.open_connection(*listening.getsockname())
+            value = await seen
+            writer.close()
+        return value
+
+    assert asyncio.run(accepted_nodelay()) != 0

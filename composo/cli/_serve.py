@@ -14,9 +14,7 @@ from composo.server._config import (
     DEFAULT_HOST,
     DEFAULT_MAX_BODY_BYTES,
     DEFAULT_MAX_CONNECTIONS,
-    DEFAULT_MAX_INFLIGHT_BYTES,
     DEFAULT_PORT,
-    DEFAULT_READ_TIMEOUT,
     DEFAULT_TASK_LEASE,
 )
 
@@ -105,25 +103,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="larger request bodies get 413 (default: %(default)s, 10 MiB)",
     )
     parser.add_argument(
-        "--read-timeout",
-        type=float,
-        default=DEFAULT_READ_TIMEOUT,
-        metavar="SECONDS",
-        help="a request's head must arrive, and its body may pause, at most this long; "
-        "then the connection is closed (default: %(default)s)",
-    )
-    parser.add_argument(
         "--max-connections",
         type=int,
         default=DEFAULT_MAX_CONNECTIONS,
-        help="connections held at once; more are answered 503 and closed (default: %(default)s)",
-    )
-    parser.add_argument(
-        "--max-inflight-bytes",
-        type=int,
-        help="request bodies held at once across all connections; past it new uploads are "
-        f"answered 503 with Retry-After before they are read (default: "
-        f"{DEFAULT_MAX_INFLIGHT_BYTES}, 256 MiB, or --max-body-bytes if larger)",
+        help="open connections (or requests in hand) past which requests are answered 503: "
+        "uvicorn's limit_concurrency (default: %(default)s)",
     )
     parser.add_argument(
         "--task-lease",
@@ -234,9 +218,7 @@ def run(args: argparse.Namespace) -> int:
             dev_faults=dev,
             latency=args.latency,
             max_body_bytes=args.max_body_bytes,
-            read_timeout=args.read_timeout,
             max_connections=args.max_connections,
-            max_inflight_bytes=args.max_inflight_bytes,
             task_lease_seconds=args.task_lease,
             history_days=args.history_days,
             history_max_rows=args.history_max_rows,

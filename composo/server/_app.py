@@ -16,7 +16,6 @@ from pydantic import BaseModel, ValidationError
 from composo._core.wire import LIGHTNING_MODEL_CORES, RewardRequest, TraceRequest, is_binary
 from composo._version import __version__
 from composo.server._bodies import dumps, validation_detail
-from composo.server._budget import InFlight
 from composo.server._config import ServerConfig
 from composo.server._devswitch import DevSwitch, FaultList
 from composo.server._gate import API_KEY_SCOPE_KEY, BODY_SCOPE_KEY, Gate
@@ -190,7 +189,6 @@ def build_app(config: ServerConfig) -> Gate:
         if config.rate_limit_per_minute is None
         else RateLimiter(config.rate_limit_per_minute, burst=config.rate_limit_burst),
         dev=dev,
-        inflight=InFlight(config.inflight_budget),
     )
 
 

@@ -12,10 +12,9 @@ __all__ = [
     "DEFAULT_HOST",
     "DEFAULT_MAX_BODY_BYTES",
     "DEFAULT_MAX_CONNECTIONS",
-    "DEFAULT_MAX_INFLIGHT_BYTES",
     "DEFAULT_PORT",
-    "DEFAULT_READ_TIMEOUT",
     "DEFAULT_TASK_LEASE",
+    "MAX_HEAD_BYTES",
     "JudgeOptions",
     "ServerConfig",
     "default_db_path",
@@ -25,10 +24,11 @@ __all__ = [
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8787
 DEFAULT_MAX_BODY_BYTES = 10 * 1024 * 1024  # 10 MiB
-DEFAULT_READ_TIMEOUT = 10.0  # seconds a request head may take, or a body may pause
+# Connections and requests in hand at once; past it requests are answered 503 (uvicorn's
+# limit_concurrency).
 DEFAULT_MAX_CONNECTIONS = 1000
-# Request bodies held at once, across all connections; past it new uploads are answered 503.
-DEFAULT_MAX_INFLIGHT_BYTES = 256 * 1024 * 1024  # 256 MiB
+# What uvicorn's parser buffers of a request head that has not ended (ours are under 1 KiB).
+MAX_HEAD_BYTES = 16 * 1024
 DEFAULT_TASK_LEASE = 30.0  # seconds a stopped server's tasks stay with it
 DEFAULT_HISTORY_DAYS = 30.0  # days the evaluation history is kept (0: none is kept)
 DEFAULT_HISTORY_ROWS = 100_000  # evaluations (and traces) the history holds at most
@@ -61,10 +61,7 @@ class ServerConfig:
     dev_faults: bool = False
     latency: float = 0.0
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
-    # None: DEFAULT_MAX_INFLIGHT_BYTES, or max_body_bytes if that is larger (see inflight_budget)
-    max_inflight_bytes: int | None = None
     max_background: int = 32
-    read_timeout: float = DEFAULT_READ_TIMEOUT
     max_connections: int = DEFAULT_MAX_CONNECTIONS
     task_lease_seconds: float = DEFAULT_TASK_LEASE
     history_days: float = DEFAULT_HISTORY_DAYS
@@ -82,13 +79,6 @@ class ServerConfig:
             raise ValueError(f"latency: must be >= 0 seconds, got {self.latency}")
         if self.max_body_bytes < 1024:
             raise ValueError(f"max_body_bytes: must be at least 1024, got {self.max_body_bytes}")
-        if self.max_inflight_bytes is not None and self.max_inflight_bytes < self.max_body_bytes:
-            raise ValueError(
-                f"max_inflight_bytes: must be at least max_body_bytes ({self.max_body_bytes}), "
-                f"got {self.max_inflight_bytes}: a body at the limit could never be read"
-            )
-        if not 0 < self.read_timeout <= 3600:
-            raise ValueError(f"read_timeout: must be in (0, 3600] seconds, got {self.read_timeout}")
         if self.max_connections < 1:
             raise ValueError(f"max_connections: must be at least 1, got {self.max_connections}")
         if self.task_lease_seconds < 1:
@@ -106,13 +96,6 @@ class ServerConfig:
             raise ValueError(
                 f"rate_limit: must be a positive number a minute, got {self.rate_limit_per_minute}"
             )
-
-    @property
-    def inflight_budget(self) -> int:
-        """Bytes of request bodies the server holds at once, across all connections."""
-        if self.max_inflight_bytes is not None:
-            return self.max_inflight_bytes
-        return max(DEFAULT_MAX_INFLIGHT_BYTES, self.max_body_bytes)
 
 
 def is_loopback(host: str) -> bool:

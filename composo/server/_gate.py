@@ -2,13 +2,9 @@
 
 Everything a request's head can decide is decided before one byte of its body is read: a key in
 the query string (400, on every path: it would end up in logs), the API key (401), the rate
-limit (429), a declared length over the limit (413) and a body that does not fit in the budget
-for bodies in flight (503 with ``Retry-After``) are answered at once. Only then is the body
-read, counted as it streams (a chunked body is cut at the limit, and taken from the budget as it
-comes);
-the connection layer (:mod:`composo.server._connections`) answers 408 and closes a connection
-whose body stops arriving. Written as plain ASGI so it costs microseconds and can drop a
-connection unanswered.
+limit (429) and a declared length over the limit (413) are answered at once. Only then is the
+body read, counted as it streams (a chunked body is cut at the limit). Written as plain ASGI so
+it costs microseconds.
 """
 
 from __future__ import annotations
@@ -16,12 +12,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from contextlib import nullcontext
 
 from composo.server._asgi import ASGIApp, Message, Receive, Scope, Send
 from composo.server._bodies import dumps
-from composo.server._budget import InFlight
-from composo.server._collector import collector_paused
 from composo.server._devswitch import DevSwitch, Fault
 from composo.server._guards import KeyCheck, RateLimiter
 from composo.server._redact import credential_parameter
@@ -39,10 +32,6 @@ _EVAL_PREFIX = "/api/v1/evals/"
 # reads the answer instead of a reset connection), unless it is declared this many times over the
 # limit: then the connection is closed at once.
 DISCARD_FACTOR = 4
-# Seconds a client refused for lack of room in the in-flight budget is asked to wait.
-_BUDGET_RETRY_AFTER = 1
-# Bodies over this size are handled with the cyclic collector held off (see _collector).
-_LARGE_BODY = 1024 * 1024
 
 
 class _TooLarge(Exception):
@@ -50,10 +39,6 @@ class _TooLarge(Exception):
 
 
 class _Gone(Exception):
-    pass
-
-
-class _NoRoom(Exception):
     pass
 
 
@@ -66,14 +51,12 @@ class Gate:
         max_body_bytes: int,
         limiter: RateLimiter | None,
         dev: DevSwitch | None,
-        inflight: InFlight | None = None,
     ) -> None:
         self.app = app
         self.keys = keys
         self.max_body_bytes = max_body_bytes
         self.limiter = limiter
         self.dev = dev
-        self.inflight = inflight or InFlight(DISCARD_FACTOR * max_body_bytes)
 
     def _guards(self, path: str) -> bool:
         return path.startswith(_API_PREFIX) or (
@@ -147,64 +130,34 @@ class Gate:
                     close=close,
                 )
                 return
-        held = declared or 0
-        if not self.inflight.take(held):
-            await self._no_room(send, close)
-            return
-        taken = [held]  # a chunked body adds each chunk as it arrives
         try:
-            await self._admitted(scope, receive, send, api_key, declared, chunked, taken)
+            await self._admitted(scope, receive, send, api_key, bool(declared or chunked))
         finally:
             scope.pop(BODY_SCOPE_KEY, None)  # a kept-alive connection's scope outlives the answer
-            self.inflight.give(taken[0])
 
     async def _unguarded(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """A route that reads its own body (the OTLP receiver): a declared length still counts
-        against the limit and the in-flight budget before the application reads a byte."""
+        """A route that reads its own body (the OTLP receiver, which counts it as it streams):
+        a declared length still counts against the limit before the application reads a byte."""
         declared = 0
         for name, value in scope["headers"]:
             if name == b"content-length":
                 declared = int(value) if value.isdigit() else 0
-        if not declared:
-            await self.app(scope, receive, send)
-            return
-        close = declared > DISCARD_FACTOR * self.max_body_bytes
         if declared > self.max_body_bytes:
+            close = declared > DISCARD_FACTOR * self.max_body_bytes
             await _answer(_with_request_id(send), 413, self._too_large(), close=close)
             return
-        if not self.inflight.take(declared):
-            await self._no_room(_with_request_id(send), close)
-            return
-        try:
-            await self.app(scope, receive, send)
-        finally:
-            self.inflight.give(declared)
+        await self.app(scope, receive, send)
 
     async def _admitted(
-        self,
-        scope: Scope,
-        receive: Receive,
-        send: Send,
-        api_key: bytes | None,
-        declared: int | None,
-        chunked: bool,
-        taken: list[int],
+        self, scope: Scope, receive: Receive, send: Send, api_key: bytes | None, has_body: bool
     ) -> None:
-        """Read the body (its declared length already taken from the budget) and hand the
-        request on."""
+        """Read the body and hand the request on."""
         path: str = scope["path"]
         method: str = scope["method"]
         try:
-            body = (
-                await self._read(receive, None if chunked else declared, taken if chunked else None)
-                if declared or chunked
-                else b""
-            )
+            body = await self._read(receive) if has_body else b""
         except _TooLarge:
             await _answer(send, 413, self._too_large(), close=True)
-            return
-        except _NoRoom:
-            await self._no_room(send, True)
             return
         except _Gone:
             return
@@ -215,8 +168,7 @@ class Gate:
                 return
         scope[BODY_SCOPE_KEY] = body
         scope[API_KEY_SCOPE_KEY] = api_key
-        with collector_paused() if len(body) > _LARGE_BODY else nullcontext():
-            await self.app(scope, _no_more(receive), send)
+        await self.app(scope, _no_more(receive), send)
 
     def _too_large(self) -> str:
         return (
@@ -224,60 +176,29 @@ class Gate:
             "send fewer or shorter messages (or start the server with a larger --max-body-bytes)"
         )
 
-    async def _no_room(self, send: Send, close: bool) -> None:
-        await _answer(
-            send,
-            503,
-            f"this server already holds {self.inflight.limit} bytes of request bodies in flight "
-            f"(its --max-inflight-bytes); retry in {_BUDGET_RETRY_AFTER}s",
-            {"retry-after": str(_BUDGET_RETRY_AFTER)},
-            close=close,
-        )
-
-    async def _read(
-        self, receive: Receive, declared: int | None, taken: list[int] | None
-    ) -> bytes | bytearray:
-        """The body. One of a declared length that arrives in pieces is copied into one buffer
-        of that length as they come (joining them at the end would hold it twice). With
-        ``taken`` (a chunked body: no length was taken from the budget), each piece is taken
-        from the budget as it arrives and counted there."""
+    async def _read(self, receive: Receive) -> bytes:
+        """The body, counted as it arrives: :class:`_TooLarge` at the first byte over the
+        limit, whatever length was declared."""
         chunks: list[bytes] = []
-        whole: bytearray | None = None
         size = 0
         while True:
-            # A body that stops arriving is cut by the connection's timer (see _connections),
-            # which ends this read with a disconnect.
             message = await receive()
             if message["type"] == "http.disconnect":
                 raise _Gone
             chunk: bytes = message.get("body", b"")
-            more = message.get("more_body", False)
             size += len(chunk)
             if size > self.max_body_bytes:
                 raise _TooLarge
-            if chunk:
-                if taken is not None:
-                    if not self.inflight.take(len(chunk)):
-                        raise _NoRoom
-                    taken[0] += len(chunk)
-                if declared and size <= declared and (more or whole is not None):
-                    if whole is None:
-                        whole = bytearray(declared)
-                    whole[size - len(chunk) : size] = chunk
-                else:
-                    chunks.append(chunk)
-            if not more:
-                break
-        if whole is not None:
-            return whole
-        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
     async def _fault(self, fault: Fault, receive: Receive, send: Send) -> bool:
         """Apply ``fault``; ``True`` when the request was answered (or dropped) by it."""
         if fault.delay:
             await asyncio.sleep(fault.delay)
         if fault.drop:
-            await _drop(receive, send)
+            await _drop(send)
             return True
         if fault.status is not None:
             extra = {"retry-after": fault.retry_after} if fault.retry_after is not None else {}
@@ -331,15 +252,10 @@ async def _answer(
     await send({"type": "http.response.body", "body": body})
 
 
-async def _drop(receive: Receive, send: Send) -> None:
-    """Close the connection without a response. uvicorn's ``receive`` is a method of the request
-    cycle, which holds the transport; without it, fall back to cutting the response short."""
-    transport = getattr(getattr(receive, "__self__", None), "transport", None)
-    if transport is not None:
-        transport.abort()
-        await asyncio.sleep(0.01)  # let the server notice the disconnect before we return
-        return
+async def _drop(send: Send) -> None:
+    """End the exchange without a whole answer: a head that promises a body which never comes.
+    Returning without finishing it makes uvicorn close the connection, so the client sees a
+    broken connection, as when a server dies mid-answer."""
     await send(
         {"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"100")]}
     )
-    raise ConnectionAbortedError("dropped on purpose by the development fault switch")

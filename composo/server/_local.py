@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from composo.server._config import JudgeOptions, ServerConfig
+from composo.server._config import MAX_HEAD_BYTES, JudgeOptions, ServerConfig
 
 if TYPE_CHECKING:
     from composo.server._received import Received
@@ -23,36 +23,33 @@ _log = logging.getLogger("composo.server")
 
 
 def require_server_extra() -> None:
-    """Fail with the install hint when FastAPI, uvicorn or httptools is missing."""
+    """Fail with the install hint when FastAPI or uvicorn is missing."""
     try:
         import fastapi  # noqa: F401
-        import httptools  # noqa: F401
         import uvicorn  # noqa: F401
     except ImportError as exc:
         raise ImportError(
-            f"the local Composo server needs FastAPI, uvicorn and httptools "
-            f"({exc.name} is missing): "
+            f"the local Composo server needs FastAPI and uvicorn ({exc.name} is missing): "
             "pip install 'composo[server]'"
         ) from exc
 
 
 def _uvicorn_config(app: Any, config: ServerConfig, access_log: bool) -> Any:
-    """uvicorn closes idle keep-alive connections (5 s); the protocol from
-    :mod:`composo.server._connections` bounds request heads (16 KiB) and adds the read deadlines
-    and the connection cap, and the gate the body limits."""
+    """uvicorn with its documented settings only: h11 as the HTTP/1.1 parser (it bounds what
+    it buffers of an unfinished request head, ``h11_max_incomplete_event_size``), idle keep-alive
+    connections closed after 5 s, and ``limit_concurrency`` (503 past it). The body limits are
+    the gate's (:mod:`composo.server._gate`)."""
     import uvicorn
 
-    from composo.server._connections import guarded_protocol
-    from composo.server._gate import DISCARD_FACTOR
     from composo.server._redact import install_log_redaction
 
     made = uvicorn.Config(
         app,
         host=config.host,
         port=config.port,
-        http=guarded_protocol(
-            config.read_timeout, config.max_connections, DISCARD_FACTOR * config.max_body_bytes
-        ),
+        http="h11",
+        h11_max_incomplete_event_size=MAX_HEAD_BYTES,
+        limit_concurrency=config.max_connections,
         timeout_keep_alive=5,
         log_level="info" if access_log else "warning",
         access_log=access_log,
@@ -133,17 +130,13 @@ class LocalServer:
         judge_options: JudgeOptions | None = None,
         rate_limit_per_minute: float | None = None,
         max_body_bytes: int | None = None,
-        read_timeout: float | None = None,
         max_connections: int | None = None,
         task_lease_seconds: float | None = None,
         record_requests: bool | int = False,
-        max_inflight_bytes: int | None = None,
     ) -> None:
         """Args:
         record_requests: Keep what the server receives in :attr:`requests`: ``True`` keeps
             the last 1000 requests, a number that many; off by default.
-        max_inflight_bytes: Request bodies held at once across all connections (default
-            256 MiB, or ``max_body_bytes`` if larger); past it uploads are answered 503.
         """
         from composo.server._received import ReceivedLog
 
@@ -160,12 +153,8 @@ class LocalServer:
         extra: dict[str, Any] = {}
         if max_body_bytes is not None:
             extra["max_body_bytes"] = max_body_bytes
-        if read_timeout is not None:
-            extra["read_timeout"] = read_timeout
         if max_connections is not None:
             extra["max_connections"] = max_connections
-        if max_inflight_bytes is not None:
-            extra["max_inflight_bytes"] = max_inflight_bytes
         if task_lease_seconds is not None:
             extra["task_lease_seconds"] = task_lease_seconds
         self.config = ServerConfig(

@@ -1,0 +1,133 @@
+"""``LocalServer`` runs inside its users' processes (``composo evaluate --local``, the pytest
+plugin): serving, large bodies included, leaves the process's garbage collector and memory
+allocator as the host program set them."""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import composo
+
+# Runs in a fresh interpreter: an audit hook cannot be removed once added.
+_HOST = r"""
+import gc, json, re, sys, threading
+
+touched = []  # ctypes calls that name an allocator function
+sys.addaudithook(
+    lambda event, args: touched.append(f"{event} {args!r}")
+    if event.startswith("ctypes.") and re.search(r"mall|trim", repr(args))
+    else None
+)
+
+import httpx
+from composo.server import LocalServer
+
+words = " ".join(f"word{i % 997}" for i in range(140))
+agents = {
+    f"a{i}": {
+        "id": f"a{i}",
+        "name": f"agent-{i % 40}",
+        "interactions": [
+            {
+                "input_messages": [{"role": "user", "content": f"Question {i}: {words}"}],
+                "output_messages": [{"content": f"Answer {i}: {words}"}],
+            }
+        ],
+    }
+    for i in range(4000)
+}
+agents["a0"]["interactions"] += [f"a{i}" for i in range(1, 4000)]
+trace = {
+    "trace": {"root_agent_instance_id": "a0", "agent_instance_by_id": agents},
+    "evaluation_criteria": "Reward agents that answer the question",
+}
+prose = "lorem ipsum dolor sit amet consectetur " * 120_000
+reward = {
+    "messages": [{"role": "user", "content": prose}, {"role": "assistant", "content": prose}],
+    "evaluation_criteria": "Reward answers that stay on topic",
+}
+
+enabled = []  # gc.isenabled(), sampled while the server works
+collections = []  # generations of the collections that ran meanwhile
+stop = threading.Event()
+
+
+def sample():
+    while not stop.is_set():
+        enabled.append(gc.isenabled())
+        stop.wait(0.001)
+
+
+def seen(phase, info):
+    if phase == "start":
+        collections.append(info["generation"])
+
+
+out = {"statuses": [], "sizes": []}
+with LocalServer() as srv, httpx.Client(base_url=srv.base_url, timeout=120) as http:
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    gc.callbacks.append(seen)
+    try:
+        for path, body in (("/api/v1/evals/trace", trace), ("/api/v1/evals/reward", reward)):
+            data = json.dumps(body).encode()
+            out["sizes"].append(len(data))
+            headers = {"API-Key": srv.api_key, "Content-Type": "application/json"}
+            out["statuses"].append(http.post(path, content=data, headers=headers).status_code)
+    finally:
+        gc.callbacks.remove(seen)
+        stop.set()
+        sampler.join()
+out.update(
+    samples=len(enabled),
+    always_on=all(enabled),
+    collections=len(collections),
+    on_after=gc.isenabled(),
+    touched=touched,
+)
+print(json.dumps(out))
+"""
+
+
+def test_large_bodies_leave_the_collector_on_and_the_allocator_alone() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", _HOST], capture_output=True, text=True, timeout=300, check=False
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    seen = json.loads(done.stdout.splitlines()[-1])
+    assert seen["statuses"] == [200, 200]
+    assert all(size > 8 * 1024 * 1024 for size in seen["sizes"])  # near the 10 MiB limit
+    assert seen["samples"] > 0 and seen["always_on"]  # never switched off, not even briefly
+    assert seen["collections"] > 0  # and it kept collecting while the bodies were handled
+    assert seen["on_after"]
+    assert seen["touched"] == []  # no allocator function was looked up or called
+
+
+_PROCESS_WIDE = {
+    ("gc", "disable"),
+    ("gc", "freeze"),
+    ("gc", "set_threshold"),
+    ("signal", "signal"),
+    ("logging", "basicConfig"),
+}
+
+
+def test_the_package_changes_no_process_wide_state() -> None:
+    """No module of the package switches the collector off, reaches the C allocator, installs a
+    signal handler or configures the root logger."""
+    found = []
+    for path in sorted(Path(composo.__file__).parent.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            where = f"{path.name}:{getattr(node, 'lineno', 0)}"
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+                if (node.value.id, node.attr) in _PROCESS_WIDE:
+                    found.append(f"{where} {node.value.id}.{node.attr}")
+            elif isinstance(node, ast.Import | ast.ImportFrom):
+                names = [a.name for a in node.names] + [getattr(node, "module", None) or ""]
+                if any(n.split(".")[0] == "ctypes" for n in names):
+                    found.append(f"{where} imports ctypes")
+    assert found == []
