@@ -26,7 +26,7 @@ CRITERIA = [
     "Passes if the answer mentions the return window",
 ]
 ROW_KEYS = {"index", "id", "criterion", "score", "explanation", "error", "judge", "model_core"}
-ROW_KEYS |= {"source"}
+ROW_KEYS |= {"source", "metadata"}
 
 
 def env() -> dict[str, str]:
@@ -121,6 +121,32 @@ def test_bad_lines_are_reported_recorded_and_skipped(live: ServerProcess, tmp_pa
     assert pairs(found) == Counter({(i, c): 1 for i in (0, 1, 3, 4, 5) for c in CRITERIA})
     assert next(r for r in found if r["index"] == 4)["id"] == "lonely"
     assert all(r["score"] is not None or r["explanation"] for r in found if r["index"] in (0, 5))
+
+
+def test_metadata_comes_back_on_each_row_and_an_unknown_field_is_refused(
+    live: ServerProcess, tmp_path: Path
+) -> None:
+    data = tmp_path / "data.jsonl"
+    meta = {"customer": "c0", "tier": ["gold"]}
+    data.write_text(
+        "\n".join([line(0, metadata=meta), line(1), line(2, metdata={"customer": "c2"})]) + "\n"
+    )
+    out = tmp_path / "out.jsonl"
+
+    done = composo("evaluate", data, *crit_args(), "-o", out, *server_args(live))
+
+    assert done.returncode == 1
+    assert "line 3 (id q2): ComposoValidationError: item: unknown field 'metdata' (did you " in (
+        done.stderr
+    )
+    found = {(r["index"], r["criterion"]): r for r in rows(out)}
+    assert all(set(r) == ROW_KEYS for r in found.values()) and len(found) == 6
+    assert [found[0, c]["metadata"] for c in CRITERIA] == [meta, meta]
+    assert [found[1, c]["metadata"] for c in CRITERIA] == [None, None]
+    assert all(
+        found[2, c]["error"] and "did you mean 'metadata'" in found[2, c]["error"] for c in CRITERIA
+    )
+    assert not any("customer" in json.dumps(r["body"]) for r in live.requests())
 
 
 def test_reads_stdin_and_writes_stdout(live: ServerProcess) -> None:

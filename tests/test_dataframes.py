@@ -152,6 +152,27 @@ def test_a_bad_cell_fails_its_row_only_naming_row_and_column(
     assert len(live.requests()) == 2
 
 
+def test_a_metadata_column_comes_back_as_it_was_and_is_never_sent(
+    client: Composo, live: ServerProcess
+) -> None:
+    df = qa_frame().assign(metadata=[{"user": "u1"}, None, {"user": "u3", "tries": [1, 2]}])
+    before = df.copy()
+    out = client.evaluate_dataframe(df, {"refund": REFUND})
+
+    assert list(out.columns) == [*df.columns, "refund_score", "refund_explanation", "error"]
+    assert list(out["metadata"]) == list(before["metadata"]) and out["error"].isna().all()
+    pd.testing.assert_frame_equal(df, before)
+    assert not any("u1" in str(r["body"]) for r in live.requests())
+    texts = pl.Series("metadata", ['{"user": "u1"}', None, "free text"])
+    polar = client.evaluate_dataframe(
+        pl.from_pandas(qa_frame()).with_columns(texts), {"refund": REFUND}
+    )
+    assert polar["metadata"].to_list() == ['{"user": "u1"}', None, "free text"]
+    assert polar["error"].is_null().all()  # a column of the table, whatever it holds
+    with pytest.raises(ComposoValidationError, match="comes back unchanged in the result"):
+        client.evaluate_dataframe(df, REFUND, columns={"metadata": "metadata"})
+
+
 def test_result_columns_may_not_overwrite_the_input(client: Composo, live: ServerProcess) -> None:
     df = pd.DataFrame({"question": ["q"], "answer": ["a"], "error": ["kept"]})
     with pytest.raises(ComposoValidationError, match="already has a column 'error'"):
@@ -171,15 +192,19 @@ def test_batch_results_convert_to_pandas_and_polars(client: Composo) -> None:
         {"id": "a", "messages": messages_of("How do refunds work?", "Full refund in 30 days.")},
         {"id": "b", "messages": [{"role": "user", "content": "only one message"}]},
     ]
+    items[1]["metadata"] = {"user": "u2", "scores": [1, "x"]}
     results = client.evaluate_many(items, [REFUND, WINDOW])
     frame = results.to_pandas()
-    assert list(frame.columns) == ["index", "id", "criterion", "score", "explanation", "error"]
+    columns = ["index", "id", "criterion", "score", "explanation", "error", "metadata"]
+    assert list(frame.columns) == columns
     assert list(frame["criterion"]) == [REFUND, WINDOW, REFUND, WINDOW]
     assert frame["score"][0] == results[0].score and frame["error"][:2].isna().all()
     assert frame["error"][2].startswith("ComposoValidationError")
     polar = results.to_polars()
-    assert polar.shape == (4, 6) and polar["id"].to_list() == ["a", "a", "b", "b"]
+    assert polar.shape == (4, 7) and polar["id"].to_list() == ["a", "a", "b", "b"]
     assert polar["score"][1] == results[1].score
+    meta = [None, None, items[1]["metadata"], items[1]["metadata"]]
+    assert list(frame["metadata"]) == meta and polar["metadata"].to_list() == meta
 
 
 def test_import_composo_loads_no_table_library() -> None:

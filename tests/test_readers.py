@@ -90,10 +90,50 @@ def test_parquet_in_and_parquet_out(live: ServerProcess, tmp_path: Path) -> None
         "judge",
         "model_core",
         "source",
+        "metadata",
     }
     assert {r["judge"] for r in written} == {"heuristic"}
     assert all(isinstance(r["score"], float) and r["error"] is None for r in written)
     assert len(live.requests()) == 5
+
+
+def test_a_metadata_column_comes_back_on_each_row(live: ServerProcess, tmp_path: Path) -> None:
+    meta = [{"ticket": f"t{i}", "channel": ["email"]} for i in range(3)]
+    data = write_csv(
+        tmp_path / "d.csv",
+        ["question", "answer", "extra"],
+        [
+            [QUESTIONS[0], ANSWERS[0], json.dumps(meta[0])],
+            [QUESTIONS[1], "", json.dumps(meta[1])],  # a bad row keeps its metadata
+            [QUESTIONS[2], ANSWERS[2], ""],
+        ],
+    )
+    out = tmp_path / "out.jsonl"
+    done = evaluate(live, data, "-o", out, "--metadata-column", "extra")
+    assert done.returncode == 1, done.stderr
+    rows = {r["index"]: r for r in read_rows(out)}
+    assert [rows[i]["metadata"] for i in range(3)] == [meta[0], meta[1], None]
+    assert rows[1]["error"] is not None and rows[0]["error"] is None
+    assert not any("ticket" in json.dumps(r["body"]) for r in live.requests())
+
+    header = ["question", "answer", "metadata"]
+    not_json = write_csv(tmp_path / "e.csv", header, [[QUESTIONS[0], ANSWERS[0], "vip"]])
+    failed = evaluate(live, not_json, "-o", tmp_path / "e.jsonl")
+    assert "line 2, column 'metadata': not valid JSON" in failed.stderr
+
+    # Parquet in (a struct column) and out (its JSON text: keys vary from row to row)
+    messages = [
+        [{"role": "user", "content": QUESTIONS[i]}, {"role": "assistant", "content": ANSWERS[i]}]
+        for i in range(2)
+    ]
+    table = pa.table({"messages": messages, "metadata": [meta[0], None]})
+    pq.write_table(table, tmp_path / "d.parquet")
+    done = evaluate(live, tmp_path / "d.parquet", "-o", tmp_path / "out.parquet")
+    assert done.returncode == 0, done.stderr
+    written = {
+        r["index"]: r["metadata"] for r in pq.read_table(tmp_path / "out.parquet").to_pylist()
+    }
+    assert written == {0: json.dumps(meta[0]), 1: None}
 
 
 def test_format_flag_overrides_the_extension(live: ServerProcess, tmp_path: Path) -> None:

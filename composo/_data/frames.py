@@ -18,6 +18,7 @@ from typing import Any
 from composo.errors import ComposoValidationError
 
 __all__ = [
+    "FILE_ROLES",
     "ROLES",
     "ColumnMap",
     "FrameJob",
@@ -26,8 +27,12 @@ __all__ = [
 
 ROLES = ("messages", "question", "answer", "context", "system", "tools", "id", "tags")
 """What a column can hold; by default each is read from the column of the same name."""
+FILE_ROLES = (*ROLES, "metadata")
+"""What a column of a file can hold: ``metadata`` too, which the command line gives back on each
+result row. A DataFrame has no such role: every column of the input comes back unchanged in the
+result (a ``metadata`` column as well), beside the scores, and nothing of it is sent."""
 _TEXT_ROLES = ("question", "answer", "context", "system")
-_OPTIONAL = ("context", "system", "tools", "id", "tags")
+_OPTIONAL = ("context", "system", "tools", "id", "tags", "metadata")
 _LOOKALIKES = {
     "question": ("question", "prompt", "input", "query", "user", "instruction"),
     "answer": ("answer", "response", "output", "completion", "reply", "assistant"),
@@ -109,7 +114,8 @@ def _plain(value: Any) -> Any:
 @dataclass(frozen=True)
 class ColumnMap:
     """Which column holds what: role (``messages``, ``question``, ``answer``, ``context``,
-    ``system``, ``tools``, ``id``, ``tags``) -> column name, for the columns a table has."""
+    ``system``, ``tools``, ``id``, ``tags``; a file's ``metadata``) -> column name, for the
+    columns a table has."""
 
     columns: Mapping[str, str] = field(default_factory=dict)
 
@@ -119,10 +125,12 @@ class ColumnMap:
         given: Mapping[str, str] | None,
         available: Sequence[str],
         spell: Spelling = python_spelling,
+        roles: Sequence[str] = ROLES,
     ) -> ColumnMap:
         """Check ``given`` against the table's columns and fill in the default names;
         ``spell(role, column)`` writes a mapping the way the caller gives it (Python's
-        ``columns=`` or the command line's flags) in the messages.
+        ``columns=`` or the command line's flags) in the messages; ``roles``: what may be read
+        (:data:`ROLES`, or :data:`FILE_ROLES` for a file).
 
         Raises:
             ComposoValidationError: An unknown role, a named column the table lacks, or neither
@@ -131,9 +139,14 @@ class ColumnMap:
         given = dict(given or {})
         names = list(available)
         for role, column in given.items():
-            if role not in ROLES:
+            if role == "metadata" and role not in roles:
                 raise ComposoValidationError(
-                    f"columns: unknown role {role!r}; the roles are {', '.join(ROLES)}"
+                    "columns: 'metadata' is not read from a DataFrame: every column of the "
+                    "table comes back unchanged in the result, so drop it from columns="
+                )
+            if role not in roles:
+                raise ComposoValidationError(
+                    f"columns: unknown role {role!r}; the roles are {', '.join(roles)}"
                 )
             if not isinstance(column, str) or column not in names:
                 import difflib
@@ -145,7 +158,7 @@ class ColumnMap:
                     f"{lead}{spell(role, str(column))} is not a column of this table{hint}; its "
                     f"columns are {_listing(names)}"
                 )
-        chosen = {role: given.get(role, role) for role in ROLES}
+        chosen = {role: given.get(role, role) for role in roles}
         chosen = {role: col for role, col in chosen.items() if col in names}
         if "messages" in given:
             chosen = {r: c for r, c in chosen.items() if r not in ("question", "answer", "context")}
@@ -166,6 +179,16 @@ class ColumnMap:
     def item(self, cells: Mapping[str, Any], row: Where) -> dict[str, Any]:
         """One row's item for the batch engine (``cells``: column -> value)."""
         return row_item({role: cells.get(col) for role, col in self.columns.items()}, self, row)
+
+    def metadata(self, cells: Mapping[str, Any]) -> dict[str, Any] | None:
+        """The row's metadata cell, if it has a usable one (for a row that failed)."""
+        column = self.columns.get("metadata")
+        if column is None or _empty(_plain(cells.get(column))):
+            return None
+        try:
+            return _metadata(cells.get(column), self, "")
+        except ComposoValidationError:
+            return None
 
     def ident(self, cells: Mapping[str, Any]) -> str | None:
         """The row's id cell as text, if it has a usable one (for a row that failed)."""
@@ -232,6 +255,19 @@ def _clean_dict(value: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _metadata(value: Any, mapping: ColumnMap, row: Where) -> dict[str, Any]:
+    """A file's metadata cell: an object (or its JSON text) the results file can hold as is."""
+    meta: dict[str, Any] = _structured(value, "metadata", mapping, row, dict)
+    try:
+        json.dumps(meta, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise ComposoValidationError(
+            f"{_at(row)}, column {mapping.columns['metadata']!r}: cannot be written as JSON "
+            f"({exc}); store plain values (text, numbers, lists, objects) or JSON text"
+        ) from None
+    return meta
+
+
 def row_item(values: Mapping[str, Any], mapping: ColumnMap, row: Where) -> dict[str, Any]:
     """Role -> cell value for one row, as an ``evaluate_many`` item.
 
@@ -259,6 +295,8 @@ def row_item(values: Mapping[str, Any], mapping: ColumnMap, row: Where) -> dict[
     if "tags" in present:
         tags = _structured(present["tags"], "tags", mapping, row, dict)
         item["tags"] = {str(k): v if isinstance(v, str) else json.dumps(v) for k, v in tags.items()}
+    if "metadata" in present:
+        item["metadata"] = _metadata(present["metadata"], mapping, row)
     if "id" in present:
         ident = _plain(present["id"])
         if isinstance(ident, float) and ident.is_integer():

@@ -4,9 +4,10 @@ Each reader yields ``(index, record)`` pairs, one row at a time (Parquet a batch
 time), so memory stays flat for any input size; :attr:`Records.where` names the record just
 yielded as its reader would find it (a JSONL or CSV file's own line, where a CSV's header is line
 1; a Parquet file's row, from 1). A row that cannot be used is yielded as a :class:`BadRow`
-carrying a message that names that place and the column, and the row's id when it has one; a
-file that cannot be read any further raises :class:`UnreadableInput`. Rows of a table become
-items through the one column mapping (:class:`composo._data.frames.ColumnMap`).
+carrying a message that names that place and the column, and the row's id and metadata when it
+has them; a file that cannot be read any further raises :class:`UnreadableInput`. Rows of a table
+become items through the one column mapping (:class:`composo._data.frames.ColumnMap`), with a
+``metadata`` column as well (:data:`composo._data.frames.FILE_ROLES`).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from composo._data.frames import ColumnMap, flag_spelling
+from composo._data.frames import FILE_ROLES, ColumnMap, flag_spelling
 from composo.errors import ComposoValidationError
 
 __all__ = ["FORMATS", "BadRow", "Records", "UnreadableInput", "detect_format", "open_records"]
@@ -39,11 +40,12 @@ _CONVERSATION_KEYS = ("messages", "input", "trace")
 
 @dataclass(frozen=True)
 class BadRow:
-    """A row that cannot be evaluated, and why (the message names the line or row); ``id``:
-    the row's id, when its id cell could be read."""
+    """A row that cannot be evaluated, and why (the message names the line or row); ``id`` and
+    ``metadata``: the row's own, when they could be read (its result rows carry them)."""
 
     message: str
     id: str | None = None
+    metadata: dict[str, Any] | None = None
 
 
 class UnreadableInput(Exception):
@@ -105,7 +107,7 @@ class Records:
                     f"INPUT: {where} is not a readable Parquet file ({exc})"
                 ) from None
             names = list(self._parquet.schema_arrow.names)
-            self.mapping = ColumnMap.resolve(self.columns, names, flag_spelling)
+            self.mapping = ColumnMap.resolve(self.columns, names, flag_spelling, FILE_ROLES)
             return
         if self.format == "csv":
             stream = (
@@ -124,7 +126,7 @@ class Records:
                 raise UnreadableInput(
                     f"INPUT: {where}: cannot read the CSV header ({exc})"
                 ) from None
-            self.mapping = ColumnMap.resolve(self.columns, self._header, flag_spelling)
+            self.mapping = ColumnMap.resolve(self.columns, self._header, flag_spelling, FILE_ROLES)
             return
         self._file = self.source.open("rb") if self.source is not None else None
 
@@ -147,7 +149,7 @@ class Records:
         try:
             return mapping.item(cells, self.where)
         except ComposoValidationError as exc:
-            return BadRow(str(exc), mapping.ident(cells))
+            return BadRow(str(exc), mapping.ident(cells), mapping.metadata(cells))
 
     def _parquet_rows(self) -> Iterator[tuple[int, dict[str, Any] | BadRow]]:
         assert self.mapping is not None
@@ -220,9 +222,11 @@ class Records:
                 "question" in item and not any(k in item for k in _CONVERSATION_KEYS)
             ):
                 try:
-                    mapping = ColumnMap.resolve(self.columns, list(item), flag_spelling)
+                    mapping = ColumnMap.resolve(self.columns, list(item), flag_spelling, FILE_ROLES)
                 except ComposoValidationError as exc:
-                    yield index, BadRow(f"{self.where}: {exc}", _ident(item.get("id")))
+                    meta = item.get("metadata")
+                    kept = meta if isinstance(meta, dict) else None
+                    yield index, BadRow(f"{self.where}: {exc}", _ident(item.get("id")), kept)
                     continue
                 mapped = self._table_row(item, mapping)
                 yield index, mapped

@@ -19,21 +19,22 @@ class DataUsageError(Exception):
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from composo._data.frames import ROLES
+    from composo._data.frames import FILE_ROLES
     from composo._data.readers import FORMATS
 
     group = parser.add_argument_group(
         "tables and the result cache",
         "CSV and Parquet rows (and JSONL records with question/answer fields) are read by "
         "column name: a 'messages' column, or 'question' and 'answer' (optional 'context'), "
-        "plus optional 'system', 'tools', 'id', 'tags'. Name yours with the flags below.",
+        "plus optional 'system', 'tools', 'id', 'tags' and 'metadata' (an object or its JSON "
+        "text, given back on each result row, never sent). Name yours with the flags below.",
     )
     group.add_argument(
         "--format",
         choices=FORMATS,
         help="the input's format (default: from its extension; stdin is JSONL)",
     )
-    for role in ROLES:
+    for role in FILE_ROLES:
         group.add_argument(
             f"--{role}-column",
             dest=f"{role}_column",
@@ -58,11 +59,13 @@ class DataRun:
     """The run's reader, cache and Parquet output, set up before any request."""
 
     def __init__(self, args: argparse.Namespace, source: Path | None) -> None:
-        from composo._data.frames import ROLES
+        from composo._data.frames import FILE_ROLES
         from composo._data.readers import UnreadableInput, open_records
         from composo.errors import ComposoValidationError
 
-        columns = {r: getattr(args, f"{r}_column") for r in ROLES if getattr(args, f"{r}_column")}
+        columns = {
+            r: getattr(args, f"{r}_column") for r in FILE_ROLES if getattr(args, f"{r}_column")
+        }
         try:
             self.records = open_records(source, args.format, columns)
         except (ComposoValidationError, UnreadableInput) as exc:
@@ -117,7 +120,10 @@ class DataRun:
 
 
 def write_parquet(rows_file: Path, target: Path) -> None:
-    """The results file as Parquet, written a chunk at a time (flat memory)."""
+    """The results file as Parquet, written a chunk at a time (flat memory); ``metadata`` is
+    the JSON text of each row's object (its keys and types vary from row to row)."""
+    import json
+
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -134,13 +140,17 @@ def write_parquet(rows_file: Path, target: Path) -> None:
             ("judge", pa.string()),
             ("model_core", pa.string()),
             ("source", pa.string()),
+            ("metadata", pa.string()),
         ]
     )
     tmp = target.with_name(target.name + ".tmp")
     with pq.ParquetWriter(tmp, schema) as writer:
         chunk: list[dict[str, Any]] = []
         for row in iter_rows(rows_file):
-            chunk.append({name: row.get(name) for name in schema.names})
+            record = {name: row.get(name) for name in schema.names}
+            if record["metadata"] is not None:
+                record["metadata"] = json.dumps(record["metadata"], ensure_ascii=False)
+            chunk.append(record)
             if len(chunk) >= _PARQUET_CHUNK:
                 writer.write_table(pa.Table.from_pylist(chunk, schema=schema))
                 chunk = []

@@ -30,8 +30,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         parser,
         metavar="INPUT",
         input_help="JSONL file, one conversation per line ('messages', or 'input' and 'result'; "
-        "optional 'id', 'system', 'tools', 'tags'), a CSV or Parquet file (columns mapped by "
-        "name, see --question-column...), or - for stdin",
+        "optional 'id', 'system', 'tools', 'tags', and 'metadata': your own fields, given back "
+        "on each result row), a CSV or Parquet file (columns mapped by name, see "
+        "--question-column...), or - for stdin",
         output_help="results file (default: stdout). Re-running with the same INPUT and file "
         "resumes: rows are matched by line number and criterion, scored pairs are skipped, "
         "failed ones retried. A name ending .parquet also writes Parquet at the end",
@@ -228,7 +229,7 @@ class _Run:
         self._warn(index, bad.message)
         error = ComposoValidationError(bad.message)
         for criterion in wanted:
-            self.record(BatchResult(index, criterion, bad.id, None, error))
+            self.record(BatchResult(index, criterion, bad.id, None, error, bad.metadata))
             if self.bar is not None:
                 self.bar.advance()
 
