@@ -1,11 +1,9 @@
 """Bodies the platform accepts never break a judge; refusals are one line naming the field once;
-large traces are bounded and judged without stalling the server."""
+large traces are bounded."""
 
 from __future__ import annotations
 
 import json
-import threading
-import time
 from typing import Any
 
 import httpx
@@ -195,36 +193,3 @@ def test_a_trace_over_the_agent_limit_is_413_naming_the_limit(live: ServerProces
         assert r.status_code == 413, r.text
         assert "agent_instance_by_id" in r.json()["detail"]
         assert str(MAX_TRACE_AGENTS) in r.json()["detail"]
-
-
-def test_healthcheck_answers_while_a_large_trace_is_judged(live: ServerProcess) -> None:
-    body = json.dumps(big_trace(4000, 140)).encode()
-    assert 5 * 1024 * 1024 < len(body) < 10 * 1024 * 1024
-    done: list[httpx.Response] = []
-
-    def judge() -> None:
-        done.append(
-            HTTP.post(
-                live.base_url + "/api/v1/evals/trace",
-                content=body,
-                headers={"API-Key": live.api_key, "Content-Type": "application/json"},
-                timeout=120,
-            )
-        )
-
-    worker = threading.Thread(target=judge)
-    started = time.monotonic()
-    worker.start()
-    slowest = 0.0
-    with httpx.Client(timeout=60) as http:
-        while worker.is_alive():
-            t0 = time.monotonic()
-            assert http.get(live.base_url + "/api/healthcheck").status_code == 200
-            slowest = max(slowest, time.monotonic() - t0)
-            time.sleep(0.02)
-    worker.join()
-    elapsed = time.monotonic() - started
-    assert done[0].status_code == 200
-    assert len(done[0].json()["results_by_agent_name"]) == 40
-    assert elapsed > 0.5  # there was real work...
-    assert slowest < 0.25 * elapsed  # ...and the server answered throughout

@@ -333,41 +333,6 @@ def test_request_content_never_reaches_the_log(tmp_path: Path) -> None:
     assert marker not in out  # ...without any of the content
 
 
-def test_large_evaluation_does_not_stall_other_requests(tmp_path: Path) -> None:
-    import threading
-
-    text = "lorem ipsum dolor sit amet consectetur " * 120_000  # 2 x 4.7 MB
-    body = {
-        "messages": [{"role": "user", "content": text}, {"role": "assistant", "content": text}],
-        "evaluation_criteria": REWARD,
-    }
-    with ServerProcess(db=tmp_path / "t.db") as srv:
-        headers = {"API-Key": srv.api_key}
-        done: list[int] = []
-
-        def big() -> None:
-            r = HTTP.post(
-                srv.base_url + "/api/v1/evals/reward", json=body, headers=headers, timeout=60
-            )
-            done.append(r.status_code)
-
-        worker = threading.Thread(target=big)
-        started = time.monotonic()
-        worker.start()
-        slowest = 0.0
-        with httpx.Client(timeout=30) as http:
-            while worker.is_alive():
-                t0 = time.monotonic()
-                assert http.get(srv.base_url + "/api/healthcheck").status_code == 200
-                slowest = max(slowest, time.monotonic() - t0)
-                time.sleep(0.02)
-        worker.join()
-        assert done == [200]
-        elapsed = time.monotonic() - started
-        assert elapsed > 0.5  # the judge had real work to do (most of this time)...
-        assert slowest < 0.4 * elapsed  # ...and the server kept answering meanwhile
-
-
 def test_tasks_resume_after_a_restart_under_the_same_pid(tmp_path: Path) -> None:
     """In a container the server is pid 1 every time: a predecessor with the same pid is gone."""
     from composo._core.wire import RewardRequest
