@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from collections.abc import Iterable, Iterator, Mapping, Set
+from collections.abc import Iterable, Mapping, Set
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -222,76 +222,8 @@ def _stem(word: str) -> str:
     return _term_cached(word) if len(word) <= _CACHED_WORD else _term(word)
 
 
-# Long texts are read in pieces of about this many characters, cut after a space or a line end
-# (so no word, figure or short phrase is split): one regular-expression call over megabytes
-# holds the interpreter lock for its whole run (a third of a second for 4 MiB of prose), which
-# would stall the event loop even from a worker thread; between pieces the lock changes hands.
-_PIECE = 64 * 1024
-# A phrase that starts in one piece is looked for this many characters into the next.
-_OVERLAP = 256
-
-
-def _pieces(text: str) -> Iterator[tuple[str, int]]:
-    """``(piece, own)``: consecutive pieces of ``text``, each followed by the next ``_OVERLAP``
-    characters; ``own`` is how much of the piece is its own. A text up to ``_PIECE`` long is one
-    piece, so short texts read exactly as before; only a run of over ``_PIECE // 2`` characters
-    without a space is cut where it stands."""
-    n = len(text)
-    if n <= _PIECE:
-        yield text, n
-        return
-    start = 0
-    while start < n:
-        end = start + _PIECE
-        if end < n:
-            half = start + _PIECE // 2
-            cut = max(text.rfind(" ", half, end), text.rfind("\n", half, end))
-            end = cut + 1 if cut >= 0 else end
-        else:
-            end = n
-        yield text[start : end + _OVERLAP], end - start
-        start = end
-
-
-def _matches(pattern: re.Pattern[str], text: str) -> Iterator[re.Match[str]]:
-    """``pattern.finditer(text)``, read piece by piece (see ``_pieces``); positions are each
-    piece's own."""
-    consumed = 0  # where the last match found ended, from the start of ``text``
-    offset = 0
-    for piece, own in _pieces(text):
-        for m in pattern.finditer(piece):
-            if m.start() >= own:
-                break  # the next piece's, found again there
-            if offset + m.start() >= consumed:
-                consumed = offset + m.end()
-                yield m
-        offset += own
-
-
-def _found(pattern: re.Pattern[str], text: str) -> bool:
-    if len(text) <= _PIECE:
-        return pattern.search(text) is not None
-    return next(_matches(pattern, text), None) is not None
-
-
-def _count(pattern: re.Pattern[str], text: str) -> int:
-    if len(text) <= _PIECE:
-        return len(pattern.findall(text))
-    return sum(1 for _ in _matches(pattern, text))
-
-
-def _words(text: str) -> list[str]:
-    """Every ``_WORD`` in ``text`` (words never span pieces: pieces are cut at spaces)."""
-    if len(text) <= _PIECE:
-        return _WORD.findall(text)
-    words: list[str] = []
-    for piece, own in _pieces(text):
-        words += _WORD.findall(piece, 0, own)
-    return words
-
-
 def _terms_of(text: str) -> frozenset[str]:
-    stems = frozenset(map(_stem, _words(text.lower())))
+    stems = frozenset(map(_stem, _WORD.findall(text.lower())))
     return stems - {""} if "" in stems else stems
 
 
@@ -391,10 +323,7 @@ def _tool_names(tools: Iterable[Mapping[str, Any]]) -> set[str]:
 
 def _numbers(text: str) -> set[str]:
     """Figures in ``text``, normalised (``1,500`` and ``1500`` are the same figure)."""
-    found = (
-        _NUMBER.findall(text) if len(text) <= _PIECE else (m[0] for m in _matches(_NUMBER, text))
-    )
-    return {n.replace(",", "") for n in found}
+    return {n.replace(",", "") for n in _NUMBER.findall(text)}
 
 
 def _ratio(found: int, total: int) -> float:
@@ -418,9 +347,9 @@ def score_case(case: Case) -> Verdict:
     answer_terms = _terms(parts.answer)
     for call in parts.calls:
         answer_terms |= _terms(call.name.replace("_", " ") + " " + call.arguments)
-    words = len(_words(parts.answer))
+    words = len(_WORD.findall(parts.answer))
     empty = words == 0 and not parts.calls
-    refused = _found(_REFUSAL, parts.answer)
+    refused = _REFUSAL.search(parts.answer) is not None
 
     if empty:
         signals.append("the judged answer is empty")
@@ -514,10 +443,10 @@ def _grounding(
         if used < 0.2:
             signals.append(f"little of the tool results used ({used:.2f})")
             penalty += 0.15
-    if _found(_RUDE, parts.answer):
+    if _RUDE.search(parts.answer):
         signals.append("dismissive or rude phrasing")
         penalty += 0.3
-    hedges = _count(_HEDGE, parts.answer)
+    hedges = len(_HEDGE.findall(parts.answer))
     if hedges >= 2:
         signals.append(f"hedging ({hedges} hedges)")
         penalty += 0.2
