@@ -226,7 +226,7 @@ def _obtain(
             out = c.evaluate(messages=subject, criteria=names, **options)
         else:
             out = c.evaluate(criteria=names, **options)
-        responses = list(out)
+        responses = list(out) if isinstance(out, list) else [out]  # one criterion: one answer
         if session is not None:
             session.recorder.response(responses)
     return responses, [_outcome(r, n) for r, n in zip(responses, names, strict=False)]

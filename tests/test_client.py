@@ -99,9 +99,17 @@ def test_several_criteria_come_back_in_order(client: Composo) -> None:
     assert results[1].score in (0.0, 1.0)
 
 
-def test_a_one_element_list_gives_a_list(client: Composo) -> None:
-    results = client.evaluate(messages=QA, criteria=["Reward accurate information"])
-    assert isinstance(results, list) and len(results) == 1
+def test_a_one_element_list_gives_one_result_as_the_platform_sdk_does(client: Composo) -> None:
+    one = client.evaluate(messages=QA, criteria=["Reward accurate information"])
+    assert isinstance(one, EvaluationResponse)
+    assert one.criterion == "Reward accurate information" and one.score is not None
+    named = client.evaluate(messages=QA, evaluator_name=["rag_faithfulness"])
+    assert isinstance(named, EvaluationResponse)
+    task = client.evaluate(messages=QA, criteria=["Reward accurate information"], block=False)
+    assert isinstance(task, dict) and isinstance(task["task_id"], str)
+    # The typed way to always get a list: evaluate_many, one result per pair.
+    many = client.evaluate_many([{"messages": QA}], ["Reward accurate information"])
+    assert [r.criterion for r in many] == ["Reward accurate information"]
 
 
 def test_sync_criteria_run_concurrently_within_the_client_limit(live: ServerProcess) -> None:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import inspect
 import threading
+import typing
 from typing import Any
 
 import pytest
@@ -35,12 +37,88 @@ def test_one_options_object_passes_through_every_method(
     assert all(b["tags"] == {"run": "7"} and b["data_retention"] == "none" for b in sent)
 
 
-@pytest.mark.parametrize("method", ["evaluate", "evaluate_trace", "evaluate_many"])
-def test_a_misspelled_option_is_refused_like_a_keyword(method: str) -> None:
+@pytest.mark.parametrize(
+    ("method", "says"),
+    [
+        # evaluate and evaluate_trace name every option in their signatures: Python refuses it
+        ("evaluate", r"evaluate\(\) got an unexpected keyword argument 'tagz'"),
+        ("evaluate_trace", r"evaluate_trace\(\) got an unexpected keyword argument 'tagz'"),
+        # the batch methods take **options, and list them
+        ("evaluate_many", r"unexpected keyword argument 'tagz'.*tags"),
+    ],
+)
+def test_a_misspelled_option_is_refused_like_a_keyword(method: str, says: str) -> None:
     client = Composo(api_key="k", base_url=f"http://127.0.0.1:{free_port()}")
     first: Any = [{"messages": QA}] if method == "evaluate_many" else QA
-    with pytest.raises(TypeError, match=r"unexpected keyword argument 'tagz'.*tags"):
+    with pytest.raises(TypeError, match=says):
         getattr(client, method)(first, criteria=CRITERIA[0], tagz={"a": "b"})
+
+
+# The platform SDK's positional order, which code written for it may rely on.
+PLATFORM_ORDER = {
+    "evaluate": [
+        "messages",
+        "input",
+        "system",
+        "tools",
+        "result",
+        "criteria",
+        "block",
+        "tags",
+        "evaluate_latest",
+        "evaluator_name",
+        "explanation_cleaning",
+        "data_retention",
+    ],
+    "evaluate_trace": [
+        "trace",
+        "criteria",
+        "model_core",
+        "block",
+        "tags",
+        "evaluate_latest",
+        "evaluator_name",
+        "data_retention",
+    ],
+}
+
+
+@pytest.mark.parametrize("cls", [Composo, AsyncComposo])
+@pytest.mark.parametrize("method", sorted(PLATFORM_ORDER))
+def test_evaluate_takes_the_platform_sdk_order_and_every_option_typed_once(
+    cls: type[Composo | AsyncComposo], method: str
+) -> None:
+    function = getattr(cls, method)
+    params = list(inspect.signature(function).parameters.values())[1:]  # after self
+    positional = [p.name for p in params if p.kind is p.POSITIONAL_OR_KEYWORD]
+    assert positional == PLATFORM_ORDER[method]
+    assert all(p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) for p in params)
+    # Every option is a parameter, with the type EvaluateOptions gives it (its one definition).
+    hints = typing.get_type_hints(function)
+    option_types = typing.get_type_hints(EvaluateOptions)
+    assert {name: hints[name] for name in option_types} == option_types
+    assert all(inspect.signature(function).parameters[n].default is None for n in option_types)
+
+
+def _public_methods(cls: type) -> set[str]:
+    return {n for n in dir(cls) if not n.startswith("_") and callable(getattr(cls, n))}
+
+
+def test_both_clients_methods_take_the_same_parameters() -> None:
+    shared = _public_methods(Composo) & _public_methods(AsyncComposo)
+    assert _public_methods(AsyncComposo) - shared == {"aclose"}  # close's async name
+    assert _public_methods(Composo) - shared == set()
+    for name in sorted(shared):
+        sync, run_async = (inspect.signature(getattr(c, name)) for c in (Composo, AsyncComposo))
+        shape = [
+            [(p.name, p.kind, p.default) for p in s.parameters.values()] for s in (sync, run_async)
+        ]
+        assert shape[0] == shape[1], name
+    # The methods code written for the platform SDK calls: annotations identical as well.
+    for name in PLATFORM_ORDER:
+        assert inspect.signature(getattr(Composo, name)) == inspect.signature(
+            getattr(AsyncComposo, name)
+        )
 
 
 async def test_the_async_client_refuses_it_too() -> None:

@@ -16,6 +16,7 @@ from composo._core.limits import (
     DEFAULT_NUM_RETRIES,
     DEFAULT_TIMEOUT,
 )
+from composo._core.options import DataRetention, ExplanationCleaning, Tags  # get_type_hints
 from composo._core.retry import Policy, is_retryable
 from composo.errors import ComposoError, RateLimitError
 
@@ -109,33 +110,56 @@ class AsyncClient(BaseClient):
         self,
         messages: Any = None,
         input: Any = None,
-        criteria: str | Sequence[str] | None = None,
         system: str | None = None,
         tools: Any = None,
         result: Any = None,
+        criteria: str | Sequence[str] | None = None,
         block: bool = True,
-        *,
+        tags: Tags | None = None,
+        evaluate_latest: bool | None = None,
         evaluator_name: str | Sequence[str] | None = None,
-        **options: Unpack[EvaluateOptions],
+        explanation_cleaning: ExplanationCleaning | None = None,
+        data_retention: DataRetention | None = None,
+        *,
+        model_core: str | None = None,
     ) -> Any:
-        """As :meth:`Composo.evaluate`, awaited: a response, or a list in the order given."""
-        requests, single = self._reward_requests(
+        """As :meth:`Composo.evaluate`, awaited: one response for one criterion (a string or a
+        list of one), a list in the order given for several."""
+        options = {
+            "model_core": model_core,
+            "tags": tags,
+            "evaluate_latest": evaluate_latest,
+            "explanation_cleaning": explanation_cleaning,
+            "data_retention": data_retention,
+        }
+        requests, _ = self._reward_requests(
             criteria, evaluator_name, options, messages, input, result, system, tools
         )
-        return await self._run_all(requests, single, block)
+        return await self._run_all(requests, block)
 
     async def evaluate_trace(
         self,
         trace: Any,
         criteria: str | Sequence[str] | None = None,
-        *,
+        model_core: str | None = None,
         block: bool = True,
+        tags: Tags | None = None,
+        evaluate_latest: bool | None = None,
         evaluator_name: str | Sequence[str] | None = None,
-        **options: Unpack[EvaluateOptions],
+        data_retention: DataRetention | None = None,
+        *,
+        explanation_cleaning: ExplanationCleaning | None = None,
     ) -> Any:
         """As :meth:`Composo.evaluate_trace`, awaited."""
-        requests, single = self._trace_requests(trace, criteria, evaluator_name, options)
-        return await self._run_all(requests, single, block)
+        options = {
+            "model_core": model_core,
+            "tags": tags,
+            "evaluate_latest": evaluate_latest,
+            "explanation_cleaning": explanation_cleaning,
+            "data_retention": data_retention,
+        }
+        requests, _ = self._trace_requests(trace, criteria, evaluator_name, options)
+        return await self._run_all(requests, block)
 
     async def get_task(self, task_id: str) -> TaskInfo:
         """As :meth:`Composo.get_task`, awaited."""
@@ -191,10 +215,10 @@ class AsyncClient(BaseClient):
             self._send, batch_async.ajobs_from(items), plan, window, bar
         )
 
-    async def _run_all(self, requests: Sequence[Request], single: bool, block: bool) -> Any:
+    async def _run_all(self, requests: Sequence[Request], block: bool) -> Any:
+        """One request's answer, or several answers as a list in request order."""
         if len(requests) == 1:
-            out = await self._request(requests[0], block)
-            return out if single else [out]
+            return await self._request(requests[0], block)
         return list(await asyncio.gather(*(self._request(r, block) for r in requests)))
 
     async def _request(self, request: Request, block: bool = True) -> Any:

@@ -18,6 +18,7 @@ from composo._core.limits import (
     DEFAULT_NUM_RETRIES,
     DEFAULT_TIMEOUT,
 )
+from composo._core.options import DataRetention, ExplanationCleaning, Tags  # get_type_hints
 from composo._core.retry import Policy, is_retryable
 from composo.errors import ComposoError, RateLimitError
 
@@ -107,77 +108,117 @@ class SyncClient(BaseClient):
         self,
         messages: Any = None,
         input: Any = None,
-        criteria: str | Sequence[str] | None = None,
         system: str | None = None,
         tools: Any = None,
         result: Any = None,
+        criteria: str | Sequence[str] | None = None,
         block: bool = True,
-        *,
+        tags: Tags | None = None,
+        evaluate_latest: bool | None = None,
         evaluator_name: str | Sequence[str] | None = None,
-        **options: Unpack[EvaluateOptions],
+        explanation_cleaning: ExplanationCleaning | None = None,
+        data_retention: DataRetention | None = None,
+        *,
+        model_core: str | None = None,
     ) -> Any:
         """Score a conversation against one or more criteria.
+
+        The parameters come in the platform SDK's positional order (usually they are given by
+        name); ``tags``, ``evaluate_latest``, ``explanation_cleaning``, ``data_retention`` and
+        ``model_core`` are the options of :class:`~composo.types.EvaluateOptions`, where
+        ``None`` means "not sent".
 
         Args:
             messages: The chat so far: OpenAI or Anthropic message dicts, or any object a plugin
                 converts (give this or ``input``).
             input: The OpenAI Responses API ``input`` instead of ``messages``.
-            criteria: One criterion (``"Reward ..."``, ``"Penalize ..."``, ``"Passes if ..."``,
-                ``"Fails if ..."``) or a list of them (or give ``evaluator_name``).
             system: The system prompt the assistant had.
             tools: The tools it was offered (OpenAI or Anthropic definitions).
             result: The answer to score, appended to the conversation (a message, a chat
                 completion, a Responses ``Response``...).
+            criteria: One criterion (``"Reward ..."``, ``"Penalize ..."``, ``"Passes if ..."``,
+                ``"Fails if ..."``) or a list of them (or give ``evaluator_name``).
             block: ``False`` submits the evaluation and returns ``{"task_id": ...}`` at once.
+            tags: Flat ``{str: str}`` labels stored with the evaluation.
+            evaluate_latest: Score only the last assistant turn (``True``) or them all.
             evaluator_name: A saved evaluator's name (or a list), instead of ``criteria``.
-            **options: :class:`~composo.types.EvaluateOptions`: ``model_core``, ``tags``,
-                ``evaluate_latest``, ``explanation_cleaning``, ``data_retention``.
+            explanation_cleaning: ``"end_user"`` adds an explanation fit to show end users.
+            data_retention: ``"standard"`` or ``"none"`` (nothing kept after answering).
+            model_core: The evaluation model (default: the client's).
 
         Returns:
-            An :class:`EvaluationResponse` for one criterion, a list of them in the given order
-            for several, or ``{"task_id": ...}`` (a list of them) with ``block=False``.
+            One criterion (a string, or a list of one) gives one :class:`EvaluationResponse`;
+            two or more give a list of them in the order given. With ``block=False``, a
+            ``{"task_id": ...}`` dict in place of each response. For a list whatever the
+            count, use :meth:`evaluate_many`.
 
         Raises:
             ComposoValidationError: Bad input, before any network call.
             APIStatusError: The server refused the request (a subclass per status family).
             APIConnectionError: The server could not be reached (``APITimeoutError`` in time).
         """
-        requests, single = self._reward_requests(
+        options = {
+            "model_core": model_core,
+            "tags": tags,
+            "evaluate_latest": evaluate_latest,
+            "explanation_cleaning": explanation_cleaning,
+            "data_retention": data_retention,
+        }
+        requests, _ = self._reward_requests(
             criteria, evaluator_name, options, messages, input, result, system, tools
         )
-        return self._run_all(requests, single, block)
+        return self._run_all(requests, block)
 
     def evaluate_trace(
         self,
         trace: Any,
         criteria: str | Sequence[str] | None = None,
-        *,
+        model_core: str | None = None,
         block: bool = True,
+        tags: Tags | None = None,
+        evaluate_latest: bool | None = None,
         evaluator_name: str | Sequence[str] | None = None,
-        **options: Unpack[EvaluateOptions],
+        data_retention: DataRetention | None = None,
+        *,
+        explanation_cleaning: ExplanationCleaning | None = None,
     ) -> Any:
         """Score a multi-agent trace against one or more criteria.
+
+        The parameters come in the platform SDK's positional order; usually they are given
+        by name.
 
         Args:
             trace: A :class:`MultiAgentTrace`, a dict of that shape, or an object a plugin
                 converts (e.g. a captured agent run).
             criteria: One criterion or a list of them (or give ``evaluator_name``).
+            model_core: The evaluation model (default: the client's).
             block: ``False`` submits the evaluation and returns ``{"task_id": ...}`` at once.
+            tags: Flat ``{str: str}`` labels stored with the evaluation.
+            evaluate_latest: Must not be ``True`` for traces.
             evaluator_name: A saved evaluator's name (or a list), instead of ``criteria``.
-            **options: :class:`~composo.types.EvaluateOptions` (``explanation_cleaning`` and
-                ``evaluate_latest=True`` are refused for traces).
+            data_retention: ``"standard"`` or ``"none"`` (nothing kept after answering).
+            explanation_cleaning: Refused for traces, before any request (reward evaluations
+                only).
 
         Returns:
-            A :class:`MultiAgentTraceResponse` for one criterion, a list for several, or
-            ``{"task_id": ...}`` (a list of them) with ``block=False``.
+            One criterion (a string, or a list of one) gives one
+            :class:`MultiAgentTraceResponse`; two or more give a list in the order given. With
+            ``block=False``, a ``{"task_id": ...}`` dict in place of each response.
 
         Raises:
             ComposoValidationError: Bad input, before any network call.
             APIStatusError: The server refused the request.
             APIConnectionError: The server could not be reached.
         """
-        requests, single = self._trace_requests(trace, criteria, evaluator_name, options)
-        return self._run_all(requests, single, block)
+        options = {
+            "model_core": model_core,
+            "tags": tags,
+            "evaluate_latest": evaluate_latest,
+            "explanation_cleaning": explanation_cleaning,
+            "data_retention": data_retention,
+        }
+        requests, _ = self._trace_requests(trace, criteria, evaluator_name, options)
+        return self._run_all(requests, block)
 
     def get_task(self, task_id: str) -> TaskInfo:
         """Read the state of a background evaluation.
@@ -314,10 +355,10 @@ class SyncClient(BaseClient):
                 )
             return self._pool
 
-    def _run_all(self, requests: Sequence[Request], single: bool, block: bool) -> Any:
+    def _run_all(self, requests: Sequence[Request], block: bool) -> Any:
+        """One request's answer, or several answers as a list in request order."""
         if len(requests) == 1:
-            out = self._request(requests[0], block)
-            return out if single else [out]
+            return self._request(requests[0], block)
         results: list[Any] = [None] * len(requests)
         from composo._core.runner import bounded
 

@@ -3,7 +3,10 @@
 :class:`EvaluateOptions` is what ``evaluate``, ``evaluate_trace``, ``evaluate_many`` and
 ``evaluate_many_iter`` (of both clients), the batch plan, the command line and the background
 evaluator accept. Adding an option is one line here plus the wire field that carries it
-(:mod:`composo._core.wire`); everything else reads :data:`OPTION_NAMES`.
+(:mod:`composo._core.wire`) and a keyword-only parameter of ``evaluate`` and ``evaluate_trace``,
+typed with the alias below (those two name every option in their signatures, in the platform
+SDK's positional order; ``tests/test_options.py`` checks that they carry every option with
+this type); everything else reads :data:`OPTION_NAMES`.
 """
 
 from __future__ import annotations
@@ -11,7 +14,21 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Literal, TypedDict
 
-__all__ = ["OPTION_NAMES", "EvaluateOptions", "check_names", "merge", "set_options"]
+__all__ = [
+    "OPTION_NAMES",
+    "DataRetention",
+    "EvaluateOptions",
+    "ExplanationCleaning",
+    "Tags",
+    "check_names",
+    "merge",
+    "set_options",
+]
+
+# The options' types, for the signatures that name them one by one.
+Tags = Mapping[str, Any]
+ExplanationCleaning = Literal["end_user"]
+DataRetention = Literal["standard", "none"]
 
 
 class EvaluateOptions(TypedDict, total=False):
@@ -31,10 +48,10 @@ class EvaluateOptions(TypedDict, total=False):
     """
 
     model_core: str | None
-    tags: Mapping[str, Any] | None
+    tags: Tags | None
     evaluate_latest: bool | None
-    explanation_cleaning: Literal["end_user"] | None
-    data_retention: Literal["standard", "none"] | None
+    explanation_cleaning: ExplanationCleaning | None
+    data_retention: DataRetention | None
 
 
 OPTION_NAMES: tuple[str, ...] = tuple(EvaluateOptions.__annotations__)

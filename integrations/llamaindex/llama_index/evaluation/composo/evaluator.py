@@ -485,11 +485,16 @@ class _Call:
             out = client.evaluate_trace(criteria=self.criteria, **self.kwargs)
         else:
             out = client.evaluate(criteria=self.criteria, **self.kwargs)
-        return list(out)
+        return _as_list(out)
 
     async def run_async(self, client: AsyncComposo) -> list[Any]:
         if "trace" in self.kwargs:
             out = await client.evaluate_trace(criteria=self.criteria, **self.kwargs)
         else:
             out = await client.evaluate(criteria=self.criteria, **self.kwargs)
-        return list(out)
+        return _as_list(out)
+
+
+def _as_list(out: Any) -> list[Any]:
+    """``evaluate``'s answer as a list: one criterion gives one response, not a list of one."""
+    return list(out) if isinstance(out, list) else [out]
