@@ -24,9 +24,14 @@ def langchain_tracing() -> Iterator[None]:
 
 
 def test_instrument_is_contributed_by_the_plugin() -> None:
-    assert "LANGCHAIN" in Instruments.available()
-    assert Instruments.LANGCHAIN is Instruments.LANGCHAIN
-    assert Instruments.LANGCHAIN.name == "langchain"
+    from langchain_composo.instruments import LangChainInstrument
+
+    provided = Instruments.available()["LANGCHAIN"]
+    assert isinstance(provided, LangChainInstrument)
+    # One object per process, whichever way it is named: init() sees it as on.
+    assert Instruments.LANGCHAIN.resolve() is provided
+    assert Instruments("langchain").resolve() is provided
+    assert provided.name == "langchain"
 
 
 def test_agent_tracer_captures_langchain_calls(

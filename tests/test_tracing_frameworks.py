@@ -6,6 +6,7 @@ and a tool); Anthropic objects as ``result=`` and ``tools=``."""
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -58,14 +59,18 @@ def off() -> Iterator[None]:
     ComposoTracer.shutdown()
 
 
-def test_installed_openinference_instrumentors_are_members() -> None:
+def test_installed_openinference_instrumentors_are_members(
+    off: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
     available = Instruments.available()
     for name in ("OPENAI", "ANTHROPIC", "LITELLM", "OPENAI_AGENTS"):
         assert name in available
-        assert name in dir(Instruments)
-    assert Instruments.ANTHROPIC is Instruments.ANTHROPIC  # one instance: init() sees it as on
-    with pytest.raises(AttributeError, match=r"Instruments\.CREWAI is not available"):
-        _ = Instruments.CREWAI
+        assert Instruments[name].value == name.lower()
+    # One instance, through the member or the entry point: init() sees it as on.
+    assert Instruments.ANTHROPIC.resolve() is available["ANTHROPIC"]
+    monkeypatch.setitem(sys.modules, "openinference.instrumentation.crewai", None)  # not here
+    with pytest.raises(ImportError, match=r"pip install 'openinference-instrumentation-crewai'"):
+        ComposoTracer.init(Instruments.CREWAI)
 
 
 def test_any_instrumentor_object_can_be_passed(

@@ -126,9 +126,9 @@ def run_python(code: str, env: dict[str, str] | None = None) -> str:
 def test_plugin_instrument_is_switched_on_and_captured(
     echo_plugin: None, off: None, oai: openai.OpenAI
 ) -> None:
-    assert Instruments.ECHO_FRAMEWORK is ECHO
-    assert "ECHO_FRAMEWORK" in dir(Instruments)
-    ComposoTracer.init(instruments=[Instruments.OPENAI, Instruments.ECHO_FRAMEWORK])
+    # No Instruments member names it: it is passed as the object (or by its name, below).
+    assert Instruments.available()["ECHO_FRAMEWORK"] is ECHO
+    ComposoTracer.init(instruments=[Instruments.OPENAI, ECHO])
     assert ECHO.tracer is not None
     assert ComposoTracer.instrumented() == ["openai", "echo-framework"]
     with AgentTracer(name="echo") as tracer:
@@ -138,13 +138,16 @@ def test_plugin_instrument_is_switched_on_and_captured(
     assert step.output_messages[0].content == "HELLO"
     ComposoTracer.shutdown()
     assert ECHO.tracer is None
+    ComposoTracer.init(instruments=["echo-framework"])
+    assert ComposoTracer.instrumented() == ["echo-framework"]
+    assert ECHO.tracer is not None
 
 
 def test_framework_llm_span_around_openai_call_counts_once(
     echo_plugin: None, off: None, oai: openai.OpenAI, openai_standin: OpenAIStandIn
 ) -> None:
     openai_standin.queue_chat(chat_completion(content="from the model"))
-    ComposoTracer.init(instruments=[Instruments.OPENAI, Instruments.ECHO_FRAMEWORK])
+    ComposoTracer.init(instruments=[Instruments.OPENAI, ECHO])
     with AgentTracer() as tracer:
         assert echo_chat("wrapped", model=lambda p: ask(oai, p)) == "from the model"
         ask(oai, "direct")
@@ -250,28 +253,51 @@ def integrations_missing() -> Iterator[None]:
             pm.register(plugin, name=name)
 
 
-def test_unknown_instrument_says_what_exists_and_what_to_install(
-    integrations_missing: None,
+def test_a_member_whose_integration_is_missing_says_what_to_install(
+    integrations_missing: None, off: None
 ) -> None:
-    assert dir(Instruments).count("OPENAI") == 1
-    with pytest.raises(AttributeError) as err:
-        _ = Instruments.LANGCHAIN
+    with pytest.raises(ImportError) as err:
+        ComposoTracer.init(instruments=[Instruments.OPENAI, Instruments.LANGCHAIN])
+    assert str(err.value) == (
+        "Instruments.LANGCHAIN comes with langchain-composo: "
+        "pip install 'langchain-composo[tracing]'"
+    )
+    with pytest.raises(ImportError, match="pip install 'llama-index-evaluation-composo'"):
+        ComposoTracer.init(instruments="llama-index")
+    assert ComposoTracer.instrumented() == []  # nothing switched on, OpenAI included
+
+
+def test_a_member_whose_instrumentor_is_missing_says_what_to_install(
+    off: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # As if openinference-instrumentation-google-genai were not installed.
+    monkeypatch.setitem(sys.modules, "openinference.instrumentation.google_genai", None)
+    with pytest.raises(ImportError) as err:
+        ComposoTracer.init(instruments=[Instruments.OPENAI, Instruments.GOOGLE_GENAI])
     message = str(err.value)
-    assert "Install langchain-composo" in message
-    assert "Available: OPENAI." in message
-    assert "llama-index-evaluation-composo (LLAMA_INDEX)" in message
-    with pytest.raises(AttributeError, match=r"Instruments\.NOPE is not available"):
-        _ = Instruments.NOPE
+    assert message.startswith("Instruments.GOOGLE_GENAI needs ")
+    assert "GoogleGenAIInstrumentor" in message
+    assert message.endswith("pip install 'composo[google-genai]'")
+    assert ComposoTracer.instrumented() == []
+
+
+def test_an_unknown_name_lists_the_names_there_are(off: None) -> None:
+    with pytest.raises(ComposoValidationError) as err:
+        ComposoTracer.init(instruments="nope")
+    message = str(err.value)
+    assert message.startswith("instruments: no instrument is named 'nope'")
+    assert "'openai'" in message
+    assert "'google_genai'" in message
 
 
 def test_installed_integrations_add_their_instruments() -> None:
     pytest.importorskip("llama_index.evaluation.composo")
     pytest.importorskip("langchain_composo")
-    assert Instruments.LLAMA_INDEX.name == "llama_index"
-    assert Instruments.LANGCHAIN.name.lower() == "langchain"
+    assert Instruments.LLAMA_INDEX.resolve().name == "llama_index"
+    assert Instruments.LANGCHAIN.resolve().name == "langchain"
 
 
-@pytest.mark.parametrize("bad", ["openai", [object()], 3])
+@pytest.mark.parametrize("bad", [[object()], 3, [Instruments.OPENAI, 42]])
 def test_bad_instruments_value_is_refused(off: None, bad: Any) -> None:
     with pytest.raises(ComposoValidationError, match="instruments"):
         ComposoTracer.init(instruments=bad)
@@ -445,7 +471,7 @@ def test_langchain_chat_model_calling_openai_counts_once(
 
 
 def test_an_instrument_whose_instrumentor_is_missing_says_what_to_install() -> None:
-    from composo.tracing._instruments import OpenInferenceInstrument
+    from composo.ext import OpenInferenceInstrument
 
     class Missing(OpenInferenceInstrument):
         name = "acme-llm"
@@ -456,6 +482,97 @@ def test_an_instrument_whose_instrumentor_is_missing_says_what_to_install() -> N
     instrument = Missing()
     with pytest.raises(ImportError) as info:
         instrument.instrument(tracer_provider=None)
-    assert "Instruments.ACME_LLM" in str(info.value)
+    assert str(info.value).startswith("'acme-llm' needs ")
     assert "pip install 'acme-composo[tracing]'" in str(info.value)
     instrument.uninstrument()  # nothing was switched on: a no-op, not an error
+
+
+# -- code written for the platform SDK ------------------------------------------------------------
+
+
+def test_instruments_is_the_platform_sdks_enum() -> None:
+    import enum
+
+    assert issubclass(Instruments, enum.Enum)
+    assert {m.name: m.value for m in list(Instruments)[:3]} == {
+        "OPENAI": "openai",
+        "ANTHROPIC": "anthropic",
+        "GOOGLE_GENAI": "google_genai",
+    }
+    assert Instruments("openai") is Instruments.OPENAI
+    assert Instruments["GOOGLE_GENAI"] is Instruments.GOOGLE_GENAI
+    assert isinstance(Instruments.GOOGLE_GENAI, Instruments)
+    assert [m.value for m in Instruments if m.name in ("LANGCHAIN", "LLAMA_INDEX")] == [
+        "langchain",
+        "llama_index",
+    ]
+    assert Instruments("llama-index") is Instruments.LLAMA_INDEX  # any spelling of a name
+    with pytest.raises(ValueError):
+        Instruments("nope")
+
+
+def test_init_returns_the_provider_spans_go_to(off: None, oai: openai.OpenAI) -> None:
+    provider = ComposoTracer.init(instruments=Instruments.OPENAI)
+    assert isinstance(provider, TracerProvider)
+    assert ComposoTracer.tracer_provider() is provider
+    exporter = InMemorySpanExporter()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))  # as users of the SDK do
+    with AgentTracer(name="asker") as tracer:
+        ask(oai, "where do spans go?")
+    assert [s.name for s in exporter.get_finished_spans()] == ["ChatCompletion"]
+    assert len(steps(tracer.trace)) == 1
+    assert ComposoTracer.init(instruments=[Instruments.OPENAI]) is provider  # again: the same
+
+
+def test_instruments_by_name(off: None, oai: openai.OpenAI) -> None:
+    ComposoTracer.init(instruments="openai")
+    assert ComposoTracer.instrumented() == ["openai"]
+    ComposoTracer.init(instruments=["OpenAI", Instruments.OPENAI])  # already on: left alone
+    with AgentTracer() as tracer:
+        ask(oai, "once")
+    assert len(steps(tracer.trace)) == 1
+
+
+def test_setup_init_takes_the_platform_sdks_argument(off: None, oai: openai.OpenAI) -> None:
+    from composo.tracing import setup
+
+    provider = setup.init()  # the platform SDK's default: no instrument
+    assert ComposoTracer.instrumented() == []
+    assert setup.init(instrument=[Instruments.OPENAI]) is provider
+    assert ComposoTracer.instrumented() == ["openai"]
+    with AgentTracer() as tracer:
+        ask(oai, "through setup.init")
+    assert len(steps(tracer.trace)) == 1
+
+
+@pytest.mark.parametrize("first", ["module", "package"])
+def test_the_platform_sdks_module_paths(first: str) -> None:
+    """``composo.tracing.agent_tracer`` is a module (with ``AgentTracer``) and, read from the
+    package, the decorator, whichever is imported first (fresh interpreters)."""
+    module_first = first == "module"
+    out = run_python(
+        f"""
+        import inspect
+        if {module_first}:
+            from composo.tracing.agent_tracer import AgentTracer
+            from composo.tracing import agent_tracer
+        else:
+            from composo.tracing import agent_tracer
+            from composo.tracing.agent_tracer import AgentTracer
+        import composo
+        import composo.tracing.agent_tracer
+        from composo.tracing import init
+        from composo.tracing.setup import init as setup_init
+
+        print(inspect.isfunction(agent_tracer), agent_tracer is composo.agent_tracer)
+        print(composo.tracing.agent_tracer is agent_tracer, AgentTracer is composo.AgentTracer)
+        print(init is setup_init)
+
+        @agent_tracer(name="decorated")
+        def run():
+            return "ran"
+
+        print(run())
+        """
+    )
+    assert out.splitlines() == ["True True", "True True", "True", "ran"]

@@ -5,11 +5,17 @@
 nothing optional (integrations feed calls through ``composo.ext.record_interaction``);
 ``ComposoTracer`` needs OpenTelemetry and OpenInference (``pip install 'composo[tracing]'``) and
 loads them on first use.
+
+The platform SDK's module paths work too: ``composo.tracing.agent_tracer`` (``AgentTracer``) and
+``composo.tracing.setup`` (``init``). As there, ``composo.tracing.agent_tracer`` read as a name of
+this package is the decorator, also after the module of that name has been imported.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import sys
+import types
+from typing import TYPE_CHECKING, Any
 
 from composo._core.lazy import lazy_exports
 
@@ -21,6 +27,7 @@ if TYPE_CHECKING:
     from composo.tracing._recorder import TraceRecorder
     from composo.tracing._spantree import Converted, SpanRecord, convert_spans
     from composo.tracing._tracer import ComposoTracer
+    from composo.tracing.setup import init as init  # the platform SDK's, not in __all__
 
 __all__ = [
     "AgentTracer",
@@ -54,5 +61,21 @@ __getattr__, __dir__ = lazy_exports(
         "convert_spans": "._spantree",
         "read_otlp": "._otlp",
         "trace_from_otlp": "._otlp",
+        "init": ".setup",  # the platform SDK's composo.tracing.init
     },
 )
+
+
+class _Package(types.ModuleType):
+    """This package, keeping the name ``agent_tracer`` for the decorator: importing the
+    submodule of that name would otherwise bind the module here (the import system sets a
+    loaded submodule as an attribute of its package), and ``from composo.tracing import
+    agent_tracer`` would give a module instead of the decorator depending on import order."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name == "agent_tracer" and isinstance(value, types.ModuleType):
+            return  # the decorator loads through __getattr__ when first read
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package

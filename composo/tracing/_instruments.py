@@ -1,22 +1,22 @@
-"""What ``ComposoTracer.init`` can switch on: ``Instruments.OPENAI``, every installed
-OpenInference instrumentor, and those plugins add.
+"""What ``ComposoTracer.init`` can switch on.
 
-An instrument is any object with a ``name`` and ``instrument(tracer_provider)`` /
-``uninstrument()`` methods. Integration packages contribute theirs through the
-``composo_instruments`` hook; every installed OpenInference instrumentor package (they announce
-themselves under the ``openinference_instrumentor`` entry-point group: Anthropic, LiteLLM, the
-OpenAI Agents SDK, CrewAI, DSPy, Bedrock...) is a member named after its entry point
-(``Instruments.ANTHROPIC``, ``Instruments.OPENAI_AGENTS``); any other instrumentor object goes
-through :meth:`_Instruments.wrap`. ``Instruments.<NAME>`` finds them by name (``"llama-index"`` and
-``"llama_index"`` both answer to ``Instruments.LLAMA_INDEX``). Nothing optional is imported here
-until an instrument is switched on.
+``Instruments`` is an ``Enum`` of the frameworks users name, with the values of the platform
+SDK's (``Instruments.OPENAI.value == "openai"``). A member is only a name: ``ComposoTracer.init``
+resolves it to an *instrument* (an object with a ``name`` and ``instrument(tracer_provider)`` /
+``uninstrument()``), either the member's OpenInference instrumentor or the one a plugin returns
+from the ``composo_instruments`` hook (LangChain and LlamaIndex come with their integration
+packages). Every other installed OpenInference instrumentor (entry-point group
+``openinference_instrumentor``) and every plugin instrument can be named by string
+(``"mistralai"``) or passed as the object; any instrumentor object goes through
+:meth:`Instruments.wrap`. Nothing optional is imported here until an instrument is switched on.
 """
 
 from __future__ import annotations
 
 import importlib
-import importlib.metadata
 import logging
+import threading
+from enum import Enum
 from typing import Any, Protocol, runtime_checkable
 
 from composo._core.plugins import get_plugin_manager
@@ -26,7 +26,6 @@ __all__ = [
     "Instrument",
     "InstrumentorInstrument",
     "Instruments",
-    "OpenAIInstrument",
     "OpenInferenceInstrument",
     "attribute_name",
     "missing_extra",
@@ -35,15 +34,6 @@ __all__ = [
 ENTRY_POINT_GROUP = "openinference_instrumentor"
 
 _log = logging.getLogger("composo.tracing")
-
-# Instruments users ask for that other distributions provide: name -> what to install.
-_PROVIDED_BY = {
-    "LANGCHAIN": "langchain-composo",
-    "LLAMA_INDEX": "llama-index-evaluation-composo",
-    "ANTHROPIC": "composo[anthropic]",
-    "LITELLM": "composo[litellm]",
-    "OPENAI_AGENTS": "composo[agents]",
-}
 
 
 def missing_extra(exc: ImportError) -> ImportError:
@@ -66,7 +56,7 @@ class Instrument(Protocol):
 
 
 def attribute_name(name: str) -> str:
-    """``Instruments`` attribute for an instrument name: ``"llama-index"`` -> ``LLAMA_INDEX``."""
+    """``Instruments`` member name for an instrument name: ``"llama-index"`` -> ``LLAMA_INDEX``."""
     return name.strip().upper().replace("-", "_").replace(".", "_").replace(" ", "_")
 
 
@@ -83,16 +73,26 @@ class OpenInferenceInstrument:
         self._instrumentor: Any = None
 
     def __repr__(self) -> str:
-        return f"Instruments.{attribute_name(self.name)}"
+        return f"{type(self).__name__}({self.name!r})"
 
-    def instrument(self, tracer_provider: Any) -> None:
+    def load(self) -> Any:
+        """Import the instrumentor class.
+
+        Raises:
+            ImportError: It is not installed (the message names what to install).
+        """
         try:
-            instrumentor = getattr(importlib.import_module(self.module), self.class_name)()
+            return getattr(importlib.import_module(self.module), self.class_name)
         except ImportError as exc:
+            key = attribute_name(self.name)
+            label = f"Instruments.{key}" if key in Instruments.__members__ else repr(self.name)
             raise ImportError(
-                f"{self!r} needs {self.module}.{self.class_name} ({exc.name or exc} is missing): "
+                f"{label} needs {self.module}.{self.class_name} ({exc.name or exc} is missing): "
                 f"pip install '{self.install}'"
             ) from exc
+
+    def instrument(self, tracer_provider: Any) -> None:
+        instrumentor = self.load()()
         if instrumentor.is_instrumented_by_opentelemetry:
             # Already switched on by the application (e.g. for its own exporter); its spans reach
             # the tracer provider it chose, which ComposoTracer listens to when it is global.
@@ -107,22 +107,15 @@ class OpenInferenceInstrument:
             self._instrumentor = None
 
 
-class OpenAIInstrument(OpenInferenceInstrument):
-    """The ``openai`` client (sync and async; Chat Completions and Responses)."""
-
-    name = "openai"
-    module = "openinference.instrumentation.openai"
-    class_name = "OpenAIInstrumentor"
-
-
 class EntryPointInstrument(OpenInferenceInstrument):
-    """An installed OpenInference instrumentor, found through its package's entry point."""
+    """An OpenInference instrumentor at ``target`` (``"module:Class"``), e.g. one found through
+    its package's entry point."""
 
     def __init__(self, name: str, target: str, install: str) -> None:
         super().__init__()
         self.name = name
         self.module, _, self.class_name = target.partition(":")
-        self.install = _PROVIDED_BY.get(attribute_name(name), install)
+        self.install = install
 
 
 class InstrumentorInstrument:
@@ -150,33 +143,118 @@ class InstrumentorInstrument:
             self._mine = False
 
 
-def integration_names() -> set[str]:
-    """``Instruments`` names that Composo's own integration packages provide."""
-    return {k for k, pkg in _PROVIDED_BY.items() if not pkg.startswith("composo[")}
+_OI = "openinference.instrumentation."
+
+# Where each member's instrument comes from: its OpenInference instrumentor ("module:Class"), or
+# None when a plugin (Composo's integration package) provides it; and what to install.
+_SOURCES: dict[str, tuple[str | None, str]] = {
+    "OPENAI": (_OI + "openai:OpenAIInstrumentor", "composo[tracing]"),
+    "ANTHROPIC": (_OI + "anthropic:AnthropicInstrumentor", "composo[anthropic]"),
+    "GOOGLE_GENAI": (_OI + "google_genai:GoogleGenAIInstrumentor", "composo[google-genai]"),
+    "LANGCHAIN": (None, "langchain-composo[tracing]"),
+    "LLAMA_INDEX": (None, "llama-index-evaluation-composo"),
+    "LITELLM": (_OI + "litellm:LiteLLMInstrumentor", "composo[litellm]"),
+    "OPENAI_AGENTS": (_OI + "openai_agents:OpenAIAgentsInstrumentor", "composo[agents]"),
+    "GOOGLE_ADK": (
+        _OI + "google_adk:GoogleADKInstrumentor",
+        "openinference-instrumentation-google-adk",
+    ),
+    "CREWAI": (_OI + "crewai:CrewAIInstrumentor", "openinference-instrumentation-crewai"),
+    "DSPY": (_OI + "dspy:DSPyInstrumentor", "openinference-instrumentation-dspy"),
+    "SMOLAGENTS": (
+        _OI + "smolagents:SmolagentsInstrumentor",
+        "openinference-instrumentation-smolagents",
+    ),
+    "BEDROCK": (_OI + "bedrock:BedrockInstrumentor", "openinference-instrumentation-bedrock"),
+    "HAYSTACK": (_OI + "haystack:HaystackInstrumentor", "openinference-instrumentation-haystack"),
+}
+
+_builtin: dict[str, OpenInferenceInstrument] = {}
+_builtin_lock = threading.Lock()
 
 
-class _Instruments:
-    """``Instruments.OPENAI`` and, when their packages are installed, ``Instruments.ANTHROPIC``,
-    ``Instruments.LITELLM``, ``Instruments.OPENAI_AGENTS`` (any OpenInference instrumentor),
-    ``Instruments.LANGCHAIN``, ``Instruments.LLAMA_INDEX`` or any instrument a plugin adds."""
+def member_instrument(key: str) -> OpenInferenceInstrument | None:
+    """The one instrument of a member that has an OpenInference instrumentor of its own (the same
+    object each time, so ``ComposoTracer.init`` sees it as on), else ``None``."""
+    target, install = _SOURCES.get(key, (None, ""))
+    if target is None:
+        return None
+    with _builtin_lock:
+        if key not in _builtin:
+            _builtin[key] = EntryPointInstrument(key.lower(), target, install)
+        return _builtin[key]
 
-    OPENAI: Instrument
 
-    def __init__(self) -> None:
-        self.OPENAI = OpenAIInstrument()
+def plugin_provided() -> set[str]:
+    """Member names whose instrument a plugin (Composo's integration packages) provides."""
+    return {key for key, (target, _) in _SOURCES.items() if target is None}
 
-    def available(self) -> dict[str, Instrument]:
-        """Every instrument that can be switched on now, by attribute name."""
-        found: dict[str, Instrument] = {"OPENAI": self.OPENAI}
-        for answer in get_plugin_manager().hook.composo_instruments():
-            for inst in answer or ():
-                if isinstance(inst, Instrument):
-                    found.setdefault(attribute_name(inst.name), inst)
-                else:
-                    _log.warning("ignoring %r from composo_instruments: not an Instrument", inst)
-        return found
 
-    def wrap(self, instrumentor: Any, name: str | None = None) -> Instrument:
+class Instruments(Enum):
+    """The frameworks ``ComposoTracer.init(instruments=...)`` can trace, by name.
+
+    ``OPENAI``, ``ANTHROPIC`` and ``GOOGLE_GENAI`` as in the platform SDK; ``LANGCHAIN`` and
+    ``LLAMA_INDEX`` with Composo's integration packages; ``LITELLM``, ``OPENAI_AGENTS``,
+    ``GOOGLE_ADK``, ``CREWAI``, ``DSPY``, ``SMOLAGENTS``, ``BEDROCK`` and ``HAYSTACK`` through
+    their OpenInference instrumentors. ``init`` resolves a member when called and raises
+    ``ImportError`` naming what to install when its package is missing.
+    """
+
+    OPENAI = "openai"
+    ANTHROPIC = "anthropic"
+    GOOGLE_GENAI = "google_genai"
+    LANGCHAIN = "langchain"
+    LLAMA_INDEX = "llama_index"
+    LITELLM = "litellm"
+    OPENAI_AGENTS = "openai_agents"
+    GOOGLE_ADK = "google_adk"
+    CREWAI = "crewai"
+    DSPY = "dspy"
+    SMOLAGENTS = "smolagents"
+    BEDROCK = "bedrock"
+    HAYSTACK = "haystack"
+
+    @classmethod
+    def _missing_(cls, value: object) -> Instruments | None:
+        # Instruments("llama-index"), Instruments("OpenAI"): any spelling of a member's name.
+        if isinstance(value, str):
+            return cls.__members__.get(attribute_name(value))
+        return None
+
+    def resolve(self) -> Instrument:
+        """The instrument this member stands for, here.
+
+        Returns:
+            A plugin's instrument of this name, else the member's OpenInference instrumentor.
+
+        Raises:
+            ImportError: What it needs is not installed (the message names what to install).
+        """
+        found = available_instruments().get(self.name)
+        if found is not None:
+            return found
+        own = member_instrument(self.name)
+        if own is None:
+            install = _SOURCES[self.name][1]
+            raise ImportError(
+                f"Instruments.{self.name} comes with {install.partition('[')[0]}: "
+                f"pip install '{install}'"
+            )
+        own.load()
+        return own
+
+    @staticmethod
+    def available() -> dict[str, Instrument]:
+        """Every instrument that can be switched on now, by upper-case name: ``OPENAI``, each
+        installed OpenInference instrumentor and what plugins add.
+
+        Returns:
+            Name -> instrument; any of them can be passed to ``init`` as is or by name.
+        """
+        return available_instruments()
+
+    @staticmethod
+    def wrap(instrumentor: Any, name: str | None = None) -> Instrument:
         """Any OpenInference (or OpenTelemetry) instrumentor object as an instrument.
 
         Args:
@@ -185,7 +263,8 @@ class _Instruments:
             name: What ``ComposoTracer.instrumented()`` calls it (default: from its class).
 
         Returns:
-            The instrument, for ``ComposoTracer.init(instruments=...)``.
+            The instrument, for ``ComposoTracer.init(instruments=...)`` (which also takes the
+            instrumentor object itself).
 
         Raises:
             ComposoValidationError: ``instrumentor`` has no ``instrument`` / ``uninstrument``.
@@ -204,26 +283,40 @@ class _Instruments:
             )
         return InstrumentorInstrument(instrumentor, name)
 
-    def __getattr__(self, attr: str) -> Instrument:
-        if attr.startswith("_"):
-            raise AttributeError(attr)
-        available = self.available()
-        key = attribute_name(attr)
-        if key in available:
-            return available[key]
-        hint = f" Install {_PROVIDED_BY[key]} to add it." if key in _PROVIDED_BY else ""
-        more = [f"{pkg} ({name})" for name, pkg in _PROVIDED_BY.items() if name not in available]
-        raise AttributeError(
-            f"Instruments.{attr} is not available.{hint} Available: "
-            f"{', '.join(sorted(available))}."
-            + (f" Packages adding more: {', '.join(more)}." if more else "")
+
+def available_instruments() -> dict[str, Instrument]:
+    """See :meth:`Instruments.available`."""
+    openai = member_instrument("OPENAI")
+    assert openai is not None
+    found: dict[str, Instrument] = {"OPENAI": openai}
+    for answer in get_plugin_manager().hook.composo_instruments():
+        for inst in answer or ():
+            if isinstance(inst, Instrument):
+                found.setdefault(attribute_name(inst.name), inst)
+            else:
+                _log.warning("ignoring %r from composo_instruments: not an Instrument", inst)
+    return found
+
+
+def by_name(name: str) -> Instrument:
+    """The instrument a string names: a member's value or name in any spelling (``"openai"``,
+    ``"llama-index"``), or any available instrument's name.
+
+    Raises:
+        ComposoValidationError: No instrument has that name.
+        ImportError: The member it names needs a package that is not installed.
+    """
+    from composo.errors import ComposoValidationError
+
+    member = Instruments.__members__.get(attribute_name(name))
+    if member is not None:
+        return member.resolve()
+    here = available_instruments()
+    found = here.get(attribute_name(name))
+    if found is None:
+        names = sorted({m.value for m in Instruments} | {n.lower() for n in here})
+        raise ComposoValidationError(
+            f"instruments: no instrument is named {name!r}; use an Instruments member or one of "
+            f"{', '.join(repr(n) for n in names)}"
         )
-
-    def __dir__(self) -> list[str]:
-        return sorted({*super().__dir__(), *self.available()})
-
-    def __repr__(self) -> str:
-        return f"Instruments({', '.join(sorted(self.available()))})"
-
-
-Instruments = _Instruments()
+    return found

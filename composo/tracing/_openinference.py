@@ -1,10 +1,12 @@
-"""The plugin that makes every installed OpenInference instrumentor an ``Instruments`` member.
+"""The plugin that makes every installed OpenInference instrumentor available to tracing.
 
 OpenInference instrumentor packages announce themselves under the ``openinference_instrumentor``
-entry-point group (``anthropic``, ``litellm``, ``openai_agents``, ``crewai``, ``dspy``...); each
-becomes ``Instruments.<NAME>``. Names a Composo integration provides (LangChain, LlamaIndex) are
-left to that integration, which does more than switch the instrumentor on. Registered through the
-``composo`` entry-point group like any plugin; nothing is imported until an instrument is used.
+entry-point group (``anthropic``, ``litellm``, ``openai_agents``, ``crewai``, ``mistralai``...);
+each is offered as an instrument of that name: the member's own instrument when an
+``Instruments`` member names it, else one made from the entry point (``init`` takes it by name).
+Names a Composo integration provides (LangChain, LlamaIndex) are left to that integration, which
+does more than switch the instrumentor on. Registered through the ``composo`` entry-point group
+like any plugin; nothing is imported until an instrument is used.
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ from composo.tracing._instruments import (
     EntryPointInstrument,
     Instrument,
     attribute_name,
-    integration_names,
+    member_instrument,
+    plugin_provided,
 )
 
 __all__ = ["composo_instruments"]
@@ -34,13 +37,13 @@ def composo_instruments() -> list[Instrument]:
     global _found
     with _lock:
         if _found is None:
-            skip = integration_names()
+            skip = plugin_provided()
             seen: dict[str, Instrument] = {}
             for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
                 key = attribute_name(ep.name)
                 if key in skip or key in seen:
                     continue
                 dist = ep.dist.name if ep.dist is not None else ep.value
-                seen[key] = EntryPointInstrument(ep.name, ep.value, dist)
+                seen[key] = member_instrument(key) or EntryPointInstrument(ep.name, ep.value, dist)
             _found = list(seen.values())
         return list(_found)

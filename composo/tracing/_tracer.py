@@ -17,7 +17,13 @@ from typing import Any, ClassVar
 
 from composo.errors import ComposoValidationError
 from composo.tracing._boundaries import AGENT_SCOPE
-from composo.tracing._instruments import Instrument, Instruments, missing_extra
+from composo.tracing._instruments import (
+    Instrument,
+    Instruments,
+    OpenInferenceInstrument,
+    by_name,
+    missing_extra,
+)
 
 try:
     from opentelemetry import trace as trace_api
@@ -35,33 +41,37 @@ _log = logging.getLogger("composo.tracing")
 _processors: weakref.WeakKeyDictionary[Any, AgentSpanProcessor] = weakref.WeakKeyDictionary()
 
 
+def _one(item: Any, where: str) -> Instrument:
+    """An instrument from what a user passed: a member, a name, an instrument, an instrumentor."""
+    if isinstance(item, Instruments):
+        return item.resolve()
+    if isinstance(item, str):
+        return by_name(item)
+    if isinstance(item, Instrument):
+        return item
+    if callable(getattr(item, "instrument", None)):
+        return Instruments.wrap(item)  # an instrumentor object passed as is
+    raise ComposoValidationError(
+        f"{where}: {item!r} is not an instrument; pass Instruments.OPENAI (or a list of "
+        "Instruments members, names such as 'openai', or instrumentor objects)"
+    )
+
+
 def _instrument_list(instruments: Any) -> list[Instrument]:
-    items: list[Any]
     if instruments is None:
-        return [Instruments.OPENAI]
-    if isinstance(instruments, str):
-        raise ComposoValidationError(
-            f"instruments: got the string {instruments!r}; pass Instruments.OPENAI (or another "
-            "Instruments.<NAME>, or a list of them)"
-        )
-    if isinstance(instruments, Instrument) or callable(getattr(instruments, "instrument", None)):
-        items = [instruments]
-    elif isinstance(instruments, Iterable):
-        items = list(instruments)
+        return [Instruments.OPENAI.resolve()]
+    single = isinstance(instruments, (Instruments, str)) or callable(
+        getattr(instruments, "instrument", None)
+    )
+    if single or not isinstance(instruments, Iterable):
+        chosen = [_one(instruments, "instruments")]
     else:
-        raise ComposoValidationError(
-            f"instruments: {instruments!r} is not an instrument; pass Instruments.OPENAI (or a "
-            "list of Instruments.<NAME> values)"
-        )
-    for i, item in enumerate(items):
-        if not isinstance(item, Instrument) and callable(getattr(item, "instrument", None)):
-            items[i] = item = Instruments.wrap(item)  # an instrumentor object passed as is
-        if not isinstance(item, Instrument):
-            raise ComposoValidationError(
-                f"instruments[{i}]: {item!r} is not an instrument; pass Instruments.OPENAI "
-                "(or a list of Instruments.<NAME> values)"
-            )
-    return items
+        chosen = [_one(item, f"instruments[{i}]") for i, item in enumerate(instruments)]
+    # Every instrumentor is importable before any is switched on.
+    for inst in chosen:
+        if isinstance(inst, OpenInferenceInstrument):
+            inst.load()
+    return chosen
 
 
 def _choose_provider(explicit: Any) -> tuple[Any, bool]:
@@ -117,28 +127,40 @@ class ComposoTracer:
     @classmethod
     def init(
         cls,
-        instruments: Instrument | Iterable[Instrument] | Any = None,
+        instruments: Instruments
+        | str
+        | Instrument
+        | Iterable[Instruments | str | Instrument]
+        | Any = None,
         *,
         tracer_provider: Any = None,
         agent_spans: bool = False,
-    ) -> None:
+    ) -> TracerProvider:
         """Switch on ``instruments``; safe to call again (instruments already on are left
         alone, new ones are added).
 
         Args:
-            instruments: One ``Instruments.<NAME>`` or a list (default ``Instruments.OPENAI``);
-                an OpenInference instrumentor object (``AnthropicInstrumentor()``) works too.
+            instruments: One ``Instruments`` member or a list (default ``Instruments.OPENAI``;
+                ``[]`` for none). A name works too (``"openai"``, or any installed
+                OpenInference instrumentor's, such as ``"mistralai"``), and so does an
+                instrument object from a plugin or any instrumentor object
+                (``CrewAIInstrumentor()``).
             tracer_provider: The OpenTelemetry SDK provider to add Composo's span processor to
                 (default: the global SDK provider if there is one, else a private one).
             agent_spans: Also emit an OpenInference ``AGENT`` span for each ``AgentTracer``
                 run, so the application's own exporters (an OTLP file or collector) carry the
                 agent boundaries that ``trace_from_otlp`` and ``composo serve --otlp`` read.
 
+        Returns:
+            The OpenTelemetry tracer provider the instrumented calls' spans go to (add your own
+            exporters to it; Composo does not make it the global provider).
+
         Raises:
-            ComposoValidationError: ``instruments`` holds something that is not an instrument,
-                ``tracer_provider`` cannot take span processors, or tracing is already on with
-                another provider.
-            ImportError: An instrument's library is missing (the message names what to install).
+            ComposoValidationError: ``instruments`` holds something that is not an instrument
+                or names none, ``tracer_provider`` cannot take span processors, or tracing is
+                already on with another provider.
+            ImportError: An instrument's library is missing (the message names what to
+                install); then nothing new is switched on.
         """
         chosen = _instrument_list(instruments)
         with cls._lock:
@@ -164,6 +186,7 @@ class ComposoTracer:
                 inst.instrument(cls._provider)
                 cls._instrumented[inst.name] = inst
                 _log.debug("instrumented %s", inst.name)
+            return cls._provider  # type: ignore[no-any-return]
 
     @classmethod
     def shutdown(cls) -> None:
