@@ -15,6 +15,7 @@ __all__ = [
     "Source",
     "SummaryStatistics",
     "TaskInfo",
+    "rounded",
     "summarize",
 ]
 
@@ -93,6 +94,12 @@ class EvaluationResponse(_Model):
     def applicable(self) -> bool:
         return self.score is not None
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> EvaluationResponse:
+        """A response from its JSON-ready dict (as the platform SDK's ``from_dict``); the same
+        as ``EvaluationResponse.model_validate(data)``."""
+        return cls.model_validate(data)
+
     def __repr__(self) -> str:
         fields: list[tuple[str, object]] = [("score", score_text(self.score))]
         if self.criterion is not None:
@@ -108,9 +115,20 @@ class EvaluationResponse(_Model):
         return html_card("score", self.score, body)
 
 
+def rounded(score: float | None) -> float | None:
+    """``score`` as a pass (1.0, from 0.5 up) or a fail (0.0); ``None`` stays ``None``."""
+    return None if score is None else (1.0 if score >= 0.5 else 0.0)
+
+
 class InstanceResult(_Model):
+    """One agent instance's verdict in a trace evaluation (the platform SDK's ``ScoreResponse``)."""
+
     score: float | None = Field(default=None, ge=0.0, le=1.0)
     explanation: str = ""
+
+    def get_rounded(self) -> InstanceResult:
+        """A copy with the score rounded to 0 or 1 at 0.5; this result is left as it is."""
+        return self.model_copy(update={"score": rounded(self.score)})
 
 
 class SummaryStatistics(_Model):
@@ -198,6 +216,18 @@ class MultiAgentTraceResponse(_Model):
                 else:
                     body.append((label, f"{score_text(res.score)}: {res.explanation}"))
         return html_card("overall score", self.overall_score, body)
+
+    def get_rounded(self) -> MultiAgentTraceResponse:
+        """A copy with every instance's score rounded to 0 or 1 at 0.5, and ``agent_scores``,
+        ``overall_score`` and ``explanation`` derived again from them (``summary_statistics``
+        stay the platform's). This response is left as it is: unlike the platform SDK's, which
+        rounds in place and returns the same object, use the returned one."""
+        data = self.model_dump()
+        for agent in data["results_by_agent_name"].values():
+            for result in agent["results_by_agent_instance_id"].values():
+                if result is not None:
+                    result["score"] = rounded(result["score"])
+        return type(self).model_validate(data)
 
     @property
     def scores_by_agent_name(self) -> dict[str, float | None]:
