@@ -4,6 +4,7 @@ the tracing extra is only needed where it is used."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import textwrap
@@ -576,3 +577,46 @@ def test_the_platform_sdks_module_paths(first: str) -> None:
         """
     )
     assert out.splitlines() == ["True True", "True True", "True", "ran"]
+
+
+# The attributes OpenInference's Google GenAI instrumentor (1.4) records for a generate_content
+# call answering a tool result (google-genai 3.6; output.value and token counts left out).
+GEMINI_CALL = {
+    "openinference.span.kind": "LLM",
+    "llm.provider": "google",
+    "llm.model_name": "gemini-2.0-flash",
+    "llm.input_messages.0.message.role": "system",
+    "llm.input_messages.0.message.content": "Be brief.",
+    "llm.input_messages.1.message.role": "user",
+    "llm.input_messages.1.message.content": "Umbrella in Oslo?",
+    "llm.input_messages.2.message.role": "model",
+    "llm.input_messages.2.message.tool_calls.0.tool_call.function.name": "get_weather",
+    "llm.input_messages.2.message.tool_calls.0.tool_call.function.arguments": '{"city": "Oslo"}',
+    "llm.input_messages.3.message.role": "tool",
+    "llm.input_messages.3.message.name": "get_weather",
+    "llm.input_messages.3.message.content": '{"rain": true}',
+    "llm.tools.0.tool.json_schema": json.dumps(
+        {
+            "name": "get_weather",
+            "description": "Current weather for a city",
+            "parameters": {"properties": {"city": {"type": "STRING"}}, "type": "OBJECT"},
+        }
+    ),
+    "llm.output_messages.0.message.role": "model",
+    "llm.output_messages.0.message.content": "Take an umbrella.",
+}
+
+
+def test_gemini_calls_are_interactions_with_the_model_as_assistant(off: None) -> None:
+    provider = ComposoTracer.init(instruments=[])
+    with AgentTracer(name="forecaster") as tracer:
+        provider.get_tracer("gemini").start_span("GenerateContent", attributes=GEMINI_CALL).end()
+    (step,) = steps(tracer.trace)
+    assert [(m.role, m.type) for m in step.input_messages] == [
+        ("system", "text"),
+        ("user", "text"),
+        ("assistant", "tool_call"),
+        ("tool", "tool_response"),
+    ]
+    assert step.output_messages[0].content == "Take an umbrella."
+    assert [t.name for t in step.tools_available or []] == ["get_weather"]

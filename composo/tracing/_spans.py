@@ -116,7 +116,8 @@ def _indexed(attributes: Mapping[str, Any], prefix: str) -> dict[int, dict[str, 
 
 def _flat_message(fields: Mapping[str, Any]) -> Message:
     """One ``message.*`` group as an OpenAI-style chat message dict."""
-    msg: Message = {"role": str(fields.get("message.role") or "user")}
+    role = str(fields.get("message.role") or "user")
+    msg: Message = {"role": "assistant" if role == "model" else role}  # Gemini's "model"
     content = fields.get("message.content")
     if content is None:
         parts = _indexed(fields, "message.contents.")
