@@ -103,6 +103,19 @@ def test_decorated_sync_and_async_agents(tracing: None) -> None:
     assert [a.name for a in own.agent_instance_by_id.values()] == ["researcher"]
 
 
+def test_decorator_takes_the_platform_sdks_agent_id(tracing: None) -> None:
+    @agent_tracer("researcher", "researcher-1")  # agent_tracer(name, agent_id) as there
+    def research(topic: str) -> str:
+        llm_span(topic, "notes")
+        return "notes"
+
+    with AgentTracer(name="orchestrator") as tracer:
+        research("cells")
+    assert contents(tracer.trace, "researcher-1") == ["cells"]
+    with pytest.raises(ComposoValidationError, match="agent_id: expected a non-empty string"):
+        agent_tracer(name="researcher", agent_id="")
+
+
 def test_record_interaction_feeds_the_innermost_agent() -> None:
     assert record_interaction(interaction("nobody", "listening")) is False
     with AgentTracer(name="outer") as outer:

@@ -207,17 +207,23 @@ def _deliver(tracer: AgentTracer, on_trace: Callable[[MultiAgentTrace], Any] | N
 
 
 @overload
-def agent_tracer(name: Callable[P, R], *, on_trace: None = None) -> Callable[P, R]: ...
+def agent_tracer(
+    name: Callable[P, R], agent_id: None = None, *, on_trace: None = None
+) -> Callable[P, R]: ...
 
 
 @overload
 def agent_tracer(
-    name: str | None = None, *, on_trace: Callable[[MultiAgentTrace], Any] | None = None
+    name: str | None = None,
+    agent_id: str | None = None,
+    *,
+    on_trace: Callable[[MultiAgentTrace], Any] | None = None,
 ) -> Callable[[Callable[P, R]], Callable[P, R]]: ...
 
 
 def agent_tracer(
     name: str | Callable[P, R] | None = None,
+    agent_id: str | None = None,
     *,
     on_trace: Callable[[MultiAgentTrace], Any] | None = None,
 ) -> Callable[P, R] | Callable[[Callable[P, R]], Callable[P, R]]:
@@ -228,6 +234,8 @@ def agent_tracer(
 
     Args:
         name: The agent's name (default: the function's name).
+        agent_id: The instance id of every run (the platform SDK's argument; default: a fresh
+            id per run). Two runs inside one trace cannot share an id.
         on_trace: Receives the run's own trace when the function returns (a run that made no
             model call is logged and skipped).
 
@@ -235,11 +243,12 @@ def agent_tracer(
         The wrapped function, or a decorator making one.
 
     Raises:
-        ComposoValidationError: ``name`` is not a non-empty string.
+        ComposoValidationError: ``name`` or ``agent_id`` is not a non-empty string.
     """
     if callable(name):
         return agent_tracer()(name)
     label = _check_text("name", name)
+    instance_id = _check_text("agent_id", agent_id)
 
     def decorate(fn: Callable[P, R]) -> Callable[P, R]:
         agent_name = label or getattr(fn, "__name__", "agent")
@@ -248,7 +257,7 @@ def agent_tracer(
 
             @functools.wraps(fn)
             async def arun(*args: P.args, **kwargs: P.kwargs) -> Any:
-                tracer = AgentTracer(agent_name)
+                tracer = AgentTracer(agent_name, instance_id)
                 async with tracer:
                     result = await afn(*args, **kwargs)
                 _deliver(tracer, on_trace)
@@ -259,7 +268,7 @@ def agent_tracer(
 
         @functools.wraps(fn)
         def run(*args: P.args, **kwargs: P.kwargs) -> R:
-            tracer = AgentTracer(agent_name)
+            tracer = AgentTracer(agent_name, instance_id)
             with tracer:
                 result = fn(*args, **kwargs)
             _deliver(tracer, on_trace)
