@@ -140,8 +140,9 @@ def test_a_head_that_never_ends_is_refused_at_the_limit(guarded: ServerProcess) 
     """A header line that keeps growing and never ends is refused once what the server holds of
     it passes the limit, and the connection is closed: the server holds no more of it."""
     with connect(guarded) as sock:
-        sock.sendall(b"POST /api/v1/evals/reward HTTP/1.1\r\nHost: x\r\nX-Endless: ")
-        sent = 0
+        start = b"POST /api/v1/evals/reward HTTP/1.1\r\nHost: x\r\nX-Endless: "
+        sock.sendall(start)
+        sent = len(start)
         # Send a kilobyte at a time until the server answers (or 4 MiB have gone).
         with contextlib.suppress(BrokenPipeError, ConnectionResetError):
             while sent < 256 * HEAD_LIMIT and not select.select([sock], [], [], 0.002)[0]:
