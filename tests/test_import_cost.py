@@ -60,10 +60,19 @@ def _unwanted(loaded: list[str]) -> list[str]:
         "import composo",
         "from composo import Composo; Composo(api_key='k')",
         "from composo import Composo; Composo(api_key='k', model_core='align-20250529').close()",
+        # the platform SDK's import paths cost what ours do
+        "from composo.client import Composo; Composo(api_key='k')",
+        "from composo.exceptions import TimeoutError, get_exception_for_status_code",
+        "from composo.models import criteria; criteria.rag",
     ],
 )
 def test_import_and_construction_load_no_models_and_nothing_optional(statement: str) -> None:
     assert _unwanted(_loaded_after(statement)) == []
+
+
+def test_the_platform_sdk_import_paths_load_only_when_imported() -> None:
+    loaded = _loaded_after("import composo")
+    assert not {"composo.models", "composo.client", "composo.exceptions"} & set(loaded)
 
 
 def test_the_pytest_plugin_loads_no_models_and_nothing_optional() -> None:

@@ -83,6 +83,23 @@ class AgentInstance(_Model):
     name: str
     interactions: list[str | LLMInteraction] = Field(default_factory=list)
 
+    @classmethod
+    def from_chat_session(cls, chat_session: Mapping[str, Any]) -> AgentInstance:
+        """One agent instance from a chat, as the platform SDK's helper builds it.
+
+        ``chat_session`` is ``{"messages": [...], "system": ..., "tools": [...]}`` (``system``,
+        Anthropic's separate prompt, and ``tools`` optional); each assistant turn becomes an
+        LLM interaction, as in :func:`trace_from_messages`. The instance's id is
+        ``agent_instance_0`` and its name ``default_agent``.
+        """
+        messages = list(chat_session.get("messages") or ())
+        system = chat_session.get("system")
+        if system:
+            messages.insert(0, {"role": "system", "content": content_text(system)})
+        tools = chat_session.get("tools")
+        steps = _interactions(messages, [_tool_spec(t) for t in tools] if tools else None)
+        return cls(id="agent_instance_0", name="default_agent", interactions=list(steps))
+
 
 class MultiAgentTrace(_Model):
     """A whole agent run: agents by instance id, starting from the root."""
@@ -160,8 +177,20 @@ def trace_from_messages(
     Every assistant turn becomes one LLM interaction whose inputs are the messages before it.
     """
     specs = [_tool_spec(t) for t in tools] if tools else None
+    aid = agent_id or str(uuid.uuid4())
+    interactions: list[str | LLMInteraction] = list(_interactions(messages, specs))
+    return MultiAgentTrace(
+        root_agent_instance_id=aid,
+        agent_instance_by_id={aid: AgentInstance(id=aid, name=name, interactions=interactions)},
+    )
+
+
+def _interactions(
+    messages: Iterable[Mapping[str, Any]], specs: list[ToolSpec] | None
+) -> list[LLMInteraction]:
+    """One LLM interaction per assistant turn, its inputs the messages before it."""
     history: list[InputMessage] = []
-    interactions: list[str | LLMInteraction] = []
+    interactions: list[LLMInteraction] = []
     for m in messages:
         role = m.get("role")
         if role == "assistant":
@@ -205,8 +234,4 @@ def trace_from_messages(
             history.append(
                 InputMessage(role=str(role), type="text", content=content_text(m.get("content")))
             )
-    aid = agent_id or str(uuid.uuid4())
-    return MultiAgentTrace(
-        root_agent_instance_id=aid,
-        agent_instance_by_id={aid: AgentInstance(id=aid, name=name, interactions=interactions)},
-    )
+    return interactions

@@ -30,6 +30,7 @@ __all__ = [
     "MESSAGE_ROLES",
     "MODEL_CORES",
     "ModelCore",
+    "RequestBase",
     "RequestOptions",
     "RewardRequest",
     "TraceRequest",
@@ -154,7 +155,9 @@ class RequestOptions(BaseModel):
         return check_tags(v)
 
 
-class _Request(RequestOptions):
+class RequestBase(RequestOptions):
+    """What both requests have: the options and one criterion (text or a saved evaluator)."""
+
     # Which endpoint the request is for, read by the clients without importing this module.
     is_trace: ClassVar[bool] = False
     evaluation_criteria: str | None = None
@@ -171,7 +174,7 @@ class _Request(RequestOptions):
         return None if v is None else check_evaluator_name(v)
 
     @model_validator(mode="after")
-    def _one_criterion_source(self) -> _Request:
+    def _one_criterion_source(self) -> RequestBase:
         if (self.evaluation_criteria is None) == (self.evaluator_name is None):
             raise ValueError(
                 "give exactly one of evaluation_criteria (a criterion string) or evaluator_name"
@@ -183,7 +186,7 @@ class _Request(RequestOptions):
         return self.model_dump(mode="json", exclude_none=True)
 
 
-class RewardRequest(_Request):
+class RewardRequest(RequestBase):
     """Body of ``POST /api/v1/evals/reward``; ``system_message`` is read as ``system``."""
 
     messages: Annotated[list[dict[str, Any]], Field(min_length=MIN_MESSAGES)]
@@ -220,7 +223,7 @@ class RewardRequest(_Request):
         return self
 
 
-class TraceRequest(_Request):
+class TraceRequest(RequestBase):
     """Body of ``POST /api/v1/evals/trace``."""
 
     is_trace: ClassVar[bool] = True
