@@ -63,8 +63,8 @@ def composo_supported_types(kind: str) -> list[str] | None:
 @hookspec
 def composo_instruments() -> list[Any] | None:
     """Tracing instruments this plugin adds: objects with ``name``, ``instrument(tracer_provider)``
-    and ``uninstrument()`` (see ``composo.tracing._instruments``); they become
-    ``Instruments.<NAME>``."""
+    and ``uninstrument()`` (see ``composo.tracing._instruments``). ``ComposoTracer.init`` takes
+    them as objects or by name, and an ``Instruments`` member of the same name resolves to them."""
 
 
 @hookspec
