@@ -36,6 +36,7 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from composo import AsyncComposo, Composo
+from composo._core.client import SyncClient
 from tests.support.servers import ServerProcess
 
 QA = [
@@ -143,16 +144,10 @@ def bench_cpu(n: int, rounds: int) -> None:
 
     url = "https://platform.composo.ai/api/v1/evals/reward"
 
-    class OnMock(Composo):
-        """The default client, its own connections replaced by the mock transport."""
-
-        def _wrap(self, transport: httpx.BaseTransport) -> httpx.BaseTransport:
-            transport.close()
-            return httpx.MockTransport(handler)
-
     with (
         httpx.Client(transport=httpx.MockTransport(handler)) as bare,
-        OnMock(api_key="k") as own,
+        # the core's client on its own httpx client, the mock as the transport handed to it
+        SyncClient(api_key="k", transport=lambda: httpx.MockTransport(handler)) as own,
         Composo(
             api_key="k", http_client=httpx.Client(transport=httpx.MockTransport(handler))
         ) as supplied,

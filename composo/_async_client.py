@@ -9,13 +9,20 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from composo._cache import AsyncCachingTransport, CacheOption, ResultCache, open_cache
+from composo._cache import CacheOption, open_cache
 from composo._core.async_client import AsyncClient
+from composo._core.limits import (
+    DEFAULT_MAX_CONCURRENT_REQUESTS,
+    DEFAULT_NUM_RETRIES,
+    DEFAULT_TIMEOUT,
+)
 from composo._platform_methods import AsyncPlatformMethods
+from composo._transport import async_transport, network
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
+    from composo._core.network import ProxyOption, VerifyOption
     from composo._core.options import EvaluateOptions
 
 __all__ = ["AsyncComposo"]
@@ -24,29 +31,69 @@ __all__ = ["AsyncComposo"]
 class AsyncComposo(AsyncPlatformMethods, AsyncClient):
     """The async client: at most ``max_concurrent_requests`` requests in flight across all calls.
 
+    The first six arguments may be given by position, in the order of the platform's own SDK;
+    the others by name (the same names as :class:`Composo`'s).
+
     Args:
         api_key: The Composo API key (default: ``COMPOSO_API_KEY``).
         base_url: The API's base URL (default: ``COMPOSO_BASE_URL``, else the platform's).
         num_retries: Retries after the first attempt, at least 1.
         model_core: The default model core for every call.
-        timeout: Seconds one call may take: connecting, sending, every read of the answer,
-            retries and waits included, however slowly the server sends.
         max_concurrent_requests: Requests in flight at once (the platform advises about 5).
-        http_client: An ``httpx.AsyncClient`` to use; it is not closed by :meth:`aclose`.
+        timeout: Seconds one call may take: connecting (through a proxy too), sending, every
+            read of the answer, retries and waits included, however slowly the server sends.
+        http_client: An ``httpx.AsyncClient`` to use; it is not closed by :meth:`aclose`, and
+            its own proxies and TLS settings apply.
         cache: As for :class:`Composo`: ``True``, a path or a ``ResultCache`` answers repeated
             requests from disk.
         requests_per_minute: Pace requests to this rate from the start (a plan's known quota);
             ``None`` paces only once the server throttles.
+        proxy: As for :class:`Composo`: every request through this proxy (default: the
+            environment's, except for ``NO_PROXY`` hosts).
+        verify: As for :class:`Composo`: the CA bundle (path or ``ssl.SSLContext``), or
+            ``False``.
+        trust_env: ``False`` ignores the proxy and CA bundle variables of the environment.
 
     Raises:
-        ComposoValidationError: A setting is unusable.
+        ComposoValidationError: A setting is unusable, before any request.
     """
 
-    def _open_cache(self, cache: CacheOption, http_client: object) -> ResultCache | None:
-        return open_cache(cache, http_client)
+    def __init__(
+        self,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        num_retries: int = DEFAULT_NUM_RETRIES,
+        model_core: str | None = None,
+        max_concurrent_requests: int = DEFAULT_MAX_CONCURRENT_REQUESTS,
+        timeout: float = DEFAULT_TIMEOUT,
+        *,
+        http_client: httpx.AsyncClient | None = None,
+        cache: CacheOption = None,
+        requests_per_minute: float | None = None,
+        proxy: ProxyOption = None,
+        verify: VerifyOption = True,
+        trust_env: bool = True,
+    ) -> None:
+        settings = network(proxy, verify, trust_env, http_client)
+        self.cache = cache = open_cache(cache, http_client)
+        self.proxy, self.verify, self.trust_env = proxy, verify, trust_env
+        transport = None
+        if settings is not None:
 
-    def _wrap(self, transport: httpx.AsyncBaseTransport) -> httpx.AsyncBaseTransport:
-        return transport if self.cache is None else AsyncCachingTransport(transport, self.cache)
+            def transport() -> httpx.AsyncBaseTransport:
+                return async_transport(max(max_concurrent_requests, 10), settings, cache)
+
+        super().__init__(
+            api_key,
+            base_url,
+            num_retries,
+            model_core,
+            max_concurrent_requests,
+            timeout,
+            http_client=http_client,
+            transport=transport,
+            requests_per_minute=requests_per_minute,
+        )
 
     async def evaluate_dataframe(
         self,

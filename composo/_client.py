@@ -9,13 +9,20 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from composo._cache import CacheOption, CachingTransport, ResultCache, open_cache
+from composo._cache import CacheOption, open_cache
 from composo._core.client import SyncClient
+from composo._core.limits import (
+    DEFAULT_MAX_CONCURRENT_REQUESTS,
+    DEFAULT_NUM_RETRIES,
+    DEFAULT_TIMEOUT,
+)
 from composo._platform_methods import PlatformMethods
+from composo._transport import network, sync_transport
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
+    from composo._core.network import ProxyOption, VerifyOption
     from composo._core.options import EvaluateOptions
 
 __all__ = ["Composo"]
@@ -24,32 +31,75 @@ __all__ = ["Composo"]
 class Composo(PlatformMethods, SyncClient):
     """Evaluate conversations and traces against plain-English criteria.
 
+    The first five arguments may be given by position, in the order of the platform's own SDK;
+    the others by name.
+
     Args:
         api_key: The Composo API key (default: the ``COMPOSO_API_KEY`` environment variable).
         base_url: The API's base URL (default: ``COMPOSO_BASE_URL``, else the platform's).
         num_retries: Retries after the first attempt (at least 1) for what may succeed on a
             second try: lost connections, timeouts, 408, 409, 429 and 5xx.
         model_core: The default model core for every call (a call's own ``model_core`` wins).
-        timeout: Seconds one call may take: connecting, sending, every read of the answer,
-            retries and waits included, however slowly the server sends.
-        http_client: An ``httpx.Client`` to use (tests, proxies); it is not closed by
-            :meth:`close`, and its event hooks, auth, cookies and default headers apply.
+        timeout: Seconds one call may take: connecting (through a proxy too), sending, every
+            read of the answer, retries and waits included, however slowly the server sends.
         max_concurrent_requests: Requests in flight at once across all calls.
+        http_client: An ``httpx.Client`` to use (tests, custom transports); it is not closed by
+            :meth:`close`, and its event hooks, auth, cookies, default headers, proxies and
+            TLS settings apply (not the client's own ``proxy``, ``verify`` or ``cache``).
         cache: ``True`` keeps answers in the user's cache directory (a path: there; a
             :class:`~composo.ResultCache`: that one), so a repeated request is not sent again.
             Errors and ``data_retention="none"`` requests are never stored.
         requests_per_minute: Pace requests to this rate from the start (a plan's known quota);
             ``None`` paces only once the server throttles.
+        proxy: Send every request through this proxy (``"http://user:pass@host:3128"``, an
+            https or socks5 URL, or an ``httpx.Proxy``). Default: the environment's
+            ``HTTPS_PROXY`` / ``HTTP_PROXY`` / ``ALL_PROXY``, except for ``NO_PROXY`` hosts.
+        verify: ``True`` checks the server's certificate against the default CA bundle (or
+            ``SSL_CERT_FILE`` / ``SSL_CERT_DIR``); a path to a CA bundle, or an
+            ``ssl.SSLContext``; ``False`` only for a test server.
+        trust_env: ``False`` ignores the proxy and CA bundle variables of the environment.
 
     Raises:
-        ComposoValidationError: A setting is unusable (no API key, a bad URL or model core...).
+        ComposoValidationError: A setting is unusable (no API key, a bad URL, model core,
+            proxy or CA bundle...), before any request.
     """
 
-    def _open_cache(self, cache: CacheOption, http_client: object) -> ResultCache | None:
-        return open_cache(cache, http_client)
+    def __init__(
+        self,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        num_retries: int = DEFAULT_NUM_RETRIES,
+        model_core: str | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+        *,
+        max_concurrent_requests: int = DEFAULT_MAX_CONCURRENT_REQUESTS,
+        http_client: httpx.Client | None = None,
+        cache: CacheOption = None,
+        requests_per_minute: float | None = None,
+        proxy: ProxyOption = None,
+        verify: VerifyOption = True,
+        trust_env: bool = True,
+    ) -> None:
+        settings = network(proxy, verify, trust_env, http_client)
+        self.cache = cache = open_cache(cache, http_client)
+        self.proxy, self.verify, self.trust_env = proxy, verify, trust_env
+        transport = None
+        if settings is not None:
 
-    def _wrap(self, transport: httpx.BaseTransport) -> httpx.BaseTransport:
-        return transport if self.cache is None else CachingTransport(transport, self.cache)
+            def transport() -> httpx.BaseTransport:
+                return sync_transport(max(max_concurrent_requests, 10), settings, cache)
+
+        super().__init__(
+            api_key,
+            base_url,
+            num_retries,
+            model_core,
+            timeout,
+            max_concurrent_requests=max_concurrent_requests,
+            http_client=http_client,
+            transport=transport,
+            requests_per_minute=requests_per_minute,
+        )
 
     def evaluate_dataframe(
         self,

@@ -18,6 +18,7 @@ import pytest
 
 from composo import AsyncComposo, Composo
 from composo._core.connections import Connections
+from composo._core.network import Network
 from tests.support.servers import ServerProcess, free_port
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -135,11 +136,13 @@ def test_clients_made_one_after_another_load_the_ca_bundle_once(
         return original(*args, **kwargs)
 
     monkeypatch.setattr(httpx, "create_ssl_context", create)
-    import composo._core.connections as connections
+    import composo._core.network as network
 
-    monkeypatch.setattr(connections, "_TLS", {})
+    monkeypatch.setattr(network, "_TLS", {})
+    for name in ("SSL_CERT_FILE", "SSL_CERT_DIR"):  # the default bundle, not the machine's
+        monkeypatch.delenv(name, raising=False)
     Connections(4), Connections(2)
-    Connections(2, verify=False), Connections(1, verify=False)
+    Connections(2, network=Network(verify=False)), Connections(1, network=Network(verify=False))
     assert made == [True, False]
 
 
@@ -218,5 +221,6 @@ async def test_async_shards_spread_requests_and_give_every_place_back(live: Serv
             r = await http.get("/api/healthcheck")
             peers.add(r.extensions["network_stream"].get_extra_info("client_addr"))
     assert [r.index for r in results if r.ok] == list(range(30))  # the 503 and drop retried
-    assert shards._load == [0, 0, 0]  # failed and answered requests all gave their place back
+    # failed and answered requests all gave their place back
+    assert shards._direct.load == [0, 0, 0]
     assert len(peers) == 1  # one at a time: the least busy pool's warm connection each time

@@ -36,7 +36,8 @@ __all__ = ["AsyncClient"]
 class AsyncClient(BaseClient):
     """The async client (``composo.AsyncComposo`` is this plus the features above the core): at
     most ``max_concurrent_requests`` requests in flight across all calls; the arguments are
-    :class:`~composo.Composo`'s, with an ``httpx.AsyncClient`` as ``http_client``."""
+    :class:`~composo._core.client.SyncClient`'s, with an ``httpx.AsyncClient`` as
+    ``http_client`` and an async transport made by ``transport`` (once per event loop)."""
 
     def __init__(
         self,
@@ -44,10 +45,11 @@ class AsyncClient(BaseClient):
         base_url: str | None = None,
         num_retries: int = DEFAULT_NUM_RETRIES,
         model_core: str | None = None,
-        timeout: float = DEFAULT_TIMEOUT,
         max_concurrent_requests: int = DEFAULT_MAX_CONCURRENT_REQUESTS,
+        timeout: float = DEFAULT_TIMEOUT,
+        *,
         http_client: httpx.AsyncClient | None = None,
-        cache: Any = None,
+        transport: Callable[[], httpx.AsyncBaseTransport] | None = None,
         requests_per_minute: float | None = None,
     ) -> None:
         super().__init__(
@@ -59,10 +61,10 @@ class AsyncClient(BaseClient):
             max_concurrent_requests,
             requests_per_minute,
         )
-        self.cache = self._open_cache(cache, http_client)
         self._policy = Policy(num_retries)
         self._owns_http = http_client is None
         self._http = http_client
+        self._transport = self._own_transport(http_client, transport, self._connections)
         self._slots: asyncio.Semaphore | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -75,20 +77,16 @@ class AsyncClient(BaseClient):
             self._slots = asyncio.Semaphore(self.max_concurrent_requests)
             if self._owns_http:
                 # The previous loop's connections cannot be used from this one; they are dropped.
-                from composo._core.connections import AsyncShards
-
-                shards = AsyncShards(max(self.max_concurrent_requests, 10))
                 self._http = httpx.AsyncClient(
-                    transport=self._wrap(shards),
-                    headers=self._base_headers,
-                    timeout=self.timeout,
+                    transport=self._transport(), headers=self._base_headers, timeout=self.timeout
                 )
         assert self._http is not None
         return self._http, self._slots
 
-    def _wrap(self, transport: httpx.AsyncBaseTransport) -> httpx.AsyncBaseTransport:
-        """The own client's transport, as a face above the core wants it (a cache over it)."""
-        return transport
+    def _connections(self) -> httpx.AsyncBaseTransport:
+        from composo._core.connections import AsyncShards
+
+        return AsyncShards(max(self.max_concurrent_requests, 10))
 
     async def aclose(self) -> None:
         """Close the connections this client opened (a supplied ``http_client`` stays open)."""

@@ -45,6 +45,8 @@ _REQUEST_ID_HEADERS = ("x-request-id", "request-id", "x-amzn-requestid")
 
 # A request's own headers: none, those of a supplied ``http_client``'s calls, or with a key.
 RequestHeaders = httpx.Headers | dict[str, str] | None
+# What makes the transport of a client's own httpx client (sync or async).
+Maker = Callable[[], Any]
 
 
 class BaseClient:
@@ -117,11 +119,16 @@ class BaseClient:
             "Accept-Encoding": ACCEPT_ENCODING,
         }
 
-    def _open_cache(self, cache: Any, http_client: object) -> Any:
-        """The ``cache=`` argument as the face above the core keeps it (the core has none)."""
-        if cache is not None and cache is not False:
-            raise ComposoValidationError("cache: use composo.Composo or composo.AsyncComposo")
-        return None
+    @staticmethod
+    def _own_transport(http_client: object, given: Maker | None, default: Maker) -> Maker:
+        """What makes the own ``httpx`` client's transport: the one handed down, else the
+        core's own connections (never both a transport and an ``http_client``)."""
+        if http_client is not None and given is not None:
+            raise ComposoValidationError(
+                "transport: cannot be combined with http_client (the transport is that of the "
+                "client's own httpx client); give one or the other"
+            )
+        return default if given is None else given
 
     def __repr__(self) -> str:
         return (

@@ -46,9 +46,11 @@ class SyncClient(BaseClient):
         num_retries: Retries after the first attempt, at least 1.
         model_core: The default model core for every call.
         timeout: Seconds one call may take, retries and waits included.
-        http_client: An ``httpx.Client`` to use; it is not closed by :meth:`close`.
         max_concurrent_requests: Requests in flight at once across all calls.
-        cache: What :meth:`_open_cache` makes of it (the face above opens a result cache).
+        http_client: An ``httpx.Client`` to use; it is not closed by :meth:`close`.
+        transport: Makes the transport of the client's own ``httpx.Client``, called on the
+            first request (the face above builds connections and a cache over them); default:
+            :class:`~composo._core.connections.Connections` over the environment's network.
         requests_per_minute: Pace requests to this rate from the start.
     """
 
@@ -59,9 +61,10 @@ class SyncClient(BaseClient):
         num_retries: int = DEFAULT_NUM_RETRIES,
         model_core: str | None = None,
         timeout: float = DEFAULT_TIMEOUT,
-        http_client: httpx.Client | None = None,
+        *,
         max_concurrent_requests: int = DEFAULT_MAX_CONCURRENT_REQUESTS,
-        cache: Any = None,
+        http_client: httpx.Client | None = None,
+        transport: Callable[[], httpx.BaseTransport] | None = None,
         requests_per_minute: float | None = None,
     ) -> None:
         super().__init__(
@@ -73,11 +76,11 @@ class SyncClient(BaseClient):
             max_concurrent_requests,
             requests_per_minute,
         )
-        self.cache = self._open_cache(cache, http_client)
         self._owns_http = http_client is None
         # An owned httpx.Client is built on the first request (see _http): building one loads
         # the CA bundle, tens of milliseconds that a client made and never used should not pay.
         self._http_client = http_client
+        self._transport = self._own_transport(http_client, transport, self._connections)
         self._http_lock = threading.Lock()
         self._closed = False
         self._policy = Policy(num_retries)
@@ -332,18 +335,18 @@ class SyncClient(BaseClient):
             with self._http_lock:
                 http = self._http_client
                 if http is None:
-                    transport = self._wrap(Connections(max(self.max_concurrent_requests, 10)))
                     http = httpx.Client(
-                        transport=transport, headers=self._base_headers, timeout=self.timeout
+                        transport=self._transport(),
+                        headers=self._base_headers,
+                        timeout=self.timeout,
                     )
                     self._http_client = http
                     if self._closed:  # closed before its first request: refused as before
                         http.close()
         return http
 
-    def _wrap(self, transport: httpx.BaseTransport) -> httpx.BaseTransport:
-        """The own client's transport, as a face above the core wants it (a cache over it)."""
-        return transport
+    def _connections(self) -> httpx.BaseTransport:
+        return Connections(max(self.max_concurrent_requests, 10))
 
     def _executor(self) -> ThreadPoolExecutor:
         with self._pool_lock:

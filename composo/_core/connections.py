@@ -1,14 +1,17 @@
-"""The sync client's connections: every socket wait ends by the call's deadline.
+"""The clients' own connections: every socket wait of the sync client ends by the call's deadline,
+and both go through the proxies and trust the certificates the environment names, as httpx does.
 
 ``httpx.Timeout`` bounds each socket operation on its own, so a server that sends one byte every
 half second (in the status line, the headers or the body) could hold a blocking call for ever.
-Here httpcore's connection pool is built with a network backend (its public ``network_backend=``
-argument) whose streams cap every read, write and connect at what is left of the deadline set
-for the current thread by :func:`deadline`. :class:`Connections` is that pool as an httpx
+Here httpcore's connection pool (and its proxy pools, ``HTTPProxy`` and ``SOCKSProxy``) is built
+with a network backend (its public ``network_backend=`` argument) whose streams cap every read,
+write, connect and TLS handshake (a proxy's ``CONNECT`` included) at what is left of the deadline
+set for the current thread by :func:`deadline`. :class:`Connections` is that pool as an httpx
 transport (built from public httpx and httpcore types), for any ``httpx.Client``: the client's
 own, or one you build (``httpx.Client(transport=Connections())``). The async client needs none
 of this (``asyncio.timeout`` cancels an attempt wherever it waits); its own connections are
-:class:`AsyncShards`, several small httpx pools.
+:class:`AsyncShards`, several small httpx pools. Which proxy a request takes, and the TLS
+context, come from :class:`~composo._core.network.Network`.
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ from typing import Any
 
 import httpcore
 import httpx
+
+from composo._core.network import Network
 
 __all__ = ["AsyncShards", "Connections", "deadline"]
 
@@ -105,19 +110,6 @@ class _Backend(httpcore.NetworkBackend):
         self._inner.sleep(seconds)
 
 
-_TLS: dict[bool, ssl.SSLContext] = {}
-_TLS_LOCK = threading.Lock()
-
-
-def _tls(verify: bool) -> ssl.SSLContext:
-    """One TLS context per setting for the process: loading the CA bundle takes milliseconds."""
-    with _TLS_LOCK:
-        context = _TLS.get(verify)
-        if context is None:
-            context = _TLS[verify] = httpx.create_ssl_context(verify=verify)
-        return context
-
-
 _ERRORS = (
     httpcore.TimeoutException,
     httpcore.NetworkError,
@@ -155,29 +147,63 @@ class _Body(httpx.SyncByteStream):
             close()
 
 
+def _via(proxy: httpx.Proxy, context: ssl.SSLContext, **pool: Any) -> httpcore.ConnectionPool:
+    """httpcore's pool through ``proxy``: tunnelling https (``CONNECT``) and forwarding http, or
+    SOCKS; a proxy reached over https trusts what the servers' context trusts unless the
+    ``httpx.Proxy`` brings a context of its own."""
+    url = proxy.url
+    where = httpcore.URL(scheme=url.raw_scheme, host=url.raw_host, port=url.port, target=b"/")
+    if url.scheme.startswith("socks"):
+        return httpcore.SOCKSProxy(
+            proxy_url=where, proxy_auth=proxy.raw_auth, ssl_context=context, **pool
+        )
+    return httpcore.HTTPProxy(
+        proxy_url=where,
+        proxy_auth=proxy.raw_auth,
+        proxy_headers=proxy.headers.raw,
+        ssl_context=context,
+        proxy_ssl_context=(proxy.ssl_context or context) if url.scheme == "https" else None,
+        **pool,
+    )
+
+
 class Connections(httpx.BaseTransport):
-    """HTTP/1.1 connections whose every socket wait respects the thread's :func:`deadline`.
+    """HTTP/1.1 connections whose every socket wait respects the thread's :func:`deadline`,
+    direct or through the proxy ``network`` routes each request to.
 
     Args:
-        max_connections: Connections open at most (requests beyond wait for one).
-        verify: Check the server's TLS certificate (``False`` only for a test server).
+        max_connections: Connections open at most on each route (direct, each proxy);
+            requests beyond wait for one.
+        network: Proxies and TLS trust (default: the environment's, read as httpx reads it).
         keepalive_expiry: Seconds an idle connection is kept.
     """
 
     def __init__(
-        self, max_connections: int = 10, *, verify: bool = True, keepalive_expiry: float = 5.0
+        self,
+        max_connections: int = 10,
+        *,
+        network: Network | None = None,
+        keepalive_expiry: float = 5.0,
     ) -> None:
-        self._pool = httpcore.ConnectionPool(
-            ssl_context=_tls(verify),
-            max_connections=max_connections,
-            max_keepalive_connections=max_connections,
-            keepalive_expiry=keepalive_expiry,
-            network_backend=_Backend(),
-        )
+        self._network = Network() if network is None else network
+        context = self._network.ssl_context()
+        pool: dict[str, Any] = {
+            "max_connections": max_connections,
+            "max_keepalive_connections": max_connections,
+            "keepalive_expiry": keepalive_expiry,
+            "network_backend": _Backend(),
+        }
+        self._pool = httpcore.ConnectionPool(ssl_context=context, **pool)
+        self._proxied = {
+            name: _via(proxy, context, **pool) for name, proxy in self._network.proxies.items()
+        }
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         assert isinstance(request.stream, httpx.SyncByteStream)
         url = request.url
+        pool = self._pool
+        if self._proxied and (route := self._network.route(url)) is not None:
+            pool = self._proxied[route]
         inner = httpcore.Request(
             method=request.method,
             url=httpcore.URL(
@@ -188,7 +214,7 @@ class Connections(httpx.BaseTransport):
             extensions=request.extensions,
         )
         try:
-            response = self._pool.handle_request(inner)
+            response = pool.handle_request(inner)
         except _ERRORS as exc:
             raise _httpx_error(exc) from exc
         assert isinstance(response.stream, Iterable)
@@ -201,6 +227,8 @@ class Connections(httpx.BaseTransport):
 
     def close(self) -> None:
         self._pool.close()
+        for pool in self._proxied.values():
+            pool.close()
 
 
 class _Counted(httpx.AsyncByteStream):
@@ -222,34 +250,60 @@ class _Counted(httpx.AsyncByteStream):
                 self._index = -1
 
 
+class _Shards:
+    """Small pools of one route and the requests in progress on each, until their body closes."""
+
+    def __init__(self, pools: list[httpx.AsyncHTTPTransport]) -> None:
+        self.pools = pools
+        self.load = [0] * len(pools)
+
+
 class AsyncShards(httpx.AsyncBaseTransport):
     """Async connections held in many small ``httpx.AsyncHTTPTransport`` pools, each request
-    sent on the least busy one. httpcore's pool re-examines every connection it holds each time
-    a request starts or ends, so its work per request grows with its size: with 50 requests in
-    flight, one pool of 50 costs the client about four times the CPU of pools of two
-    (``benchmarks/bench_client.py``).
+    sent on the least busy one of its route (direct, or each proxy ``network`` names). httpcore's
+    pool re-examines every connection it holds each time a request starts or ends, so its work
+    per request grows with its size: with 50 requests in flight, one pool of 50 costs the client
+    about four times the CPU of pools of two (``benchmarks/bench_client.py``).
 
     Args:
-        max_connections: Connections open at most, over all the pools.
+        max_connections: Connections open at most on each route, over all its pools.
         per_pool: Connections one pool holds at most.
-        verify: Check the server's TLS certificate.
+        network: Proxies and TLS trust (default: the environment's, read as httpx reads it).
     """
 
-    def __init__(self, max_connections: int = 10, per_pool: int = 2, *, verify: bool = True):
+    def __init__(
+        self, max_connections: int = 10, per_pool: int = 2, *, network: Network | None = None
+    ) -> None:
+        self._network = Network() if network is None else network
+        context = self._network.ssl_context()
         count = math.ceil(max_connections / per_pool)
         size = math.ceil(max_connections / count)
         limits = httpx.Limits(max_connections=size, max_keepalive_connections=size)
-        self._pools = [
-            httpx.AsyncHTTPTransport(limits=limits, verify=_tls(verify)) for _ in range(count)
-        ]
-        self._load = [0] * count  # requests in progress per pool, until their body is closed
+
+        def shards(proxy: httpx.Proxy | None = None) -> _Shards:
+            if proxy is not None and proxy.url.scheme == "https" and proxy.ssl_context is None:
+                proxy = httpx.Proxy(  # trusted as the sync pools trust it
+                    proxy.url, auth=proxy.auth, headers=proxy.headers, ssl_context=context
+                )
+            return _Shards(
+                [
+                    httpx.AsyncHTTPTransport(limits=limits, verify=context, proxy=proxy)
+                    for _ in range(count)
+                ]
+            )
+
+        self._direct = shards()
+        self._proxied = {name: shards(p) for name, p in self._network.proxies.items()}
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        load = self._load
+        group = self._direct
+        if self._proxied and (route := self._network.route(request.url)) is not None:
+            group = self._proxied[route]
+        load = group.load
         index = load.index(min(load))
         load[index] += 1
         try:
-            response = await self._pools[index].handle_async_request(request)
+            response = await group.pools[index].handle_async_request(request)
         except BaseException:
             load[index] -= 1
             raise
@@ -262,5 +316,6 @@ class AsyncShards(httpx.AsyncBaseTransport):
         )
 
     async def aclose(self) -> None:
-        for pool in self._pools:
-            await pool.aclose()
+        for group in (self._direct, *self._proxied.values()):
+            for pool in group.pools:
+                await pool.aclose()

@@ -95,11 +95,12 @@ class DataRun:
         """The caching transport for the run's client (``None`` with ``--no-cache``)."""
         if self.cache is None:
             return None
-        from composo._cache import CachingTransport
-        from composo._core.connections import Connections
+        from composo._core.network import Network
+        from composo._transport import sync_transport
 
-        # every socket wait ends by the call's deadline, as on the client's own connections
-        self._transport = CachingTransport(Connections(concurrency), self.cache)
+        # built as the clients build their own: connections on the environment's proxies and
+        # CA bundle, every socket wait ending by the call's deadline, the cache over them
+        self._transport = sync_transport(concurrency, Network(), self.cache)
         return self._transport
 
     def close(self) -> None:

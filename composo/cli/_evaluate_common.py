@@ -214,10 +214,14 @@ def connect(args: argparse.Namespace, info: RunInfo, transport: Any = None) -> I
     with contextlib.ExitStack() as stack:
         base_url, api_key = args.base_url, args.api_key
         if args.local:
+            from composo._core.connections import Connections
+            from composo._core.network import Network
             from composo.server import LocalServer
 
             srv = stack.enter_context(LocalServer(judge="heuristic", latency=0.0))
             base_url, api_key = srv.base_url, srv.api_key
+            # That server runs in this process, on loopback: no proxy of the network between.
+            transport = Connections(args.concurrency, network=Network(trust_env=False))
         yield stack.enter_context(client(api_key, base_url, args.concurrency, info, transport))
 
 
@@ -229,23 +233,24 @@ def client(
     info: RunInfo | None = None,
     transport: Any = None,
 ) -> Iterator[Composo]:
-    """A client allowed ``concurrency`` requests at once, with as many kept-alive connections
+    """A client allowed ``concurrency`` requests at once, on as many kept-alive connections
     (fewer would close and reopen connections all run long), each read bounded by the call's
-    timeout; ``info`` learns the judge's name from the server's answers; ``transport``: the
-    caching one."""
+    timeout, through the environment's proxies; ``info`` learns the judge's name from the
+    server's answers; ``transport``: the run's own (the caching one), else such connections."""
     import httpx
 
     from composo import Composo
     from composo._core.connections import Connections
     from composo.cli._provenance import Provenance
 
-    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
     if transport is None:  # every socket wait ends by the call's deadline
         transport = Connections(concurrency)
     transport = Provenance(transport)  # each answer names its judge and whether it was cached
     hooks = {"response": [info.observe]} if info is not None else {}
+    # The connections' own pool sizes hold: an httpx client's limits= or proxies apply only to
+    # the transport it builds itself.
     with (
-        httpx.Client(limits=limits, transport=transport, event_hooks=hooks) as http,
+        httpx.Client(transport=transport, event_hooks=hooks) as http,
         Composo(
             api_key=api_key,
             base_url=base_url,

@@ -1,0 +1,305 @@
+"""Where the clients' own connections go and which certificates they trust, as httpx decides it.
+
+httpx honours ``HTTP_PROXY``, ``HTTPS_PROXY``, ``ALL_PROXY`` and ``NO_PROXY`` (either case, read
+through the standard library's ``urllib.request.getproxies``, which on macOS and Windows falls
+back on the system's settings) and ``SSL_CERT_FILE`` / ``SSL_CERT_DIR``, but only for a client
+built without a transport. The clients build their own (every socket wait bounded by the call's
+deadline), so :class:`Network` applies httpx's rules to them: a ``proxy`` given takes every
+request; else the environment's, per scheme (``ALL_PROXY`` where the scheme has none), except for
+the hosts ``NO_PROXY`` names (``*`` for all of them); ``trust_env=False`` reads none of it. The
+environment is read once, when the settings are made, as httpx reads it when a client is built.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import ssl
+import threading
+from typing import Any
+from urllib.request import getproxies
+
+import httpx
+
+from composo.errors import ComposoValidationError
+
+__all__ = ["Network", "ProxyOption", "VerifyOption"]
+
+ProxyOption = str | httpx.URL | httpx.Proxy | None
+VerifyOption = bool | str | os.PathLike[str] | ssl.SSLContext
+
+_ENV_NAMES = {"http": "HTTP_PROXY", "https": "HTTPS_PROXY", "all": "ALL_PROXY"}
+_MAX_ROUTES = 64  # hosts whose route is remembered (a client talks to one or two)
+
+
+def _shown(url: httpx.URL | str) -> str:
+    """A proxy URL fit for a message: scheme, host and port, never its credentials."""
+    try:
+        parsed = httpx.URL(url)
+    except Exception:
+        return "<not a URL>"
+    port = f":{parsed.port}" if parsed.port is not None else ""
+    return f"{parsed.scheme}://{parsed.host}{port}"
+
+
+def _proxy(value: Any, where: str) -> httpx.Proxy:
+    """``value`` as an ``httpx.Proxy`` (a bare ``host:port`` is an http proxy, as httpx reads
+    the environment), or a clear error naming ``where`` it came from."""
+    if isinstance(value, httpx.Proxy):
+        proxy = value
+    elif isinstance(value, (str, httpx.URL)):
+        text = str(value).strip()
+        text = text if "://" in text else "http://" + text
+        try:
+            proxy = httpx.Proxy(text)
+            usable = bool(proxy.url.host)
+        except Exception:
+            usable = False
+        if not usable:
+            raise ComposoValidationError(
+                f"{where}: {_shown(text)!r} is not a proxy URL; give the scheme and host, e.g. "
+                "http://proxy.example:3128 (http, https or socks5)"
+            )
+    else:
+        raise ComposoValidationError(
+            f"{where}: expected a proxy URL (str) or an httpx.Proxy, got {type(value).__name__}"
+        )
+    if proxy.url.scheme.startswith("socks"):
+        import importlib.util
+
+        if importlib.util.find_spec("socksio") is None:
+            raise ComposoValidationError(
+                f"{where}: {_shown(proxy.url)!r} is a SOCKS proxy, which needs the socksio "
+                "package: pip install 'httpx[socks]'"
+            )
+    return proxy
+
+
+class _Bypass:
+    """One ``NO_PROXY`` entry, matched as httpx matches it: ``example.com`` is that domain and
+    its subdomains, ``.example.com`` its subdomains only, ``localhost`` or an IP address that
+    host exactly, ``http://host`` that scheme only, ``host:port`` that port only; an address with
+    a prefix length (``10.0.0.0/8``) is the whole network."""
+
+    __slots__ = ("host", "kind", "network", "port", "scheme")
+
+    def __init__(self, entry: str) -> None:
+        entry = entry.strip().lower()
+        self.scheme = ""
+        self.port: int | None = None
+        self.network: ipaddress.IPv4Network | ipaddress.IPv6Network | None = None
+        pattern = "://" in entry  # a URL pattern, as httpx's mounts take
+        if pattern:
+            url = httpx.URL(entry)
+            self.scheme = "" if url.scheme == "all" else url.scheme
+            host, self.port = url.host, url.port
+        elif _address(entry) is not None:
+            host = entry
+        else:
+            host, _, port = entry.rpartition(":")
+            if not (host and port.isdigit()):
+                host = entry
+            else:
+                self.port = int(port)
+        host = host.strip("[]")
+        self.network = _address(host)
+        if self.network is not None or host in ("", "*", "localhost"):
+            self.kind = "exact"
+        elif pattern and not host.startswith("*"):
+            self.kind = "exact"  # a pattern's plain host is that host only
+        elif host.startswith(("*.", ".")):
+            self.kind, host = "subdomains", host.lstrip("*.")
+        else:
+            self.kind, host = "domain", host.lstrip("*")
+        self.host = "" if host == "*" else host
+
+    def matches(self, scheme: str, host: str, port: int | None) -> bool:
+        if (self.scheme and self.scheme != scheme) or (self.port is not None and self.port != port):
+            return False
+        if self.network is not None:
+            try:
+                return ipaddress.ip_address(host) in self.network
+            except ValueError:
+                return False
+        if not self.host:
+            return True
+        if self.kind == "exact":
+            return host == self.host
+        if self.kind == "subdomains":
+            return host.endswith("." + self.host)
+        return host == self.host or host.endswith("." + self.host)
+
+
+def _address(text: str) -> ipaddress.IPv4Network | ipaddress.IPv6Network | None:
+    """``text`` as an address or network (``None`` for a name)."""
+    try:
+        return ipaddress.ip_network(text.strip("[]"), strict=False)
+    except ValueError:
+        return None
+
+
+class Network:
+    """The proxy routes and TLS trust of a client's own connections.
+
+    Args:
+        proxy: Every request through this proxy (a URL, credentials in it allowed, or an
+            ``httpx.Proxy``); the environment's proxies and ``NO_PROXY`` are then not read.
+        verify: ``True`` checks servers' certificates against the default CA bundle
+            (``SSL_CERT_FILE`` / ``SSL_CERT_DIR`` when set); a path: that CA bundle file or
+            directory; an ``ssl.SSLContext``: that context; ``False`` checks nothing.
+        trust_env: Read the proxies and the CA bundle from the environment, as httpx does.
+
+    Raises:
+        ComposoValidationError: A setting (or a variable of the environment) is unusable.
+    """
+
+    __slots__ = (
+        "_bypass",
+        "_ca",
+        "_context",
+        "_proxies",
+        "_routes",
+        "proxy",
+        "trust_env",
+        "verify",
+    )
+
+    def __init__(
+        self, proxy: ProxyOption = None, verify: VerifyOption = True, trust_env: bool = True
+    ) -> None:
+        if not isinstance(trust_env, bool):
+            raise ComposoValidationError(
+                f"trust_env: must be True or False, got {type(trust_env).__name__}"
+            )
+        self.proxy, self.verify, self.trust_env = proxy, verify, trust_env
+        self._proxies: dict[str, httpx.Proxy] = {}
+        self._bypass: list[_Bypass] = []
+        self._routes: dict[tuple[str, str, int | None], str | None] = {}
+        if proxy is not None:
+            self._proxies["all"] = _proxy(proxy, "proxy")
+        elif trust_env:
+            self._read_environment()
+        self._ca = self._check_verify(verify)
+        self._context: ssl.SSLContext | None = (
+            verify if isinstance(verify, ssl.SSLContext) else None
+        )
+
+    def _read_environment(self) -> None:
+        found = getproxies()
+        entries = [e.strip() for e in (found.get("no") or "").split(",") if e.strip()]
+        if "*" in entries:
+            return  # NO_PROXY=* : no proxy for any host
+        for scheme, name in _ENV_NAMES.items():
+            if found.get(scheme):
+                self._proxies[scheme] = _proxy(found[scheme], f"{name} (from the environment)")
+        if self._proxies:
+            try:
+                self._bypass = [_Bypass(e) for e in entries]
+            except (ValueError, httpx.InvalidURL) as exc:
+                raise ComposoValidationError(
+                    f"NO_PROXY (from the environment): an entry cannot be read ({exc}); give "
+                    "host names, addresses or networks separated by commas"
+                ) from None
+
+    def _check_verify(self, verify: Any) -> tuple[str, str | None, str | None] | None:
+        """Where the trusted certificates come from: ``("default", file, dir)`` (the
+        environment's, else certifi's), ``("path", file, dir)``, ``("off", ...)`` or ``None``
+        for a context given."""
+        if isinstance(verify, bool):
+            if not verify:
+                return ("off", None, None)
+            if not self.trust_env:
+                return ("default", None, None)
+            cafile = os.environ.get("SSL_CERT_FILE") or None
+            capath = None if cafile else os.environ.get("SSL_CERT_DIR") or None
+            if cafile and not os.path.isfile(cafile):
+                raise ComposoValidationError(
+                    f"SSL_CERT_FILE (from the environment): no file at {cafile!r}; point it at "
+                    "a CA bundle (PEM), unset it, or pass trust_env=False"
+                )
+            if cafile or capath:
+                return ("env", cafile, capath)
+            return ("default", None, None)
+        if isinstance(verify, ssl.SSLContext):
+            return None
+        if isinstance(verify, (str, os.PathLike)):
+            path = os.path.expanduser(os.fspath(verify))
+            if os.path.isdir(path):
+                return ("path", None, path)
+            if os.path.isfile(path):
+                return ("path", path, None)
+            raise ComposoValidationError(
+                f"verify: no CA bundle at {path!r}; give a PEM file or a directory of "
+                "certificates, True (the default bundle) or an ssl.SSLContext"
+            )
+        raise ComposoValidationError(
+            "verify: expected True, False, a CA bundle path or an ssl.SSLContext, got "
+            f"{type(verify).__name__}"
+        )
+
+    # -- what the connections ask -----------------------------------------------------------------
+
+    @property
+    def proxies(self) -> dict[str, httpx.Proxy]:
+        """The proxies requests may go through, by route name (``all``, ``http``, ``https``)."""
+        return dict(self._proxies)
+
+    def route(self, url: httpx.URL) -> str | None:
+        """The name of the proxy ``url`` goes through (a key of :attr:`proxies`), or ``None``
+        for a direct connection."""
+        if not self._proxies:
+            return None
+        key = (url.scheme, url.host, url.port)
+        try:
+            return self._routes[key]
+        except KeyError:
+            pass
+        scheme, host, port = key
+        if any(b.matches(scheme, host.lower(), port) for b in self._bypass):
+            route = None
+        elif scheme in self._proxies:
+            route = scheme
+        else:
+            route = "all" if "all" in self._proxies else None
+        if len(self._routes) >= _MAX_ROUTES:
+            self._routes.clear()
+        self._routes[key] = route
+        return route
+
+    def ssl_context(self) -> ssl.SSLContext:
+        """The TLS context for servers (and https proxies): one per CA source for the process,
+        made when the first connections are (loading a bundle takes tens of milliseconds, which
+        a client made and never used should not pay).
+
+        Raises:
+            ComposoValidationError: The CA bundle cannot be loaded.
+        """
+        if self._context is not None:
+            return self._context
+        ca = self._ca
+        assert ca is not None
+        with _TLS_LOCK:
+            context = _TLS.get(ca)
+            if context is None:
+                try:
+                    context = _TLS[ca] = _make_context(*ca)
+                except (OSError, ssl.SSLError) as exc:
+                    source = "verify" if ca[0] == "path" else "SSL_CERT_FILE / SSL_CERT_DIR"
+                    raise ComposoValidationError(
+                        f"{source}: the CA bundle {ca[1] or ca[2]!r} cannot be loaded ({exc}); "
+                        "point it at a PEM file or a directory of certificates"
+                    ) from None
+        self._context = context
+        return context
+
+
+def _make_context(kind: str, cafile: str | None, capath: str | None) -> ssl.SSLContext:
+    if kind == "off":
+        return httpx.create_ssl_context(verify=False)
+    if kind == "default":
+        return httpx.create_ssl_context(verify=True, trust_env=False)
+    return ssl.create_default_context(cafile=cafile, capath=capath)
+
+
+_TLS: dict[tuple[str, str | None, str | None], ssl.SSLContext] = {}
+_TLS_LOCK = threading.Lock()

@@ -1,0 +1,72 @@
+"""What the faces hand down to the core: the transport of a client's own ``httpx`` client, built
+by composition. The connections come first (:mod:`composo._core.connections`: the environment's
+or the given proxies and CA bundle, every socket wait of the sync client bounded by the call's
+deadline), then the result cache over them (:mod:`composo._cache`); the core calls what is
+handed to it and knows nothing of either choice. The command line builds its run's transport
+from the same pieces."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from composo._core.connections import Connections
+from composo._core.network import Network, ProxyOption, VerifyOption
+from composo.errors import ComposoValidationError
+
+if TYPE_CHECKING:
+    import httpx
+
+    from composo._cache import ResultCache
+
+__all__ = ["async_transport", "network", "sync_transport"]
+
+
+def network(
+    proxy: ProxyOption, verify: VerifyOption, trust_env: bool, http_client: object
+) -> Network | None:
+    """The settings of a client's own connections, checked now (the environment's proxies are
+    read now, as httpx reads them when a client is made); ``None`` when an ``http_client`` is
+    given, which brings its own (and then none may be set here)."""
+    if http_client is None:
+        return Network(proxy, verify, trust_env)
+    given = [
+        name
+        for name, value, default in (
+            ("proxy", proxy, None),
+            ("verify", verify, True),
+            ("trust_env", trust_env, True),
+        )
+        if value is not default
+    ]
+    if given:
+        raise ComposoValidationError(
+            f"{given[0]}: cannot be combined with http_client (that client has its own); set "
+            f"{given[0]}= on your httpx client instead, or drop http_client"
+        )
+    return None
+
+
+def sync_transport(
+    connections: int, settings: Network, cache: ResultCache | None
+) -> httpx.BaseTransport:
+    """Connections on ``settings``, with the result cache over them when there is one."""
+    transport: httpx.BaseTransport = Connections(connections, network=settings)
+    if cache is not None:
+        from composo._cache import CachingTransport
+
+        transport = CachingTransport(transport, cache)
+    return transport
+
+
+def async_transport(
+    connections: int, settings: Network, cache: ResultCache | None
+) -> httpx.AsyncBaseTransport:
+    """As :func:`sync_transport`, for the async client (made once per event loop)."""
+    from composo._core.connections import AsyncShards
+
+    transport: httpx.AsyncBaseTransport = AsyncShards(connections, network=settings)
+    if cache is not None:
+        from composo._cache import AsyncCachingTransport
+
+        transport = AsyncCachingTransport(transport, cache)
+    return transport
