@@ -23,7 +23,15 @@ from composo._core.platform_types import (
     UsageCounts,
 )
 from composo._core.ratelimit import RateLimits
-from composo._core.responses import EvaluationResponse, MultiAgentTraceResponse, TaskInfo
+from composo._core.responses import (
+    AgentResult,
+    EvaluationResponse,
+    InstanceResult,
+    MultiAgentTraceResponse,
+    Source,
+    SummaryStatistics,
+    TaskInfo,
+)
 from composo._core.trace import (
     AgentInstance,
     InputMessage,
@@ -39,6 +47,7 @@ from composo._core.wire import MODEL_CORES, ModelCore, RewardRequest, TraceReque
 __all__ = [
     "MODEL_CORES",
     "AgentInstance",
+    "AgentResult",
     "BatchResult",
     "BatchResults",
     "EvaluateOptions",
@@ -46,6 +55,7 @@ __all__ = [
     "EvaluationRecord",
     "EvaluationResponse",
     "InputMessage",
+    "InstanceResult",
     "LLMInteraction",
     "ModelCore",
     "MultiAgentTrace",
@@ -53,6 +63,8 @@ __all__ = [
     "OutputMessage",
     "RateLimits",
     "RewardRequest",
+    "Source",
+    "SummaryStatistics",
     "TaskInfo",
     "ToolCall",
     "ToolResponse",

@@ -139,6 +139,9 @@ class SummaryStatistics(_Model):
 
 
 class AgentResult(_Model):
+    """One agent's part of a trace verdict: each of its instances' results (``None`` where the
+    criterion did not apply) and the platform's summary statistics over them."""
+
     agent_name: str
     results_by_agent_instance_id: dict[str, InstanceResult | None]
     summary_statistics: SummaryStatistics | None = None

@@ -2,9 +2,9 @@
 
 Each name is this package's own model or module, loaded on first use (``from composo.models
 import criteria`` loads no model at all); new code imports them from :mod:`composo.types` and
-:mod:`composo.criteria`. ``ScoreResponse`` is one agent instance's verdict inside a trace
-result, ``RequestBase`` the base of both request models; ``ChatCompletionMessageParam`` is
-OpenAI's own type and needs ``openai``.
+:mod:`composo.criteria`. ``ScoreResponse`` is :class:`~composo.types.InstanceResult`, one agent
+instance's verdict inside a trace result; ``RequestBase`` is the base class of both request
+models; ``ChatCompletionMessageParam`` is OpenAI's own type and needs ``openai``.
 """
 
 from __future__ import annotations
