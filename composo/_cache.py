@@ -6,9 +6,9 @@ criterion or an option is a different entry, and the same request to the platfor
 local server are two entries. Only successful answers are stored, and never for
 ``data_retention="none"`` (the user asked that nothing be kept). Each answer is stored with its
 provenance (the ``x-composo-judge*`` headers a server named its judge with; none: the platform)
-and a hit carries it again, so a cached score names the judge that made it; an entry stored
-without it (by an older version) is not trusted and is asked again. The store is one SQLite file in
-WAL mode, so several processes may read and write it at once.
+and a hit carries it again, so a cached score names the judge that made it. The store is one
+SQLite file in WAL mode, so several processes may read and write it at once. It is bounded in
+size (oldest answers go first) and in age (see :class:`ResultCache`).
 
 The cache sits in the HTTP transport (:class:`CachingTransport`, :class:`AsyncCachingTransport`),
 so the clients, the retry policy and the batch engines are unchanged by it.
@@ -19,9 +19,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -29,6 +31,12 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 from composo._core.body import Inflater
+from composo._core.limits import (
+    CACHE_EVICT_TO,
+    CACHE_MAX_AGE,
+    CACHE_MAX_BYTES,
+    CACHE_ROW_OVERHEAD,
+)
 
 if TYPE_CHECKING:
     import sqlite3
@@ -39,10 +47,13 @@ __all__ = [
     "CacheInfo",
     "CacheOption",
     "CachingTransport",
+    "Pruned",
     "ResultCache",
     "decoded",
     "default_cache_dir",
     "open_cache",
+    "parse_age",
+    "parse_size",
     "provenance",
     "read_whole",
 ]
@@ -53,6 +64,7 @@ PROVENANCE_PREFIX = "x-composo-judge"
 """Headers kept with an answer and given back on a hit: who judged it."""
 EVALUATION_PATHS = ("/api/v1/evals/reward", "/api/v1/evals/trace")
 _BUSY_TIMEOUT_MS = 30_000
+_WAL_LIMIT = 8 * 1024 * 1024
 
 
 def default_cache_dir() -> Path:
@@ -83,27 +95,153 @@ class CacheInfo:
     Attributes:
         path: The SQLite file.
         entries: Stored answers.
-        size_bytes: The file's size on disk.
+        size_bytes: The file's size on disk (with its write-ahead log).
+        stored_bytes: What the answers count for against ``max_bytes``.
+        max_bytes: The cache's size cap.
+        max_age: Seconds an answer is kept.
     """
 
     path: Path
     entries: int
     size_bytes: int
+    stored_bytes: int = 0
+    max_bytes: int = CACHE_MAX_BYTES
+    max_age: float = CACHE_MAX_AGE
+
+
+@dataclass(frozen=True)
+class Pruned:
+    """What :meth:`ResultCache.prune` removed: ``entries`` answers counting ``bytes``."""
+
+    entries: int
+    bytes: int
+
+
+_AGE_UNITS = {"s": 1, "m": 60, "min": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def parse_size(text: str) -> int:
+    """``"500MB"``, ``"2GB"``, ``"1.5 GiB"`` or a number of bytes (K, M, G, T: powers of 1024).
+
+    Raises:
+        ValueError: Not such a size, or not above zero; the message says how to write one.
+    """
+    found = re.fullmatch(r"\s*(\d+(?:\.\d*)?)\s*(?:([kmgt])i?)?b?\s*", text, re.IGNORECASE)
+    power = "_kmgt".index(found.group(2).lower()) if found and found.group(2) else 0
+    if found is None or float(found.group(1)) * 1024**power < 1:
+        raise ValueError(f"{text!r} is not a size; write it as 500MB, 2GB or a number of bytes")
+    return int(float(found.group(1)) * 1024**power)
+
+
+def parse_age(text: str) -> float:
+    """``"30d"``, ``"12h"``, ``"90m"``, ``"2w"`` or ``"3600s"``: seconds.
+
+    Raises:
+        ValueError: Not such an age (the unit is required), or not above zero.
+    """
+    found = re.fullmatch(r"\s*(\d+(?:\.\d*)?)\s*([A-Za-z]+)\s*", text)
+    unit = found.group(2).lower() if found else ""
+    if found is None or unit not in _AGE_UNITS or float(found.group(1)) <= 0:
+        raise ValueError(f"{text!r} is not an age; write it as 30d, 12h, 90m or 3600s")
+    return float(found.group(1)) * _AGE_UNITS[unit]
+
+
+def _positive(value: object, name: str) -> float:
+    from composo.errors import ComposoValidationError
+
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise ComposoValidationError(f"{name}: expected a number above 0, got {value!r}")
+    return value
+
+
+def _limit(
+    value: float | None, name: str, variable: str, parse: Callable[[str], float], default: float
+) -> float:
+    """An argument of :class:`ResultCache`, else its environment variable, else the default."""
+    from composo.errors import ComposoValidationError
+
+    if value is not None:
+        return _positive(value, name)
+    text = os.environ.get(variable, "").strip()
+    if not text:
+        return default
+    try:
+        return parse(text)
+    except ValueError as exc:
+        raise ComposoValidationError(f"{variable}: {exc}") from None
+
+
+_SCHEMA = (
+    # size: what the answer counts for against the cap; total: their sum and count, kept by
+    # the triggers, so that a write knows the cache's size without reading the table.
+    "CREATE TABLE IF NOT EXISTS answers (key TEXT PRIMARY KEY, body BLOB NOT NULL, "
+    "headers TEXT NOT NULL, stored REAL NOT NULL, size INTEGER NOT NULL)",
+    "CREATE INDEX IF NOT EXISTS answers_by_age ON answers (stored, size)",
+    "CREATE TABLE IF NOT EXISTS total (one INTEGER PRIMARY KEY CHECK (one = 1), "
+    "bytes INTEGER NOT NULL, entries INTEGER NOT NULL)",
+    "INSERT OR IGNORE INTO total VALUES (1, 0, 0)",
+    "CREATE TRIGGER IF NOT EXISTS answer_added AFTER INSERT ON answers BEGIN "
+    "UPDATE total SET bytes = bytes + NEW.size, entries = entries + 1; END",
+    "CREATE TRIGGER IF NOT EXISTS answer_removed AFTER DELETE ON answers BEGIN "
+    "UPDATE total SET bytes = bytes - OLD.size, entries = entries - 1; END",
+    "CREATE TRIGGER IF NOT EXISTS answer_replaced AFTER UPDATE OF size ON answers BEGIN "
+    "UPDATE total SET bytes = bytes + NEW.size - OLD.size; END",
+)
+_PUT = (
+    "INSERT INTO answers (key, body, headers, stored, size) VALUES (?, ?, ?, ?, ?) "
+    "ON CONFLICT (key) DO UPDATE SET body = excluded.body, headers = excluded.headers, "
+    "stored = excluded.stored, size = excluded.size"
+)
+_EXPIRE = "DELETE FROM answers WHERE stored < ?"
+_EVICT = (
+    # One statement: what is past its age, then the oldest answers until what is left fits in
+    # :target bytes (a row goes while the older rows' sizes it follows do not cover the excess).
+    # Only the :rows oldest entries of the age index are read: no answer counts for less than
+    # CACHE_ROW_OVERHEAD, so excess // CACHE_ROW_OVERHEAD + 1 rows always cover the excess.
+    "DELETE FROM answers WHERE stored < :oldest OR rowid IN (SELECT rowid FROM ("
+    "SELECT rowid, SUM(size) OVER (ORDER BY stored ROWS UNBOUNDED PRECEDING) - size AS older "
+    "FROM (SELECT rowid, stored, size FROM answers ORDER BY stored LIMIT :rows)) "
+    "WHERE older < (SELECT bytes FROM total) - :target)"
+)
 
 
 class ResultCache:
     """Stored answers keyed by request; safe for threads of one process and for many processes.
 
+    The cache is bounded: a write that takes it past ``max_bytes`` removes the oldest answers
+    first (down to 99% of the cap, so that this happens once in a while, not on every write),
+    and an answer older than ``max_age`` is never served and is removed.
+
     Args:
         path: A directory (the file ``results.sqlite3`` is made in it) or a ``.sqlite3`` /
             ``.db`` file. Default: :func:`default_cache_dir`.
+        max_bytes: Bytes of answers kept. Default: ``COMPOSO_CACHE_MAX_SIZE`` (``500MB``,
+            ``2GB``...), else 1 GiB.
+        max_age: Seconds an answer is kept. Default: ``COMPOSO_CACHE_MAX_AGE`` (``30d``,
+            ``12h``...), else 30 days.
+
+    Raises:
+        ComposoValidationError: A limit (or its environment variable) is not a positive size or
+            age.
     """
 
-    def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | None = None,
+        *,
+        max_bytes: int | None = None,
+        max_age: float | None = None,
+    ) -> None:
         where = Path(path).expanduser() if path is not None else default_cache_dir()
         if where.suffix not in (".sqlite3", ".sqlite", ".db"):
             where = where / CACHE_FILE
         self.path = where
+        self.max_bytes = int(
+            _limit(max_bytes, "max_bytes", "COMPOSO_CACHE_MAX_SIZE", parse_size, CACHE_MAX_BYTES)
+        )
+        self.max_age = float(
+            _limit(max_age, "max_age", "COMPOSO_CACHE_MAX_AGE", parse_age, CACHE_MAX_AGE)
+        )
         self._lock = threading.Lock()
         self._db: sqlite3.Connection | None = None
 
@@ -119,13 +257,25 @@ class ResultCache:
             db.execute(f"PRAGMA busy_timeout={_BUSY_TIMEOUT_MS}")
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=NORMAL")
-            db.execute(
-                "CREATE TABLE IF NOT EXISTS answers ("
-                "key TEXT PRIMARY KEY, body BLOB NOT NULL, stored REAL NOT NULL, headers TEXT)"
-            )
-            _add_headers_column(db)
+            # the log is cut back to this after a checkpoint (a VACUUM writes the whole file)
+            db.execute(f"PRAGMA journal_size_limit={_WAL_LIMIT}")
+            for statement in _SCHEMA:
+                db.execute(statement)
+            # what aged since the last run (an index range), and all past a lowered cap
+            db.execute(_EXPIRE, (time.time() - self.max_age,))
+            if _total(db) > self.max_bytes:
+                self._evict(db, int(self.max_bytes * CACHE_EVICT_TO))
             self._db = db
         return self._db
+
+    def _evict(self, db: sqlite3.Connection, target: int, max_age: float | None = None) -> int:
+        """Remove what is older than ``max_age`` (default: the cache's) and the oldest answers
+        past ``target`` bytes; how many went. One statement, reading only the oldest entries of
+        the age index (as many as could be needed), and only the rows it removes."""
+        oldest = time.time() - (self.max_age if max_age is None else max_age)
+        rows = max(0, _total(db) - target) // CACHE_ROW_OVERHEAD + 1
+        found = {"oldest": oldest, "target": target, "rows": rows}
+        return int(db.execute(_EVICT, found).rowcount)
 
     @staticmethod
     def key(base_url: str, path: str, body: Any) -> str:
@@ -136,15 +286,18 @@ class ResultCache:
         return hashlib.sha256(material.encode()).hexdigest()
 
     def get(self, key: str) -> tuple[bytes, dict[str, str]] | None:
-        """The stored answer and its provenance headers; ``None`` if there is none (or only
-        one without provenance)."""
+        """The stored answer and its provenance headers; ``None`` if there is none within
+        ``max_age``."""
         with self._lock:
             row = (
                 self._connect()
-                .execute("SELECT body, headers FROM answers WHERE key=?", (key,))
+                .execute(
+                    "SELECT body, headers FROM answers WHERE key = ? AND stored >= ?",
+                    (key, time.time() - self.max_age),
+                )
                 .fetchone()
             )
-        if row is None or row[1] is None:
+        if row is None:
             return None
         try:
             headers = json.loads(row[1])
@@ -155,26 +308,44 @@ class ResultCache:
         return bytes(row[0]), {str(k): str(v) for k, v in headers.items()}
 
     def put(self, key: str, body: bytes, headers: dict[str, str] | None = None) -> None:
-        """Store an answer with its provenance headers (``{}``: the platform's)."""
+        """Store an answer with its provenance headers (``{}``: the platform's); past the cap,
+        the oldest answers make room."""
         kept = json.dumps(headers or {}, sort_keys=True)
+        size = len(key) + len(body) + len(kept) + CACHE_ROW_OVERHEAD
         with self._lock:
-            self._connect().execute(
-                "INSERT OR REPLACE INTO answers (key, body, stored, headers) VALUES (?, ?, ?, ?)",
-                (key, body, time.time(), kept),
-            )
+            db = self._connect()
+            db.execute(_PUT, (key, body, kept, time.time(), size))
+            if _total(db) > self.max_bytes:
+                self._evict(db, int(self.max_bytes * CACHE_EVICT_TO))
 
     def info(self) -> CacheInfo:
-        """How many answers are stored and how much disk they take."""
+        """How many answers are stored, what they count for, and how much disk they take."""
         if not self.path.exists():
-            return CacheInfo(self.path, 0, 0)
+            return CacheInfo(self.path, 0, 0, 0, self.max_bytes, self.max_age)
         with self._lock:
-            (count,) = self._connect().execute("SELECT COUNT(*) FROM answers").fetchone()
+            entries, stored = self._connect().execute("SELECT entries, bytes FROM total").fetchone()
         size = sum(
             p.stat().st_size
             for p in (self.path, Path(f"{self.path}-wal"), Path(f"{self.path}-shm"))
             if p.exists()
         )
-        return CacheInfo(self.path, int(count), size)
+        return CacheInfo(self.path, int(entries), size, int(stored), self.max_bytes, self.max_age)
+
+    def prune(self, max_bytes: int | None = None, max_age: float | None = None) -> Pruned:
+        """Remove what is older than ``max_age`` and the oldest answers past ``max_bytes``
+        (default: the cache's own limits), then hand the freed pages back to the disk."""
+        target = self.max_bytes if max_bytes is None else int(_positive(max_bytes, "max_bytes"))
+        age = self.max_age if max_age is None else _positive(max_age, "max_age")
+        if not self.path.exists():
+            return Pruned(0, 0)
+        with self._lock:
+            db = self._connect()
+            before = _total(db)
+            removed = self._evict(db, target, age)
+            freed = before - _total(db)
+            if removed:
+                self._compact(db)
+        return Pruned(removed, freed)
 
     def clear(self) -> int:
         """Remove every stored answer; the number removed."""
@@ -183,8 +354,14 @@ class ResultCache:
         with self._lock:
             db = self._connect()
             removed = db.execute("DELETE FROM answers").rowcount
-            db.execute("VACUUM")
+            self._compact(db)
         return int(removed)
+
+    @staticmethod
+    def _compact(db: sqlite3.Connection) -> None:
+        """Give the file's free pages back to the disk, and its log too."""
+        db.execute("VACUUM")
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
     def close(self) -> None:
         with self._lock:
@@ -193,28 +370,20 @@ class ResultCache:
                 self._db = None
 
     def __getstate__(self) -> dict[str, Any]:  # a connection cannot travel to another process
-        return {"path": self.path}
+        return {"path": self.path, "max_bytes": self.max_bytes, "max_age": self.max_age}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.path = state["path"]
+        self.max_bytes = state["max_bytes"]
+        self.max_age = state["max_age"]
         self._lock = threading.Lock()
         self._db = None
 
 
-def _add_headers_column(db: sqlite3.Connection) -> None:
-    """A cache made by an older version gains the provenance column (its entries stay without
-    provenance, so they are misses); two processes may race to add it."""
-    import sqlite3
-
-    names = {row[1] for row in db.execute("PRAGMA table_info(answers)")}
-    if "headers" in names:
-        return
-    try:
-        db.execute("ALTER TABLE answers ADD COLUMN headers TEXT")
-    except sqlite3.OperationalError:
-        names = {row[1] for row in db.execute("PRAGMA table_info(answers)")}
-        if "headers" not in names:
-            raise
+def _total(db: sqlite3.Connection) -> int:
+    """What the stored answers count for against the cap (kept by the triggers)."""
+    (total,) = db.execute("SELECT bytes FROM total").fetchone()
+    return int(total)
 
 
 CacheOption = bool | str | os.PathLike[str] | ResultCache | None

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import pickle
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -197,3 +199,83 @@ def test_own_http_client_caches_through_the_public_transport(
         first = client.evaluate(MESSAGES, criteria=REFUND)
         assert client.evaluate(MESSAGES, criteria=REFUND) == first
     assert sent(live) == 1 and (transport.hits, transport.misses) == (1, 1)
+
+
+# -- bounded: a size cap (oldest first) and an age ------------------------------------------------
+
+
+def fill(cache: ResultCache, n: int, size: int = 1000) -> list[str]:
+    """``n`` answers of about ``size`` bytes, written oldest to newest; their keys."""
+    keys = [f"{i:064x}" for i in range(n)]
+    for i, key in enumerate(keys):
+        cache.put(key, f'{{"score": {i % 10 / 10}, "explanation": "{"x" * size}"}}'.encode())
+    return keys
+
+
+def test_writing_three_times_the_cap_keeps_it_under_the_cap_oldest_first(tmp_path: Path) -> None:
+    cap = 512 * 1024
+    cache = ResultCache(tmp_path, max_bytes=cap)
+    keys = fill(cache, 3 * cap // 1000)
+
+    info = cache.info()
+    assert info.stored_bytes <= cap and info.max_bytes == cap
+    assert info.stored_bytes > 0.9 * cap  # room is made as needed, not by emptying the cache
+    kept = [cache.get(k) is not None for k in keys]
+    assert kept == sorted(kept)  # what is left is the newest, and all of it
+    assert sum(kept) == info.entries and not kept[0] and kept[-1]
+    assert cache.path.stat().st_size < 1.5 * cap  # the file reuses what was freed (3x unbounded)
+    assert pickle.loads(pickle.dumps(cache)).max_bytes == cap  # as it travels to a worker
+
+
+def test_answers_past_their_age_are_not_served_and_go(tmp_path: Path) -> None:
+    old = ResultCache(tmp_path)
+    keys = fill(old, 3)
+    old.close()
+    time.sleep(0.2)
+    cache = ResultCache(tmp_path, max_age=0.1)
+    assert [cache.get(k) for k in keys] == [None] * 3 and cache.info().entries == 0
+    cache.put("new", b"{}")
+    assert cache.get("new") == (b"{}", {})
+
+
+def test_limits_come_from_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, live: ServerProcess
+) -> None:
+    monkeypatch.setenv("COMPOSO_CACHE_MAX_SIZE", "2MB")
+    monkeypatch.setenv("COMPOSO_CACHE_MAX_AGE", "12h")
+    cache = ResultCache(tmp_path)
+    assert (cache.max_bytes, cache.max_age) == (2 * 1024 * 1024, 12 * 3600.0)
+    assert ResultCache(tmp_path, max_bytes=1000).max_bytes == 1000  # an argument wins
+
+    monkeypatch.setenv("COMPOSO_CACHE_MAX_SIZE", "lots")
+    with pytest.raises(ComposoValidationError, match="COMPOSO_CACHE_MAX_SIZE: 'lots' is not a"):
+        Composo(api_key=live.api_key, base_url=live.base_url, cache=tmp_path)
+    with pytest.raises(ComposoValidationError, match="max_age: expected a number above 0"):
+        ResultCache(tmp_path, max_bytes=1, max_age=0)
+    assert live.requests() == []
+
+
+def test_cache_prune_from_the_command_line(tmp_path: Path) -> None:
+    cache = ResultCache(tmp_path)
+    keys = fill(cache, 10)
+    per_answer = cache.info().stored_bytes // 10
+    cache.close()
+
+    done = run_composo("cache", "prune", "--cache-dir", tmp_path, "--max-size", 4 * per_answer)
+    assert done.returncode == 0, done.stderr
+    assert f"removed 6 cached answer(s) ({(6 * per_answer / 1024):.1f} KB) from " in done.stdout
+    assert "4 left" in done.stdout
+    cache = ResultCache(tmp_path)
+    assert [cache.get(k) is not None for k in keys] == [False] * 6 + [True] * 4
+    cache.close()
+
+    time.sleep(0.2)
+    aged = run_composo("cache", "prune", "--cache-dir", tmp_path, "--max-age", "0.1s")
+    assert "removed 4 cached answer(s)" in aged.stdout and "0 left" in aged.stdout
+    info = run_composo("cache", "info", "--cache-dir", tmp_path).stdout
+    assert "entries: 0" in info and "limits: 1.0 GB (oldest answers go first), 30 days" in info
+
+    bad = run_composo("cache", "prune", "--cache-dir", tmp_path, "--max-size", "big")
+    assert bad.returncode == 2 and "--max-size: 'big' is not a size" in bad.stderr
+    misplaced = run_composo("cache", "info", "--cache-dir", tmp_path, "--max-age", "1d")
+    assert misplaced.returncode == 2 and "go with prune" in misplaced.stderr

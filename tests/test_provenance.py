@@ -6,7 +6,6 @@ judges says so for each row and in the summary."""
 from __future__ import annotations
 
 import json
-import sqlite3
 import subprocess
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -176,33 +175,6 @@ def test_a_platform_answer_names_the_platform_and_its_model_core(tmp_path: Path)
     assert {(r["judge"], r["model_core"]) for r in rows} == {("platform", "align-20250529")}
     assert _record(out)["judges"] == {"platform align-20250529": 2}
     assert "the Composo platform, model core align-20250529" in _summary_head(done.stderr)
-
-
-def test_answers_cached_without_provenance_are_asked_again(
-    live: ServerProcess, tmp_path: Path
-) -> None:
-    """A cache written by an older version cannot say who judged; it is not trusted."""
-    data, cache = _dataset(tmp_path / "d.jsonl", 2), tmp_path / "cache"
-    _evaluate(live.base_url, live.api_key, data, tmp_path / "a.jsonl", cache)
-    with sqlite3.connect(cache / "results.sqlite3") as db:
-        db.execute("UPDATE answers SET headers = NULL")  # as an older version stored them
-    live.reset()
-    out = tmp_path / "b.jsonl"
-    done = _evaluate(live.base_url, live.api_key, data, out, cache)
-    assert "cache: 0 answer(s) from the cache, 2 request(s) sent" in done.stderr
-    assert {(r["judge"], r["source"]) for r in read_rows(out)} == {("heuristic", "fresh")}
-
-
-def test_a_cache_file_of_an_older_version_gains_provenance(tmp_path: Path) -> None:
-    path = tmp_path / "results.sqlite3"
-    with sqlite3.connect(path) as db:
-        db.execute("CREATE TABLE answers (key TEXT PRIMARY KEY, body BLOB NOT NULL, stored REAL)")
-        db.execute("INSERT INTO answers VALUES ('k', x'7b7d', 0)")
-    cache = ResultCache(path)
-    assert cache.get("k") is None  # kept, but not trusted
-    cache.put("k", b"{}", {"x-composo-judge": "heuristic"})
-    assert cache.get("k") == (b"{}", {"x-composo-judge": "heuristic"})
-    cache.close()
 
 
 def test_rows_of_an_older_version_take_the_judge_their_record_named(

@@ -9,6 +9,10 @@ from __future__ import annotations
 __all__ = [
     "BACKOFF_BASE",
     "BACKOFF_MAX",
+    "CACHE_EVICT_TO",
+    "CACHE_MAX_AGE",
+    "CACHE_MAX_BYTES",
+    "CACHE_ROW_OVERHEAD",
     "DEFAULT_MAX_CONCURRENT_REQUESTS",
     "DEFAULT_NUM_RETRIES",
     "DEFAULT_TIMEOUT",
@@ -83,6 +87,22 @@ DEFAULT_NUM_RETRIES = 1
 """Retries after the first attempt."""
 DEFAULT_MAX_CONCURRENT_REQUESTS = 5
 """Requests in flight per client; the platform advises about 5."""
+
+# -- the result cache (composo._cache) ------------------------------------------------------------
+CACHE_MAX_BYTES = 1024**3
+"""Bytes of answers the result cache keeps (1 GiB: some 300,000 answers of a few KiB); a write
+that takes it past this removes the oldest answers first. ``COMPOSO_CACHE_MAX_SIZE`` or
+``ResultCache(max_bytes=...)`` changes it."""
+CACHE_MAX_AGE = 30 * 24 * 3600.0
+"""Seconds an answer is kept (30 days); an older one is never served, and is removed.
+``COMPOSO_CACHE_MAX_AGE`` or ``ResultCache(max_age=...)`` changes it."""
+CACHE_EVICT_TO = 0.99
+"""Share of ``max_bytes`` a write that went past it brings the cache down to: removing happens
+once per hundredth of the cap written, not on every write, and each time takes a few
+milliseconds per MiB removed (one statement; the writes between pay nothing for it)."""
+CACHE_ROW_OVERHEAD = 100
+"""Bytes counted for each answer besides its key, body and headers: SQLite's own bookkeeping
+(the row, its key in the primary index, its time in the age index)."""
 
 # -- messages -----------------------------------------------------------------------------------
 MAX_ERROR_MESSAGE = 500

@@ -88,7 +88,11 @@ class DataRun:
         if not args.no_cache and not args.local:
             from composo._cache import ResultCache
 
-            self.cache = ResultCache(args.cache_dir)
+            try:
+                self.cache = ResultCache(args.cache_dir)
+            except ComposoValidationError as exc:  # COMPOSO_CACHE_MAX_SIZE / _MAX_AGE
+                self.records.close()
+                raise DataUsageError(str(exc)) from None
         self._transport: Any = None
 
     def transport(self, concurrency: int) -> Any:
