@@ -44,7 +44,8 @@ class ComposoEvaluator(BaseEvaluator):
         client: a ``Composo`` or ``AsyncComposo``; by default one is made from ``api_key`` /
             ``base_url`` or the ``COMPOSO_API_KEY`` / ``COMPOSO_BASE_URL`` environment variables.
             An ``AsyncComposo`` is tied to one event loop; with a ``Composo`` (or none) the
-            evaluator keeps one async client per loop, as ``BatchEvalRunner`` may start several.
+            evaluator keeps one async client per loop, as ``BatchEvalRunner`` may start several,
+            each with the given client's ``proxy``, ``verify`` and ``cache`` settings.
         threshold: ``passing`` is ``score >= threshold``.
         api_key: The Composo API key for clients made here.
         base_url: The Composo server for clients made here.
@@ -140,6 +141,11 @@ class ComposoEvaluator(BaseEvaluator):
             "model_core": settings.model_core,
             "timeout": settings.timeout,
             "max_concurrent_requests": settings.max_concurrent_requests,
+            # the clients made here reach the server the way the one given does
+            "proxy": settings.proxy,
+            "verify": settings.verify,
+            "trust_env": settings.trust_env,
+            "cache": settings.cache,
         }
         self._sync: Composo | None = None
         if isinstance(client, Composo):
