@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import json
 import ssl
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,7 +28,7 @@ from composo import (
     ComposoValidationError,
 )
 from tests.support.cli import run_cli
-from tests.support.forward_proxy import ForwardProxy, Stall, TlsTerminator
+from tests.support.forward_proxy import ForwardProxy, Socks5Proxy, Stall, TlsTerminator
 from tests.support.servers import ServerProcess, free_port
 
 NAME = "composo.test"  # resolves nowhere but in the proxy
@@ -210,6 +211,31 @@ async def test_async_proxy_argument(live: ServerProcess, proxy: ForwardProxy) ->
     ) as c:
         await c.evaluate(messages=QA, criteria=CRITERION)
     assert proxy.seen == [REWARD]
+
+
+@pytest.mark.parametrize("flavour", ["sync", "async"])
+async def test_a_socks5_proxy_from_all_proxy(
+    live: ServerProcess, monkeypatch: pytest.MonkeyPatch, flavour: str
+) -> None:
+    with Socks5Proxy({NAME: ("127.0.0.1", port_of(live))}) as socks:
+        monkeypatch.setenv("ALL_PROXY", socks.url)
+        settings = {"api_key": live.api_key, "base_url": f"http://{NAME}"}
+        if flavour == "sync":
+            with Composo(**settings) as c:
+                assert c.evaluate(messages=QA, criteria=CRITERION).score is not None
+        else:
+            async with AsyncComposo(**settings) as ac:
+                assert (await ac.evaluate(messages=QA, criteria=CRITERION)).score is not None
+        assert socks.seen == [f"CONNECT {NAME}:80"]
+
+
+def test_a_socks5_proxy_without_socksio_says_what_to_install(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(sys.modules, "socksio", None)  # as if it were not installed
+    monkeypatch.setenv("ALL_PROXY", "socks5://127.0.0.1:1080")
+    with pytest.raises(ComposoValidationError, match=r"^ALL_PROXY .*httpx\[socks\]"):
+        Composo(api_key="k")
 
 
 def test_an_unreachable_proxy_is_a_connection_error_that_shows_no_credentials() -> None:

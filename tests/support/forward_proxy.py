@@ -6,8 +6,9 @@ is given (a ``.test`` name resolves nowhere else, so a request that arrives went
 records every request line. It can stall instead: read the request and never answer
 (``"silent"``), or answer one byte every 0.1 s (``"drip"``, which no per-read timeout ends).
 (The counting proxy beside it is a reverse proxy in front of one server, for budgets; this one
-is the other kind.) :class:`TlsTerminator` puts https with a CA of the test's own in front of
-the plain-HTTP local server.
+is the other kind.) :class:`Socks5Proxy` does the same for SOCKS5 (no authentication, CONNECT
+only). :class:`TlsTerminator` puts https with a CA of the test's own in front of the plain-HTTP
+local server.
 """
 
 from __future__ import annotations
@@ -16,7 +17,9 @@ import asyncio
 import contextlib
 import http.client
 import socket
+import socketserver
 import ssl
+import struct
 import threading
 from collections.abc import Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -160,6 +163,61 @@ class ForwardProxy:
 
     def __exit__(self, *exc: object) -> None:
         self._released.set()
+        self._server.shutdown()
+        self._server.server_close()
+
+
+class Socks5Proxy:
+    """A SOCKS5 proxy on loopback for the names in ``hosts``; ``seen``: ``"CONNECT name:port"``."""
+
+    def __init__(self, hosts: Mapping[str, tuple[str, int]]) -> None:
+        self.hosts = dict(hosts)
+        self.seen: list[str] = []
+        proxy = self
+
+        class Handler(socketserver.BaseRequestHandler):
+            def _read(self, size: int) -> bytes:
+                data = b""
+                while len(data) < size and (chunk := self.request.recv(size - len(data))):
+                    data += chunk
+                return data
+
+            def handle(self) -> None:
+                version, methods = self._read(2)
+                self._read(methods)
+                self.request.sendall(b"\x05\x00")  # no authentication
+                version, command, _, kind = self._read(4)
+                if kind == 3:  # a name
+                    host = self._read(self._read(1)[0]).decode()
+                else:  # an address (4 or 16 bytes)
+                    host = socket.inet_ntop(
+                        socket.AF_INET if kind == 1 else socket.AF_INET6,
+                        self._read(4 if kind == 1 else 16),
+                    )
+                (port,) = struct.unpack("!H", self._read(2))
+                proxy.seen.append(f"CONNECT {host}:{port}")
+                where = proxy.hosts.get(host.lower())
+                if version != 5 or command != 1 or where is None:
+                    self.request.sendall(b"\x05\x04\x00\x01" + bytes(6))  # host unreachable
+                    return
+                upstream = socket.create_connection(where, timeout=30)
+                self.request.sendall(b"\x05\x00\x00\x01" + bytes(6))
+                back = threading.Thread(target=_pipe, args=(upstream, self.request), daemon=True)
+                back.start()
+                _pipe(self.request, upstream)
+                back.join(30)
+                upstream.close()
+
+        self._server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self.url = f"socks5://127.0.0.1:{self._server.server_address[1]}"
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    def __enter__(self) -> Socks5Proxy:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
         self._server.shutdown()
         self._server.server_close()
 
