@@ -170,11 +170,6 @@ def _unique_ids(table: dict[str, list[dict[str, Any]]]) -> bool:
     return True
 
 
-def _mean(rows: list[dict[str, Any]]) -> float | None:
-    scores = [float(r["score"]) for r in rows if _scored(r)]
-    return statistics.fmean(scores) if scores else None
-
-
 def _scored(row: dict[str, Any]) -> bool:
     return row.get("error") is None and isinstance(row.get("score"), (int, float))
 
@@ -188,6 +183,8 @@ def compare_rows(
     """Pair the two runs' rows and compare them criterion by criterion. Items pair by their
     ``id`` when every row of both runs has a unique one, otherwise by line. Raises
     :class:`CompareError` when no criterion or no item is shared."""
+    from composo.cli._summary import Summary
+
     base, new = _table(base_rows), _table(new_rows)
     if not base or not new:
         raise CompareError(f"{'BASE' if not base else 'NEW'} holds no result rows")
@@ -200,6 +197,9 @@ def compare_rows(
             "criteria?); compare runs of the same -c criteria"
         )
     by_id = _unique_ids(base) and _unique_ids(new)
+    # each run's own figures come from its summary; the pairs are this command's
+    before = Summary.of(r for c in shared for r in base[c]).criteria
+    after = Summary.of(r for c in shared for r in new[c]).criteria
     out: list[CriterionComparison] = []
     for criterion in shared:
         old = {_key(r, by_id): r for r in base[criterion]}
@@ -209,14 +209,8 @@ def compare_rows(
             if _key(r, by_id) in old and _scored(r) and _scored(old[_key(r, by_id)])
         ]
         pairs.sort(key=lambda p: p.key)
-        entry = CriterionComparison(
-            criterion,
-            _mean(base[criterion]),
-            _mean(new[criterion]),
-            len(base[criterion]),
-            len(new[criterion]),
-            pairs,
-        )
+        b, n = before[criterion], after[criterion]
+        entry = CriterionComparison(criterion, b.mean, n.mean, b.count, n.count, pairs)
         if pairs:
             entry.interval = bootstrap_interval([p.diff for p in pairs], seed, resamples)
         out.append(entry)
@@ -279,7 +273,7 @@ def render_text(result: Comparison, worst: int, tolerance: float | None) -> str:
 
 def render_markdown(result: Comparison, tolerance: float | None) -> str:
     from composo.cli._criteria import label
-    from composo.cli._summary_md import md_cell
+    from composo.cli._summary import md_cell
 
     lines = [
         "### Composo comparison",

@@ -90,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
         rows.close()
         data.close()
 
-    stats = common.finish_run(args, info, rows)
+    summary = common.finish_run(args, info, rows)
     data.finish(run_state.fatal if run_state is not None else None, interrupted)  # cache, Parquet
     if interrupted:
         print("interrupted; run the same command again to resume", file=sys.stderr)
@@ -101,9 +101,9 @@ def run(args: argparse.Namespace) -> int:
     # -- quality gates and CI files (composo.cli._gates): exit 3 when a gate fails --
     from composo.cli._finish import finish
 
-    gate_status = finish(args, stats, criteria)
+    gate_status = finish(args, summary)
     # -- end quality gates --
-    return EXIT_FAILED if any(s.errors for s in stats.values()) else gate_status
+    return EXIT_FAILED if summary.errors else gate_status
 
 
 class _Pace:

@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from composo import Composo
     from composo._core.plan import BatchResult
-    from composo.cli._results import CriterionStats, Resume, RowWriter, RunInfo
+    from composo.cli._results import Resume, RowWriter
+    from composo.cli._summary import CriterionStats, RunInfo, Summary
     from composo.types import EvaluateOptions
 
 __all__ = [
@@ -192,7 +193,7 @@ def open_results(args: argparse.Namespace, criteria: list[str]) -> Rows:
 
 def run_info(args: argparse.Namespace, criteria: list[str], source: Path | None) -> RunInfo:
     """The run's header: judge, model core, criteria and input (``None``: stdin)."""
-    from composo.cli._results import RunInfo
+    from composo.cli._summary import RunInfo
 
     return RunInfo(
         local=args.local,
@@ -291,7 +292,7 @@ class Rows:
         return self.resume.remaining(index, self.criteria) if self.resume else self.criteria
 
     def write(self, row: dict[str, Any]) -> None:
-        from composo.cli._results import CriterionStats
+        from composo.cli._summary import CriterionStats
 
         self.writer.write(row)
         if row.get("source") is not None:
@@ -331,15 +332,17 @@ class Pending:
         return self.take(position)[0]
 
 
-def finish_run(args: argparse.Namespace, info: RunInfo, rows: Rows) -> dict[str, CriterionStats]:
-    """The run's figures (read back from ``-o``, else those kept of stdout's rows), printed on
-    stderr; the run header is saved beside ``-o``."""
-    from composo.cli._results import RunInfo, iter_rows, print_summary, summarize
+def finish_run(args: argparse.Namespace, info: RunInfo, rows: Rows) -> Summary:
+    """The run's summary (read back from ``-o``, else from what was kept of stdout's rows),
+    printed on stderr; the run header is saved beside ``-o``."""
+    from composo.cli._results import iter_rows
+    from composo.cli._summary import RunInfo, Summary, print_summary, summarize
 
     stats = summarize(iter_rows(args.output)) if args.output is not None else (rows.tally or {})
     earlier = RunInfo.load(args.output) if args.output is not None else None
     info.account(stats, rows.sources, earlier)
     if args.output is not None:
         info.save(args.output)
-    print_summary(stats, rows.criteria, info, str(args.output) if args.output else "stdout")
-    return stats
+    summary = Summary(stats, info)
+    print_summary(summary, str(args.output) if args.output else "stdout")
+    return summary

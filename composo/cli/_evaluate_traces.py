@@ -81,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
         rows.close()
     for problem in reader.problems:
         print(f"{source.name}: {problem}", file=sys.stderr)
-    stats = common.finish_run(args, info, rows)
+    summary = common.finish_run(args, info, rows)
     print(
         f"{state.traces} trace(s) read, {state.unusable} could not be evaluated",
         file=sys.stderr,
@@ -89,8 +89,8 @@ def run(args: argparse.Namespace) -> int:
     if interrupted:
         print("interrupted; run the same command again to resume", file=sys.stderr)
         return EXIT_INTERRUPTED
-    gate_status = finish(args, stats, criteria)
-    failed = any(s.errors for s in stats.values()) or bool(reader.problems)
+    gate_status = finish(args, summary)
+    failed = bool(summary.errors or reader.problems)
     return EXIT_FAILED if failed else gate_status
 
 

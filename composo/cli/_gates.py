@@ -1,8 +1,9 @@
 """Quality gates for ``composo evaluate``: ``--fail-under`` (a criterion's mean) and
 ``--min-pass-rate`` (a binary criterion's share of passes), and the flags of the CI files
-(``--junit-xml``, ``--summary-md``, written by :mod:`composo.cli._finish`). A failed gate exits with :data:`EXIT_GATE`, so CI can tell
-"quality dropped" from "requests failed" (1) and "bad command line" (2); scores in the results
-file that are not numbers from 0 to 1 are set aside and exit 4 when no gate failed."""
+(``--junit-xml``, ``--summary-md``, written by :mod:`composo.cli._finish`). A failed gate exits
+with :data:`EXIT_GATE`, so CI can tell "quality dropped" from "requests failed" (1) and "bad
+command line" (2); scores in the results file that are not numbers from 0 to 1 are set aside
+and exit 4 when no gate failed."""
 
 from __future__ import annotations
 
@@ -12,7 +13,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from composo.cli._results import CriterionStats
+    from collections.abc import Mapping
+
+    from composo.cli._summary import CriterionStats
 
 __all__ = [
     "EXIT_GATE",
@@ -209,17 +212,14 @@ def check_args(args: argparse.Namespace) -> str | None:
     return None
 
 
-def evaluate_gates(gates: list[Gate], stats: dict[str, CriterionStats]) -> list[GateOutcome]:
-    from composo.cli._results import CriterionStats
+def evaluate_gates(gates: list[Gate], stats: Mapping[str, CriterionStats]) -> list[GateOutcome]:
+    """Each gate against the summary's figures: the criterion's mean or its pass rate."""
+    from composo.cli._summary import CriterionStats
 
     out: list[GateOutcome] = []
     for gate in gates:
         s = stats.get(gate.criterion) or CriterionStats()
-        value: float | None
-        if gate.kind == "fail-under":
-            value = s.figures()["mean"]
-        else:
-            value = (sum(1 for x in s.scores if x >= 0.5) / len(s.scores)) if s.scores else None
+        value = s.mean if gate.kind == "fail-under" else s.pass_rate()
         # a tiny tolerance so that a mean printed as the threshold is not a failure
         passed = value is not None and value >= gate.threshold - 1e-12
         out.append(GateOutcome(gate, value, passed))

@@ -2,7 +2,8 @@
 test suite per criterion, a ``<failure>`` carrying the judge's explanation when an item scored
 below what it needed, an ``<error>`` when it could not be evaluated, ``<skipped>`` when the
 criterion did not apply; each case's properties name the judge that scored it and whether the
-score came fresh or from the cache."""
+score came fresh or from the cache. The suites, their order and thresholds come from the run's
+:class:`~composo.cli._summary.Summary` (its criteria and gates); the cases from the rows."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from composo.cli._gates import Gate
+    from composo.cli._summary import Summary
 
 __all__ = ["write_junit", "xml_text"]
 
@@ -42,18 +43,19 @@ def _provenance(row: dict[str, Any]) -> dict[str, str]:
     return out
 
 
-def write_junit(
-    path: Path, rows: Iterable[dict[str, Any]], criteria: list[str], gates: list[Gate]
-) -> None:
-    """Write ``path``: ``<testsuites>`` with one ``<testsuite>`` per criterion (in run order)."""
+def write_junit(path: Path, rows: Iterable[dict[str, Any]], summary: Summary) -> None:
+    """Write ``path``: ``<testsuites>`` with one ``<testsuite>`` per criterion of the run (in
+    its order); rows of other criteria are left out."""
     import xml.etree.ElementTree as ET
 
     from composo.cli._criteria import label
     from composo.cli._gates import item_threshold
 
-    by_criterion: dict[str, list[dict[str, Any]]] = {c: [] for c in criteria}
+    gates = [o.gate for o in summary.outcomes]
+    by_criterion: dict[str, list[dict[str, Any]]] = {c: [] for c in summary.info.criteria}
     for row in rows:
-        by_criterion.setdefault(row["criterion"], []).append(row)
+        if row["criterion"] in by_criterion:
+            by_criterion[row["criterion"]].append(row)
     root = ET.Element("testsuites", name="composo evaluate")
     totals = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
     for criterion, found in by_criterion.items():

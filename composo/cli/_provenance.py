@@ -12,6 +12,7 @@ in."""
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 import httpx
@@ -72,7 +73,7 @@ def stamp(row: dict[str, Any], response: Any, model_core: str | None) -> dict[st
     return row
 
 
-def judge_key(row: dict[str, Any]) -> str | None:
+def judge_key(row: Mapping[str, Any]) -> str | None:
     """One name per judge for counting: ``heuristic``, ``platform``, ``platform align-...``."""
     judge = row.get("judge")
     if not isinstance(judge, str) or not judge:

@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from composo.cli._compare import Comparison, CriterionComparison
-    from composo.cli._results import CriterionStats, RowProblem, RunInfo
+    from composo.cli._results import RowProblem
+    from composo.cli._summary import CriterionStats, RunInfo
 
 __all__ = ["add_arguments", "render", "run"]
 
@@ -78,7 +79,7 @@ def _collect(
 ) -> tuple[dict[str, _Criterion], list[dict[str, Any]], set[int], int]:
     import heapq
 
-    from composo.cli._results import CriterionStats
+    from composo.cli._summary import CriterionStats
 
     out: dict[str, _Criterion] = {}
     errors: list[dict[str, Any]] = []
@@ -252,7 +253,7 @@ def run(args: argparse.Namespace) -> int:
         bad += base_bad
         base_criteria, _, base_items, _ = _collect(iter(base_rows), 0)
         baseline = _Baseline(args.baseline.name, base_criteria, len(base_items), comparison)
-    from composo.cli._results import RunInfo
+    from composo.cli._summary import RunInfo
 
     info = RunInfo.load(args.results)
     data_path = args.data
@@ -741,7 +742,7 @@ def _set_aside(problems: list[RowProblem], total: int) -> str:
 
 def _run_header(info: RunInfo | None, criteria: dict[str, _Criterion]) -> str:
     """Who judged, with which model core, against which criteria: one box at the top."""
-    from composo.cli._results import RunInfo, judge_text, sources_text
+    from composo.cli._summary import RunInfo, Summary, judge_text, sources_text
 
     info = info or RunInfo()
     dev = "heuristic" in (info.judge, *info.judges) or (info.judge is None and info.local)
@@ -749,7 +750,11 @@ def _run_header(info: RunInfo | None, criteria: dict[str, _Criterion]) -> str:
         judge = "not recorded (results written by an older version, or moved without their "
         judge += ".run.json)"
     else:
-        judge = info.judge_description() if info.judges else judge_text(info.judge, info.local)
+        judge = (
+            Summary({}, info).judge_description()
+            if info.judges
+            else judge_text(info.judge, info.local)
+        )
     names = "".join(
         f"<li><b>{_esc(_label(c))}</b>" + (f" — {_esc(c)}" if _label(c) != c else "") + "</li>"
         for c in criteria

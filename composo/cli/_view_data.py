@@ -14,7 +14,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from composo.cli._results import CheckedRows, RunInfo, item_keys, judge_text
+from composo.cli._results import CheckedRows, item_keys
+from composo.cli._summary import RunInfo, judge_text
 
 __all__ = [
     "Run",
