@@ -187,6 +187,8 @@ _SCHEMA = (
     "CREATE TRIGGER IF NOT EXISTS answer_replaced AFTER UPDATE OF size ON answers BEGIN "
     "UPDATE total SET bytes = bytes + NEW.size - OLD.size; END",
 )
+# Bumped whenever _SCHEMA changes; a file with another number is emptied, never migrated.
+_SCHEMA_VERSION = 2
 _PUT = (
     "INSERT INTO answers (key, body, headers, stored, size) VALUES (?, ?, ?, ?, ?) "
     "ON CONFLICT (key) DO UPDATE SET body = excluded.body, headers = excluded.headers, "
@@ -259,8 +261,15 @@ class ResultCache:
             db.execute("PRAGMA synchronous=NORMAL")
             # the log is cut back to this after a checkpoint (a VACUUM writes the whole file)
             db.execute(f"PRAGMA journal_size_limit={_WAL_LIMIT}")
-            for statement in _SCHEMA:
-                db.execute(statement)
+            with db:  # one transaction, so that processes opening a new file at once agree
+                db.execute("BEGIN IMMEDIATE")
+                if db.execute("PRAGMA user_version").fetchone()[0] != _SCHEMA_VERSION:
+                    # a file of another layout (the cache is disposable: start it afresh)
+                    for table in ("answers", "total"):
+                        db.execute(f"DROP TABLE IF EXISTS {table}")
+                    db.execute(f"PRAGMA user_version={_SCHEMA_VERSION}")
+                for statement in _SCHEMA:
+                    db.execute(statement)
             # what aged since the last run (an index range), and all past a lowered cap
             db.execute(_EXPIRE, (time.time() - self.max_age,))
             if _total(db) > self.max_bytes:

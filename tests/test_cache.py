@@ -279,3 +279,20 @@ def test_cache_prune_from_the_command_line(tmp_path: Path) -> None:
     assert bad.returncode == 2 and "--max-size: 'big' is not a size" in bad.stderr
     misplaced = run_composo("cache", "info", "--cache-dir", tmp_path, "--max-age", "1d")
     assert misplaced.returncode == 2 and "go with prune" in misplaced.stderr
+
+
+def test_a_cache_file_of_another_layout_is_started_afresh(tmp_path: Path) -> None:
+    """A file left by another version (other columns) is emptied on opening, not written into
+    with an error on every answer."""
+    import sqlite3
+
+    old = sqlite3.connect(tmp_path / "results.sqlite3")
+    old.execute("CREATE TABLE answers (key TEXT PRIMARY KEY, body BLOB NOT NULL)")
+    old.execute("INSERT INTO answers VALUES ('k', x'00')")
+    old.commit()
+    old.close()
+    cache = ResultCache(tmp_path)
+    assert cache.get("k") is None
+    cache.put("k", b'{"score": 1.0}', {})
+    assert cache.get("k") == (b'{"score": 1.0}', {})
+    cache.close()
