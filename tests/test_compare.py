@@ -8,7 +8,9 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from tests.support.cli import conversation, read_rows, run_composo, write_rows
+import pytest
+
+from tests.support.cli import conversation, page_data, read_rows, run_composo, write_rows
 from tests.support.servers import ServerProcess
 
 SCORED = "Reward answers that explain the refund policy"
@@ -228,15 +230,22 @@ def test_report_with_a_baseline_shows_both_runs_escaped(tmp_path: Path) -> None:
 
     assert done.returncode == 0, done.stderr
     page = page_path.read_text()
-    assert page.count('aria-label="score distribution"') == 4  # both runs, both criteria
-    assert "baseline" in page and "Regressed most since the baseline" in page
-    assert "<script" not in page and "<img" not in page and "onerror=alert(2)>" not in page
-    tags, attrs = parsed(page)  # what a browser would see as markup
-    assert not tags & {"script", "img", "iframe", "link"}
-    assert not attrs & {"src", "href", "onerror", "onload"}
-    assert "base &lt;script&gt;alert(1)&lt;/script&gt;&quot;&gt;&lt;img" in page
-    assert "new &lt;script&gt;" in page  # both explanations of a regressed item
-    assert "-0.050" in page  # the mean change (half the items down 0.1)
+    data = page_data(page)
+    assert [r["name"] for r in data["runs"]] == ["base.jsonl", "new.jsonl"]  # the baseline first
+    assert all([c["text"] for c in r["criteria"]] == [SCORED, BINARY] for r in data["runs"])
+    (change,) = data["changes"]
+    scored = next(c for c in change["summary"] if c["criterion"] == SCORED)
+    assert scored["diff"] == pytest.approx(-0.05)  # the mean change (half the items down 0.1)
+    assert [c["key"] for c in change["changed"]] == [f"{HOSTILE}{i}" for i in (1, 3, 5)]
+    # both explanations of a regressed item, the criteria numbered as the page lists them
+    assert [c["text"] for c in data["criteria"]] == [SCORED, BINARY]
+    (item,) = [i for i in data["items"] if i["key"] == f"{HOSTILE}1"]
+    assert [r["0"][2] for r in item["runs"]] == [f"base {HOSTILE} said 1", f"new {HOSTILE} said 1"]
+    # what a browser would see as markup: the page's two scripts (its data and its code), and
+    # no element or attribute from the data (tests/test_view.py renders it: text, inert)
+    tags, attrs = parsed(page)
+    assert not tags & {"img", "iframe"} and not attrs & {"src", "onerror", "onload"}
+    assert page.count("<script") == 2 and "<img" not in page and "onerror=alert(2)>" not in page
 
     missing = run_composo("report", n, "--baseline", tmp_path / "none.jsonl", "-o", page_path)
     assert missing.returncode == 2 and missing.stderr.count("\n") == 1

@@ -1,6 +1,7 @@
 """What a new user meets first: the local server's judge named in the summary and the report, the
-summary's columns, the report's questions, answers and tags (checked with html.parser, hostile
-strings included), did-you-mean, a port in use, and ``LocalServer(record_requests=...)``."""
+summary's columns, the report's questions, answers and tags (its data, hostile strings included,
+and its markup checked with html.parser), did-you-mean, a port in use, and
+``LocalServer(record_requests=...)``."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import pytest
 
 from composo import Composo, criteria
 from composo.server import JUDGE_HEADER, LocalServer
-from tests.support.cli import ROOT, read_rows, run_composo
+from tests.support.cli import ROOT, page_data, read_rows, run_composo
 from tests.support.servers import HTTP
 
 DATA = ROOT / "examples" / "data" / "conversations.jsonl"
@@ -235,16 +236,20 @@ def test_report_shows_the_run_escaped_questions_answers_and_tags(
     done = run_composo("report", out, "-o", html_path)
     assert done.returncode == 0, done.stderr
     page = html_path.read_text(encoding="utf-8")
-    parsed = parse(page)
-    text = " ".join(" ".join(parsed.text).split())
-    assert "script" not in parsed.tags and "<b>bold</b>" not in page  # hostile markup stays text
-    assert HOSTILE in text  # ...shown as written: in the question, answer and tag value
-    assert "heuristic, the offline development stand-in" in text
-    assert "How do refunds work?" in text and "Refunds reach your card" in text
-    assert "END-OF-LONG-ANSWER" in text and "full answer" in text  # a long answer folds
-    assert "By tag" in text and "flawed" in text and "good" in text
-    # tool_selection never applied: its mean says "no data", its counts say not applicable
-    assert "no data" in text and "3 not applicable" in text
+    # hostile markup never becomes markup: the page holds only its data and its own script
+    # (tests/test_view.py shows such strings rendered as text in a browser, running nothing)
+    assert parse(page).tags.count("script") == 2 and "<b>bold</b>" not in page
+    data = page_data(page)
+    (run,) = data["runs"]
+    assert dict(run["facts"])["judge"].startswith("heuristic, the offline development stand-in")
+    conversations = [c["messages"] for c in data["conversations"].values()]
+    said = [m["text"] for messages in conversations for m in messages]
+    assert HOSTILE in said and HOSTILE + " is what you asked" in said  # kept as written
+    assert "How do refunds work?" in said and any("END-OF-LONG-ANSWER" in t for t in said)
+    assert set(run["by_tag"]["expected"]) == {"good", "flawed", HOSTILE}
+    # tool_selection never applied: no mean ("no data" on the page), all three not applicable
+    tool = next(c for c in run["criteria"] if c["label"] == "tool_selection")
+    assert (tool["mean"], tool["scored"], tool["na"]) == (None, 0, 3)
 
 
 def test_report_without_the_dataset_still_works_and_says_the_judge_is_unknown(
@@ -266,8 +271,8 @@ def test_report_without_the_dataset_still_works_and_says_the_judge_is_unknown(
     )
     done = run_composo("report", out, "-o", tmp_path / "r.html")
     assert done.returncode == 0, done.stderr
-    text = " ".join(parse((tmp_path / "r.html").read_text()).text)
-    assert "not recorded" in text and "By tag" not in text
+    (run,) = page_data(tmp_path / "r.html")["runs"]
+    assert dict(run["facts"])["judge"].startswith("not recorded") and run["by_tag"] == {}
     missing = run_composo("report", out, "--data", tmp_path / "nope.jsonl", "-o", tmp_path / "x")
     assert missing.returncode == 2 and "--data" in missing.stderr
 

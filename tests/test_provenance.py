@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from composo._cache import ResultCache
-from tests.support.cli import conversation, read_rows, run_cli
+from tests.support.cli import conversation, page_data, read_rows, run_cli
 from tests.support.loopback import Loopback, Seen, answer
 from tests.support.openai_standin import OpenAIStandIn, chat_completion
 from tests.support.servers import ServerProcess
@@ -42,11 +42,13 @@ def _record(out: Path) -> dict[str, Any]:
     return record
 
 
-def _report(out: Path) -> str:
+def _report(out: Path) -> dict[str, Any]:
+    """The report's run: its facts (judge, scores, model core) as a dict, and the page's data."""
     page = out.with_suffix(".html")
     done = run_cli("report", out, "-o", page)
     assert done.returncode == 0, done.stderr
-    return page.read_text()
+    data = page_data(page)
+    return {**dict(data["runs"][0]["facts"]), "data": data}
 
 
 def _summary_head(stderr: str) -> str:
@@ -76,8 +78,8 @@ def test_fresh_scores_name_the_heuristic_judge_everywhere(
     assert props == [{"judge": "heuristic", "source": "fresh"}] * 3
     summary = md.read_text()
     assert f"**Judge:** {STAND_IN}" in summary and "3 fresh from the judge" in summary
-    page = _report(out)
-    assert STAND_IN in page and "3 fresh from the judge" in page
+    facts = _report(out)
+    assert facts["judge"].startswith(STAND_IN) and facts["scores"] == "3 fresh from the judge"
 
 
 def test_cached_scores_still_name_the_heuristic_judge(live: ServerProcess, tmp_path: Path) -> None:
@@ -93,8 +95,8 @@ def test_cached_scores_still_name_the_heuristic_judge(live: ServerProcess, tmp_p
     head = _summary_head(done.stderr)
     assert STAND_IN in head and "3 from the result cache" in head
     assert "Composo platform" not in done.stderr
-    page = _report(out)
-    assert STAND_IN in page and "Composo platform" not in page
+    facts = _report(out)
+    assert facts["judge"].startswith(STAND_IN) and facts["scores"] == "3 from the result cache"
 
 
 def test_a_resumed_run_keeps_the_judge_of_the_rows_it_did_not_redo(
@@ -107,8 +109,9 @@ def test_a_resumed_run_keeps_the_judge_of_the_rows_it_did_not_redo(
     assert record["judge"] == "heuristic" and record["sources"] == {"resumed": 2}
     head = _summary_head(done.stderr)
     assert STAND_IN in head and "2 from an earlier run (resumed)" in head
-    page = _report(out)
-    assert STAND_IN in page and "2 from an earlier run (resumed)" in page
+    facts = _report(out)
+    assert facts["judge"].startswith(STAND_IN)
+    assert facts["scores"] == "2 from an earlier run (resumed)"
 
     _dataset(data, 3)  # one more line: one fresh score beside two resumed
     _evaluate(live.base_url, live.api_key, data, out, cache, "--no-cache")
@@ -156,9 +159,13 @@ def test_a_run_that_mixes_judges_says_so_per_row_and_in_the_summary(
     assert "openai (a local Composo-compatible server): 2 score(s)" in head
     assert f"{STAND_IN} (surface signals, not quality scores): 2 score(s)" in head
     assert "mixed, each row names its judge" in md.read_text()
-    page = _report(out)
-    assert "mixed, each row names its judge" in page
-    assert '<div class="sub">openai</div>' in page  # the lowest scores name their judge
+    facts = _report(out)
+    assert facts["judge"].startswith("mixed, each row names its judge")
+    data = facts["data"]
+    # the criterion says it had two judges, so the page names each score's judge
+    assert data["runs"][0]["criteria"][0]["judges"] == {"openai": 2, "heuristic": 2}
+    cells = sorted((i["index"], i["runs"][0]["0"][3]) for i in data["items"])
+    assert cells == [(0, "openai"), (1, "openai"), (2, "heuristic"), (3, "heuristic")]
 
 
 def test_a_platform_answer_names_the_platform_and_its_model_core(tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.cli import conversation, run_composo
+from tests.support.cli import conversation, page_data, run_composo
 from tests.support.servers import ServerProcess
 
 SCORED = "Reward answers that explain the refund policy"
@@ -68,10 +68,11 @@ def test_report_lists_each_bad_row_and_exits_4(
     assert "Traceback" not in done.stderr
     assert "1 row(s) set aside" in done.stderr and "line 11" in done.stderr
     assert said in done.stderr
-    page = page_path.read_text(encoding="utf-8")
-    assert "Rows set aside" in page and said in page
+    (run,) = page_data(page_path)["runs"]
+    assert run["set_aside"] == 1 and run["problems"][0]["line"] == 11
+    assert said in run["problems"][0]["problem"]
     # the good rows are all there and the bad one is counted nowhere else: 10 scored
-    assert "<b>10</b>scored" in page
+    assert [(c["count"], c["scored"]) for c in run["criteria"]] == [(10, 10)]
 
 
 def test_report_on_a_file_of_only_bad_rows_says_so(tmp_path: Path) -> None:
@@ -91,7 +92,7 @@ def test_clean_results_still_exit_0(tmp_path: Path) -> None:
     done = run_composo("report", results, "-o", tmp_path / "r.html")
     assert done.returncode == 0, done.stderr
     assert "set aside" not in done.stderr
-    assert "Rows set aside" not in (tmp_path / "r.html").read_text()
+    assert page_data(tmp_path / "r.html")["runs"][0]["set_aside"] == 0
 
 
 def test_compare_sets_bad_rows_aside_and_exits_4(tmp_path: Path) -> None:
@@ -179,4 +180,4 @@ def test_a_parquet_results_file_is_read_the_same_way(tmp_path: Path) -> None:
 
     assert done.returncode == EXIT_BAD_ROWS and "Traceback" not in done.stderr
     assert "line 5 (id q9): score NaN" in done.stderr
-    assert "<b>4</b>scored" in (tmp_path / "r.html").read_text()
+    assert page_data(tmp_path / "r.html")["runs"][0]["criteria"][0]["scored"] == 4

@@ -1,8 +1,9 @@
-"""`composo view` and `composo report --items` in a real browser (Debian's Chromium, driven by
-Playwright): the first page of items, search, an item's conversation with its tool calls and the
-judge's explanation, hostile strings that stay text, two runs compared, a review that outlives a
-restart and counts in `composo agreement`, and the static report from file://. Every page is
-watched for console errors and for requests leaving the machine."""
+"""The one page of `composo view` and `composo report` in a real browser (Debian's Chromium,
+driven by Playwright): the run's criteria, lowest scores, errors and rows set aside, the first page
+of items, search, an item's conversation with its tool calls and the judge's explanation, links to
+an item, hostile strings that stay text and run nothing, two runs compared, a review that outlives
+a restart and counts in `composo agreement`, and the report from file://. Every page is watched
+for console errors and for requests leaving the machine."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.support.browser import CHROMIUM, Watched, chromium, start_view, watched_page
-from tests.support.cli import run_composo, write_rows
+from tests.support.cli import read_rows, run_composo, write_rows
 
 pytestmark = pytest.mark.skipif(
     not CHROMIUM.exists(),
@@ -117,7 +118,7 @@ def check_search_and_item(page: Any) -> None:
     assert "1 of 30 item(s)" in page.text_content("#cv-count")
     page.click("#cv-items a.cv-id")
     panel = page.locator("#cv-item")
-    panel.wait_for(state="visible")
+    expect(panel).to_contain_text("Question 17")  # the viewer sends it when the item opens
     text = panel.text_content() or ""
     assert "Question 17: can I return order 17?" in text and "You are the refunds desk." in text
     assert "lookup_order" in text and '{"order": 17}' in text  # the tool call, name and arguments
@@ -260,15 +261,65 @@ def test_a_review_outlives_a_restart_and_counts_in_agreement(tmp_path: Path, pag
     assert "(reward, n=1)" in done.stdout and "item-17: judge 0.550, human 0.200" in done.stdout
 
 
-def test_static_report_searches_and_opens_items_from_file(tmp_path: Path, page: Watched) -> None:
+def test_report_searches_and_opens_items_from_file(tmp_path: Path, page: Watched) -> None:
     out = write_run(tmp_path, "out.jsonl")
     report = tmp_path / "report.html"
-    done = run_composo("report", out, "--items", "-o", report)
+    done = run_composo("report", out, "-o", report, "--title", HOSTILE)
     assert done.returncode == 0, done.stderr
 
-    page.page.goto(report.as_uri())
-    check_search_and_item(page.page)
-    check_hostile_item_is_inert(page.page)
+    p = page.page
+    p.goto(report.as_uri())
+    assert p.text_content("h1") == HOSTILE and p.title() == HOSTILE  # the title, as text
+    check_search_and_item(p)
+    check_hostile_item_is_inert(p)
+    assert p.get_attribute("link[rel=icon]", "href").startswith("data:image/svg+xml,")
+    # an item's link opens it, from a fresh load too
+    p.goto(report.as_uri() + "#item=item-17")
+    expect(p.locator("#cv-item")).to_contain_text("Question 17: can I return order 17?")
+    p.click("#cv-item .cv-close")
+    expect(p.locator("#cv-item")).to_be_hidden()
+
+
+def test_report_shows_criteria_lowest_scores_errors_and_rows_set_aside(
+    tmp_path: Path, page: Watched
+) -> None:
+    out = write_run(tmp_path, "out.jsonl")
+    rows = read_rows(out)
+    rows[0]["explanation"] = "too short " * 40 + "END-OF-EXPLANATION"  # item-00, lowest of SCORED
+    rows[0]["judge"] = "openai"  # a second judge for SCORED: its lowest scores name theirs
+    never = "Reward tool calls with correct arguments"
+    rows += [dict(rows[2 * i], criterion=never, score=None) for i in range(3)]
+    rows.append(dict(rows[6], criterion=never, score=None, error=HOSTILE))
+    rows.append({"index": 99, "id": HOSTILE, "criterion": SCORED, "score": 7})
+    write_rows(out, rows)
+    report = tmp_path / "report.html"
+    done = run_composo("report", out, "--lowest", "3", "-o", report)
+    assert done.returncode == 4, done.stderr  # the row set aside
+
+    p = page.page
+    p.goto(report.as_uri())
+    run = p.locator("#cv-run-0")
+    expect(run).to_contain_text("heuristic, the offline development stand-in")
+    cells = p.locator(".cv-criteria tr", has_text="tool calls with correct").locator("td")
+    # nothing scored: no mean ("no data"), 3 not applicable, 1 error
+    assert cells.nth(1).text_content() == "no data"
+    assert [cells.nth(i).text_content() for i in (5, 6, 7)] == ["0", "3", "1"]
+    assert "pass 50%" in (p.text_content(".cv-criteria") or "")  # the binary criterion
+    lowest = p.locator(".cv-lowest")
+    expect(lowest).to_have_count(2)  # the two criteria with scores
+    first = lowest.first.locator("tr").first
+    assert (first.text_content() or "").startswith("item-000.20")
+    expect(first).to_contain_text("Question 0: can I return order 0?")  # question and answer
+    assert (first.locator("td").nth(1).text_content() or "") == "0.20openai"
+    assert "END-OF-EXPLANATION" not in (first.inner_text() or "")  # folded...
+    first.locator("summary", has_text="full explanation").click()
+    expect(first).to_contain_text("END-OF-EXPLANATION")  # ...until opened
+    expect(p.locator(".cv-errors")).to_contain_text(HOSTILE)  # the error, as text
+    expect(p.locator(".cv-problems")).to_contain_text(HOSTILE)
+    expect(run).to_contain_text("1 row(s) of the results file are not results")
+    assert "By tag" in (run.text_content() or "")
+    assert p.evaluate("window.__pwned") is None
+    assert p.locator("#composo-app img, #composo-app script").count() == 0
 
 
 def test_a_trace_item_shows_its_agent_tree(tmp_path: Path, page: Watched) -> None:
@@ -344,7 +395,7 @@ def test_static_report_with_a_baseline_shows_the_changes(tmp_path: Path, page: W
     base = write_run(tmp_path, "base.jsonl")
     new = write_run(tmp_path, "new.jsonl", {3: 0.1, 8: -0.3})
     report = tmp_path / "report.html"
-    done = run_composo("report", new, "--baseline", base, "--items", "-o", report)
+    done = run_composo("report", new, "--baseline", base, "-o", report)
     assert done.returncode == 0, done.stderr
 
     p = page.page

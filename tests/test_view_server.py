@@ -11,9 +11,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from composo.cli._view_data import conversation
+from composo.cli._page import conversation
 from tests.support.browser import Viewer, start_view
-from tests.support.cli import run_composo
+from tests.support.cli import page_data, run_composo
 from tests.test_view import BINARY, SCORED, write_run
 
 
@@ -38,14 +38,13 @@ def test_it_listens_on_loopback_and_locks_its_page_down(viewer: tuple[Viewer, Pa
     page = httpx.get(running.url)
     assert page.status_code == 200
     policy = page.headers["content-security-policy"]
-    assert "script-src 'self'" in policy and "default-src 'none'" in policy
+    # only the page's own script (by its hash) runs; it may fetch from the viewer alone
+    assert "default-src 'none'" in policy and "script-src 'sha256-" in policy
+    assert "connect-src 'self'" in policy and "frame-ancestors 'none'" in policy
     assert page.headers["x-content-type-options"] == "nosniff"
-    assert (
-        httpx.get(running.url + "static/view.js")
-        .headers["content-type"]
-        .startswith("text/javascript")
-    )
-    assert httpx.get(running.url + "static/../out.jsonl").status_code == 404
+    assert page_data(page.text)["mode"] == "view"  # the report's page, served
+    for path in ("out.jsonl", "static/../out.jsonl", "out.jsonl.run.json"):
+        assert httpx.get(running.url + path).status_code == 404  # no file is served
     # a name that resolves here but is not the viewer's (DNS rebinding) gets nothing
     assert httpx.get(running.url, headers={"Host": "evil.example"}).status_code == 400
 
@@ -136,7 +135,7 @@ def test_a_trace_shows_as_its_agent_tree() -> None:
 
 
 def test_items_sharing_an_id_stay_apart(tmp_path: Path) -> None:
-    from composo.cli._view_data import load_run, page_data
+    from composo.cli._page import load_run, page_data
     from tests.support.cli import write_rows
 
     rows = [
@@ -156,7 +155,7 @@ def test_items_sharing_an_id_stay_apart(tmp_path: Path) -> None:
 
 
 def test_rows_set_aside_are_listed_for_the_page(tmp_path: Path) -> None:
-    from composo.cli._view_data import load_run, page_data
+    from composo.cli._page import load_run, page_data
 
     out = write_run(tmp_path, "out.jsonl")
     with out.open("a") as f:
@@ -170,7 +169,7 @@ def test_rows_set_aside_are_listed_for_the_page(tmp_path: Path) -> None:
 
 
 def test_changes_name_items_as_the_table_does(tmp_path: Path) -> None:
-    from composo.cli._view_data import load_run, page_data
+    from composo.cli._page import load_run, page_data
     from tests.support.cli import write_rows
 
     def rows(score: float, with_ids: bool) -> list[dict[str, object]]:

@@ -1,7 +1,7 @@
-"""``composo view RESULTS...``: a local web page over one or more results files: the run, every
-item (searched, sorted, filtered, paged), one item's conversation with each criterion's score and
-explanation, what changed between runs, and human review saved beside the results
-(``RESULTS.reviews.jsonl``, which ``composo agreement --labels`` reads)."""
+"""``composo view RESULTS...``: serves the page ``composo report`` writes (:mod:`composo.cli._page`)
+on loopback, for one or more results files, with what a file cannot do: each conversation sent
+when its item is opened, and human reviews saved beside the results (``RESULTS.reviews.jsonl``,
+which ``composo agreement --labels`` reads)."""
 
 # No `from __future__ import annotations`: FastAPI reads the routes' annotations at runtime,
 # and the classes they name are imported inside build_app.
@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from composo.cli._view_data import Run
+    from composo.cli._page import Run
 
 __all__ = ["add_arguments", "build_app", "run"]
 
@@ -56,28 +56,29 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def build_app(runs: "list[Run]", title: str, hosts: list[str]) -> Any:
-    """The viewer's ASGI app (FastAPI): the page, its two files, an item's conversation, and
-    reviews appended beside the results."""
+    """The viewer's ASGI app (FastAPI): the page (the report's, with reviews), an item's
+    conversation, and reviews appended beside the results."""
     from fastapi import FastAPI, Request
-    from fastapi.responses import HTMLResponse, JSONResponse, Response
+    from fastapi.responses import HTMLResponse, JSONResponse
     from starlette.middleware.trustedhost import TrustedHostMiddleware
 
-    from composo.cli._view_data import (
+    from composo.cli._page import (
         ViewError,
         append_review,
         item_conversation,
         page_data,
+        page_html,
+        page_policy,
         read_reviews,
         review_record,
     )
-    from composo.cli._view_page import VIEW_CSP, asset, view_page
 
     app = FastAPI(docs_url=None, redoc_url=None, openapi_url=None)
     # a page elsewhere cannot reach the viewer through a name it controls (DNS rebinding)
     app.add_middleware(TrustedHostMiddleware, allowed_hosts=hosts)
     base = page_data(runs, mode="view", title=title)
     headers = {
-        "Content-Security-Policy": VIEW_CSP,
+        "Content-Security-Policy": page_policy() + "; frame-ancestors 'none'",
         "X-Content-Type-Options": "nosniff",
         "Referrer-Policy": "no-referrer",
         "Cache-Control": "no-store",
@@ -86,14 +87,7 @@ def build_app(runs: "list[Run]", title: str, hosts: list[str]) -> Any:
     @app.get("/", response_class=HTMLResponse)
     def page() -> HTMLResponse:
         data = {**base, "reviews": [read_reviews(r.path) for r in runs]}
-        return HTMLResponse(view_page(data), headers=headers)
-
-    @app.get("/static/{name}")
-    def static(name: str) -> Response:
-        kinds = {"view.js": "text/javascript", "view.css": "text/css"}
-        if name not in kinds:
-            return JSONResponse({"detail": "not found"}, status_code=404)
-        return Response(asset(name), media_type=kinds[name], headers=headers)
+        return HTMLResponse(page_html(data), headers=headers)
 
     @app.get("/api/item")
     def item(key: str) -> JSONResponse:
@@ -129,7 +123,7 @@ def build_app(runs: "list[Run]", title: str, hosts: list[str]) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
-    from composo.cli._view_data import ViewError, load_run
+    from composo.cli._page import ViewError, load_run
 
     def usage(message: str) -> int:
         print(f"composo view: error: {message}", file=sys.stderr)

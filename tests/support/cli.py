@@ -128,6 +128,14 @@ def read_rows(path: Path) -> list[dict[str, Any]]:
     return [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines() if x.strip()]
 
 
+def page_data(page: Path | str) -> dict[str, Any]:
+    """What a `composo report` page (or the viewer's) renders: its JSON data element, parsed."""
+    text = page.read_text(encoding="utf-8") if isinstance(page, Path) else page
+    element = text.split('<script type="application/json" id="composo-data">', 1)[1]
+    data: dict[str, Any] = json.loads(element.split("</script>", 1)[0])
+    return data
+
+
 def write_rows(path: Path, rows: list[dict[str, Any]]) -> Path:
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     return path

@@ -1,21 +1,28 @@
-"""What ``composo view`` and ``composo report --items`` show, as plain JSON-ready data: the runs
-(judge, criteria, counts, distributions, tags), every item with each criterion's score and
-explanation, what changed between runs, each item's conversation, and the human reviews kept
-beside a results file (``RESULTS.reviews.jsonl``). The page's script renders it as text."""
+"""The one page of ``composo report`` and ``composo view``: its data, plain JSON (each run's
+:class:`~composo.cli._summary.Summary`, every item with each criterion's score, explanation and
+provenance, what changed between runs, the conversations, the reviews kept beside a results
+file in ``RESULTS.reviews.jsonl``), and its HTML: the page script and style inlined under a
+content security policy that lets only that script run. The report writes the page with every
+conversation inlined; the viewer serves it and answers the item and review requests. The script
+renders every string from the data as text."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import html
 import json
 import math
 import os
-import statistics
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from functools import cache
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from composo.cli._results import CheckedRows, item_keys
-from composo.cli._summary import RunInfo, judge_text
+from composo.cli._summary import RunInfo, Summary
 
 __all__ = [
     "Run",
@@ -24,13 +31,14 @@ __all__ = [
     "conversation",
     "load_run",
     "page_data",
+    "page_html",
+    "page_policy",
     "read_reviews",
     "review_record",
     "reviews_path",
     "script_json",
 ]
 
-BINS = 10
 _TEXT_CAP = 20_000  # one message's text shown up to this many characters
 _COMMENT_CAP = 4000
 _TAG_VALUES = 12  # a tag with more distinct values than this is an id, not a group
@@ -42,7 +50,7 @@ class ViewError(ValueError):
 
 @dataclass
 class Run:
-    """One results file read for viewing."""
+    """One results file read for the page, and its summary."""
 
     path: Path
     rows: list[dict[str, Any]]
@@ -51,16 +59,12 @@ class Run:
     dataset: dict[int, dict[str, Any]] = field(default_factory=dict)
     dataset_note: str | None = None
     keys: list[str] = field(default_factory=list)  # each row's item name (item_keys)
+    summary: Summary = field(init=False)
 
     def __post_init__(self) -> None:
         self.keys = item_keys(self.rows)
-
-    @property
-    def criteria(self) -> list[str]:
-        order = [c for c in self.info.criteria if any(r["criterion"] == c for r in self.rows)]
-        return order + [
-            c for c in dict.fromkeys(r["criterion"] for r in self.rows) if c not in order
-        ]
+        problems = (self.checked.problems, self.checked.bad)
+        self.summary = Summary.of(self.rows, self.info, self.path.name, problems)
 
 
 def load_run(path: Path, data: Path | None = None) -> Run:
@@ -73,8 +77,10 @@ def load_run(path: Path, data: Path | None = None) -> Run:
         rows, checked = read_results(path)
     except OSError as exc:
         raise ViewError(str(exc)) from None
-    if not rows and not checked.bad:
-        raise ViewError(f"{path} holds no result rows")
+    if not rows:
+        first = checked.problems[0].describe() if checked.problems else ""
+        why = f" ({checked.bad} line(s) are not results, the first {first})" if first else ""
+        raise ViewError(f"{path} holds no result rows{why}")
     info = RunInfo.load(path) or RunInfo()
     source = data
     if source is None and info.input and Path(info.input).is_file():
@@ -358,39 +364,8 @@ def append_review(run: Run, record: dict[str, Any]) -> None:
 # -- the page's data ----------------------------------------------------------------------------
 
 
-def _criterion_figures(run: Run, criterion: str) -> dict[str, Any]:
-    from composo._core.wire import is_binary
-    from composo.cli._criteria import label
-
-    bins = [0] * BINS
-    scores: list[float] = []
-    na = errors = 0
-    for r in run.rows:
-        if r["criterion"] != criterion:
-            continue
-        if r.get("error") is not None:
-            errors += 1
-        elif r.get("score") is None:
-            na += 1
-        else:
-            scores.append(float(r["score"]))
-            bins[min(int(float(r["score"]) * BINS), BINS - 1)] += 1
-    return {
-        "text": criterion,
-        "label": label(criterion, 60),
-        "binary": is_binary(criterion),
-        "scored": len(scores),
-        "mean": statistics.fmean(scores) if scores else None,
-        "na": na,
-        "errors": errors,
-        "bins": bins,
-    }
-
-
-def _run_summary(run: Run) -> dict[str, Any]:
-    from composo.cli._criteria import label
-
-    info = run.info
+def _run_data(run: Run) -> dict[str, Any]:
+    """A run as the page shows it: its summary, the dataset's note and the means by tag."""
     tag_means: dict[str, dict[str, dict[str, list[float]]]] = {}
     for r in run.rows:
         tags = run.dataset.get(int(r["index"]), {}).get("tags")
@@ -400,32 +375,11 @@ def _run_summary(run: Run) -> dict[str, Any]:
             per = tag_means.setdefault(str(k), {}).setdefault(str(v), {})
             per.setdefault(r["criterion"], []).append(float(r["score"]))
     by_tag = {
-        k: {
-            v: {c: [statistics.fmean(s), len(s)] for c, s in crit.items()}
-            for v, crit in values.items()
-        }
+        k: {v: {c: [sum(s) / len(s), len(s)] for c, s in per.items()} for v, per in values.items()}
         for k, values in tag_means.items()
         if 2 <= len(values) <= _TAG_VALUES
     }
-    return {
-        "name": run.path.name,
-        "judge": judge_text(info.judge, info.local) if (info.judge or info.local) else None,
-        "model_core": info.model_core,
-        "criteria": [_criterion_figures(run, c) for c in run.criteria],
-        "items": len(set(run.keys)),
-        "set_aside": run.checked.bad,
-        "problems": [
-            {
-                "line": p.line,
-                "id": p.id,
-                "criterion": label(p.criterion, 60) if p.criterion else None,
-                "problem": p.problem,
-            }
-            for p in run.checked.problems[:200]
-        ],
-        "dataset_note": run.dataset_note,
-        "by_tag": by_tag,
-    }
+    return {**run.summary.page(), "dataset_note": run.dataset_note, "by_tag": by_tag}
 
 
 def _changes(runs: list[Run]) -> list[dict[str, Any]]:
@@ -458,18 +412,18 @@ def _changes(runs: list[Run]) -> list[dict[str, Any]]:
                     "unchanged": c.unchanged,
                 }
             )
-            for p in c.pairs:
-                if abs(p.diff) > 1e-9:
-                    changed.append(
-                        {
-                            # the name the item table uses (compare may pair by line)
-                            "key": named.get(id(p.new), p.key),
-                            "criterion": c.criterion,
-                            "base": float(p.base["score"]),
-                            "new": float(p.new["score"]),
-                            "diff": p.diff,
-                        }
-                    )
+            changed += [
+                {
+                    # the name the item table uses (compare may pair by line)
+                    "key": named.get(id(p.new), p.key),
+                    "criterion": c.criterion,
+                    "base": float(p.base["score"]),
+                    "new": float(p.new["score"]),
+                    "diff": p.diff,
+                }
+                for p in c.pairs
+                if abs(p.diff) > 1e-9
+            ]
         changed.sort(key=lambda x: (x["diff"], x["key"]))
         out.append(
             {
@@ -490,10 +444,15 @@ def page_data(
     title: str,
     conversations: bool = False,
     cap: int = _TEXT_CAP,
+    lowest: int = 8,
 ) -> dict[str, Any]:
     """Everything the page's script renders. ``conversations`` embeds each item's conversation
-    (the static report); the viewer fetches one when it is opened."""
-    criteria = list(dict.fromkeys(c for run in runs for c in run.criteria))
+    (the report); the viewer sends one when it is opened. ``lowest``: the lowest-scoring items
+    listed per criterion."""
+    from composo._core.wire import is_binary
+    from composo.cli._criteria import label
+
+    criteria = list(dict.fromkeys(c for run in runs for c in run.summary.criteria))
     at = {c: i for i, c in enumerate(criteria)}
     items: dict[str, dict[str, Any]] = {}
     for n, run in enumerate(runs):
@@ -504,16 +463,23 @@ def page_data(
             tags = run.dataset.get(int(r["index"]), {}).get("tags")
             if isinstance(tags, dict) and not item["tags"]:
                 item["tags"] = {str(k): str(v) for k, v in tags.items()}
+            # score, error, explanation, and who judged it, fresh or from the cache
             item["runs"][n][str(at[r["criterion"]])] = [
                 r.get("score"),
                 r.get("error"),
                 _cut(r.get("explanation") or "", cap),
+                r.get("judge") if isinstance(r.get("judge"), str) else None,
+                r.get("source") if isinstance(r.get("source"), str) else None,
             ]
+    names = " compared with ".join(run.path.name for run in reversed(runs))
+    stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     data: dict[str, Any] = {
         "mode": mode,
         "title": title,
-        "criteria": [{"text": c, "label": _label(c), "binary": _binary(c)} for c in criteria],
-        "runs": [_run_summary(run) for run in runs],
+        "note": names + (f" · generated {stamp}" if mode == "report" else ""),
+        "lowest": lowest,
+        "criteria": [{"text": c, "label": label(c, 60), "binary": is_binary(c)} for c in criteria],
+        "runs": [_run_data(run) for run in runs],
         "items": list(items.values()),
         "changes": _changes(runs),
         "reviews": [read_reviews(run.path) for run in runs] if mode == "view" else [],
@@ -523,18 +489,6 @@ def page_data(
             key: conversation(_record(runs, item), cap) for key, item in items.items()
         }
     return data
-
-
-def _label(criterion: str) -> str:
-    from composo.cli._criteria import label
-
-    return label(criterion, 60)
-
-
-def _binary(criterion: str) -> bool:
-    from composo._core.wire import is_binary
-
-    return is_binary(criterion)
 
 
 def _record(runs: list[Run], item: dict[str, Any]) -> dict[str, Any] | None:
@@ -567,4 +521,47 @@ def script_json(data: Any) -> str:
         .replace("&", "\\u0026")
         .replace("\u2028", "\\u2028")
         .replace("\u2029", "\\u2029")
+    )
+
+
+@cache
+def _asset(name: str) -> str:
+    """``page.js`` or ``page.css``, as shipped in the package."""
+    return (resources.files("composo.cli") / "_page_static" / name).read_text(encoding="utf-8")
+
+
+def _digest(text: str) -> str:
+    return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode()).digest()).decode() + "'"
+
+
+def page_policy() -> str:
+    """What the page may do: run its own script and style, fetch from where it was served (the
+    viewer's answers; a file has nowhere to fetch from), show data: images; nothing else."""
+    return (
+        f"default-src 'none'; script-src {_digest(_asset('page.js'))}; "
+        f"style-src {_digest(_asset('page.css'))}; img-src data:; connect-src 'self'; "
+        "base-uri 'none'; form-action 'none'"
+    )
+
+
+# a small square in the report's green, so the page's tab is found among others
+_ICON = (
+    "data:image/svg+xml,%3Csvg xmlns='http://www.w3.org/2000/svg' viewBox='0 0 16 16'%3E"
+    "%3Crect width='16' height='16' rx='4' fill='%2315803d'/%3E%3Cpath d='M4 8.5l2.5 2.5L12 5' "
+    "stroke='white' stroke-width='2' fill='none'/%3E%3C/svg%3E"
+)
+
+
+def page_html(data: dict[str, Any]) -> str:
+    """The whole page: the data in a JSON element, the script and style inline."""
+    return (
+        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width,initial-scale=1">'
+        f'<meta http-equiv="Content-Security-Policy" content="{page_policy()}">'
+        f'<link rel="icon" href="{_ICON}"><title>{html.escape(str(data["title"]))}</title>'
+        f"<style>{_asset('page.css')}</style></head><body>"
+        '<main id="composo-app"><noscript>This page is drawn by its own script, inlined; allow '
+        "scripts for it to see the results.</noscript></main>"
+        '<script type="application/json" id="composo-data">'
+        f"{script_json(data)}</script><script>{_asset('page.js')}</script></body></html>\n"
     )

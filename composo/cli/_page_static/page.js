@@ -1,6 +1,6 @@
-// composo view / composo report --items: renders the page's data (a JSON element) as text.
-// Every string from a results file or a dataset reaches the page through textContent (the el()
-// helper below); nothing is parsed as markup, and nothing is loaded from outside.
+// The page of composo report and composo view: renders the page's data (a JSON element) as
+// text. Every string from a results file or a dataset reaches the page through textContent (the
+// el() helper below); nothing is parsed as markup, and nothing is loaded from outside.
 (function () {
   "use strict";
 
@@ -11,8 +11,8 @@
   var CRIT = DATA.criteria;
   var PAGE_SIZES = [25, 50, 100, 500];
   var state = {
-    // the report's table shows its own run (a --baseline comes first); the viewer the first
-    run: DATA.mode === "report" ? DATA.runs.length - 1 : 0, search: "", criterion: "", min: "", max: "", status: "", tag: "",
+    // the item table shows the latest run (a report's --baseline, a viewer's first file, come first)
+    run: DATA.runs.length - 1, search: "", criterion: "", min: "", max: "", status: "", tag: "",
     sort: "key", desc: false, page: 0, size: 25,
   };
 
@@ -40,10 +40,20 @@
 
   function clear(node) { while (node.firstChild) node.removeChild(node.firstChild); }
 
-  function num(v, signed) {
+  function num(v, signed, digits) {
     if (v === null || v === undefined) return "–";
-    var s = Number(v).toFixed(3);
+    var s = Number(v).toFixed(digits || 3);
     return signed && v >= 0 ? "+" + s : s;
+  }
+
+  function failed(cell) { return cell[1] !== null && cell[1] !== undefined; }
+
+  // a long text shows its start; the rest unfolds
+  function fold(text, n, what) {
+    if (!text || text.length <= n) return el("span", { class: "cv-text", text: text || "" });
+    return el("details", { class: "cv-fold" },
+      el("summary", { text: text.slice(0, n - 20) + "… (full " + what + ")" }),
+      el("div", { class: "cv-text", text: text }));
   }
 
   function color(score) {
@@ -58,17 +68,22 @@
     return "rgb(21,128,61)";
   }
 
-  function pill(cell) {
+  function pill(cell, text) {
     if (!cell) return el("span", { class: "cv-pill cv-none", text: "–", title: "not evaluated" });
-    if (cell[1] !== null && cell[1] !== undefined) {
-      return el("span", { class: "cv-pill cv-error", text: "error", title: cell[1] });
-    }
+    if (failed(cell)) return el("span", { class: "cv-pill cv-error", text: "error", title: cell[1] });
     if (cell[0] === null) {
       return el("span", { class: "cv-pill cv-na", text: "n/a", title: "not applicable" });
     }
-    var p = el("span", { class: "cv-pill", text: Number(cell[0]).toFixed(2) });
+    var p = el("span", { class: "cv-pill", text: text || Number(cell[0]).toFixed(2) });
     p.style.background = color(cell[0]);
     return p;
+  }
+
+  // a criterion's mean (a pass rate for pass/fail criteria); "no data" when nothing was scored
+  function meanPill(c) {
+    var value = c.binary ? c.pass_rate : c.mean;
+    if (value === null) return el("span", { class: "cv-pill cv-na", text: "no data", title: "no scored items" });
+    return pill([value, null], c.binary ? "pass " + Math.round(100 * value) + "%" : null);
   }
 
   function label(i) { return CRIT[i] ? CRIT[i].label : "?"; }
@@ -96,30 +111,40 @@
     return box;
   }
 
+  var LEGEND = "scored: items with a score, which mean, median, min and max cover; n/a: the " +
+    "criterion did not apply; errors: not judged (re-run composo evaluate with the same -o to " +
+    "retry them); no data: nothing scored. Pass/fail criteria show their pass rate.";
+
+  function headRow(names) { return el("tr", null, names.map(function (h) { return el("th", { text: h }); })); }
+
   function runSection(run, n) {
-    var rows = run.criteria.map(function (c) {
-      return el("tr", null,
-        el("td", { title: c.text, text: c.label }),
-        el("td", null, pill(c.mean === null ? null : [c.mean, null])),
-        el("td", { text: c.scored }), el("td", { text: c.na }),
-        el("td", { class: c.errors ? "cv-err" : "", text: c.errors }),
-        el("td", null, bars(c)));
-    });
-    var section = el("section", { class: "cv-card", id: "cv-run-" + n },
+    var section = el("section", { class: "cv-card" + (run.dev ? " cv-dev" : ""), id: "cv-run-" + n },
       el("h2", { text: (DATA.runs.length > 1 ? "Run " + (n + 1) + ": " : "Run: ") + run.name }),
-      el("table", { class: "cv-facts" },
-        el("tr", null, el("td", { text: "judge" }),
-          el("td", { text: run.judge || "not recorded (no run record beside the results)" })),
-        el("tr", null, el("td", { text: "model core" }),
-          el("td", { text: run.model_core || "the server's default" })),
-        el("tr", null, el("td", { text: "items" }), el("td", { text: run.items })),
-        el("tr", null, el("td", { text: "criteria" }), el("td", { text: run.criteria.length }))),
+      el("table", { class: "cv-facts" }, run.facts.concat([["items", run.items],
+        ["criteria", run.criteria.length]]).map(function (f) {
+        return el("tr", null, el("td", { text: f[0] }), el("td", { text: f[1] }));
+      })),
       run.dataset_note ? el("p", { class: "cv-sub", text: run.dataset_note }) : null,
-      el("table", null, el("tr", null, ["criterion", "mean", "scored", "n/a", "errors",
-        "distribution"].map(function (h) { return el("th", { text: h }); })), rows));
+      el("table", { class: "cv-criteria" }, headRow(["criterion", "mean", "median", "min", "max",
+        "scored", "n/a", "errors", "distribution"]),
+        run.criteria.map(function (c) {
+          return el("tr", null,
+            el("td", null, el("b", { text: c.label, title: c.text }),
+              c.label !== c.text ? el("div", { class: "cv-sub", text: c.text }) : null),
+            el("td", null, meanPill(c)),
+            ["median", "min", "max"].map(function (k) {  // a pass rate says it for pass/fail
+              return el("td", { text: c.binary ? "–" : num(c[k], false, 2) });
+            }), el("td", { text: c.scored }),
+            el("td", { text: c.na }), el("td", { class: c.errors ? "cv-err" : "", text: c.errors }),
+            el("td", null, bars(c)));
+        })),
+      el("p", { class: "cv-sub", text: LEGEND }),
+      lowest(run, n), errors(run, n));
     var tags = Object.keys(run.by_tag || {}).sort();
     if (tags.length) {
       section.appendChild(el("h3", { text: "By tag" }));
+      section.appendChild(el("p", { class: "cv-sub", text: "mean score of the scored items with " +
+        "each tag value (their number in brackets)" }));
       tags.forEach(function (k) {
         var values = run.by_tag[k];
         section.appendChild(el("table", { class: "cv-tags" },
@@ -135,18 +160,74 @@
       });
     }
     if (run.set_aside) {
-      section.appendChild(el("h3", { class: "cv-err",
-        text: run.set_aside + " row(s) set aside: not results, counted nowhere" }));
-      section.appendChild(el("table", { class: "cv-problems" },
-        el("tr", null, ["line", "id", "criterion", "problem"].map(function (h) {
-          return el("th", { text: h });
-        })),
+      section.appendChild(el("h3", { class: "cv-err", text: "Rows set aside" }));
+      section.appendChild(el("p", { class: "cv-err", text: run.set_aside + " row(s) of the " +
+        "results file are not results and are counted nowhere on this page; fix or remove them " +
+        "(the command exited with status 4)" }));
+      section.appendChild(el("table", { class: "cv-problems" }, headRow(["line", "id", "criterion", "problem"]),
         run.problems.map(function (p) {
           return el("tr", null, el("td", { text: p.line }), el("td", { text: p.id || "" }),
             el("td", { text: p.criterion || "" }), el("td", { class: "cv-err", text: p.problem }));
         })));
     }
     return section;
+  }
+
+  // the question and the judged answer of an item, when the page holds its conversation
+  function questionAnswer(key) {
+    var conv = DATA.conversations && DATA.conversations[key];
+    if (!conv || !conv.messages) return null;
+    var said = conv.messages, at = -1, q = "";
+    said.forEach(function (m, i) { if (m.role === "assistant") at = i; });
+    said.slice(0, at < 0 ? said.length : at).forEach(function (m) { if (m.role === "user") q = m.text; });
+    var a = at < 0 ? "" : said[at].text + (said[at].calls.length ? " [tool calls: " +
+      said[at].calls.map(function (c) { return c.name + "(" + c.arguments + ")"; }).join(", ") + "]" : "");
+    return el("td", { class: "cv-qa" }, el("div", null, el("b", { text: "Q " }), fold(q, 280, "question")),
+      el("div", null, el("b", { text: "A " }), fold(a.trim(), 280, "answer")));
+  }
+
+  function lowest(run, n) {
+    if (!DATA.lowest) return null;
+    var blocks = run.criteria.filter(function (c) { return c.scored; }).map(function (c) {
+      var i = critIndex(c.text), mixed = Object.keys(c.judges).length > 1;
+      var found = DATA.items.filter(function (it) {
+        var cell = it.runs[n][i];
+        return cell && !failed(cell) && cell[0] !== null;
+      }).sort(function (a, b) { return a.runs[n][i][0] - b.runs[n][i][0]; }).slice(0, DATA.lowest);
+      return el("div", { class: "cv-lowest" }, el("h4", { text: c.label, title: c.text }),
+        el("table", null, found.map(function (it) {
+          var cell = it.runs[n][i];
+          return el("tr", null, el("td", null, idLink(it.key)),
+            el("td", null, pill(cell), mixed ? el("div", { class: "cv-sub", text: cell[3] || "unknown" }) : null),
+            questionAnswer(it.key), el("td", null, fold(cell[2], 320, "explanation")));
+        })));
+    });
+    return blocks.length ? [el("h3", { text: "Lowest scores" }), blocks] : null;
+  }
+
+  // every error of the run, one line per item and error with the criteria it hit
+  function errors(run, n) {
+    var groups = [], seen = {}, total = 0;
+    DATA.items.forEach(function (it) {
+      Object.keys(it.runs[n]).forEach(function (k) {
+        var cell = it.runs[n][k];
+        if (!failed(cell)) return;
+        total += 1;
+        var id = it.key + "\n" + cell[1];
+        if (!seen[id]) groups.push(seen[id] = { key: it.key, error: cell[1], criteria: [] });
+        seen[id].criteria.push(label(Number(k)));
+      });
+    });
+    if (!total) return null;
+    return [el("h3", { class: "cv-err", text: "Errors" }),
+      el("p", { class: "cv-sub", text: total + " pair(s) could not be evaluated; re-run composo " +
+        "evaluate with the same -o to retry them" + (groups.length > 20 ? " (the first 20 " +
+        "shown: the item table's errors filter lists every one)" : "") }),
+      el("table", { class: "cv-errors" }, headRow(["item", "criterion", "error"]),
+        groups.slice(0, 20).map(function (g) {
+          return el("tr", null, el("td", null, idLink(g.key)), el("td", { text: g.criteria.join(", ") }),
+            el("td", { class: "cv-err", text: g.error }));
+        }))];
   }
 
   // -- what changed between runs ---------------------------------------------------------------
@@ -252,9 +333,20 @@
 
   var table = { body: null, head: null, status: null, pager: null };
 
+  // an item's link is the page's address with #item=KEY: it opens the item, and can be shared
   function idLink(key) {
-    return el("a", { href: "#item", class: "cv-id", text: key, "data-key": key,
-      onclick: function (e) { e.preventDefault(); openItem(key); } });
+    return el("a", { href: "#item=" + encodeURIComponent(key), class: "cv-id", text: key });
+  }
+
+  var opened = null;
+
+  function fromAddress() {
+    var hash = location.hash, key = null;
+    if (hash.slice(0, 6) === "#item=") {
+      try { key = decodeURIComponent(hash.slice(6)); } catch (e) { key = null; }
+    }
+    if (key === null) { panel.hidden = true; opened = null; }
+    else if (key !== opened) openItem(key);
   }
 
   function reviewMark(key, crit) {
@@ -421,6 +513,7 @@
   function openItem(key) {
     var item = DATA.items.filter(function (i) { return i.key === key; })[0];
     if (!item) return;
+    opened = key;
     clear(panel);
     panel.hidden = false;
     var scores = el("div", { class: "cv-scores" });
@@ -433,6 +526,8 @@
             el("b", { text: c.label, title: c.text }),
             DATA.runs.length > 1 ? el("span", { class: "cv-sub", text: " · run " + (n + 1) + ": " + run.name }) : null),
           c.label !== c.text ? el("div", { class: "cv-sub", text: c.text }) : null,
+          cell[3] ? el("div", { class: "cv-sub", text: "judge " + cell[3] +
+            (cell[4] ? ", " + (cell[4] === "cache" ? "from the result cache" : cell[4]) : "") }) : null,
           cell[1] ? el("div", { class: "cv-err cv-expl", text: cell[1] }) : null,
           el("div", { class: "cv-expl", text: cell[2] || "" }),
           VIEW && n === state.run ? reviewForm(item, i, cell) : null));
@@ -441,8 +536,7 @@
     var conv = el("div", { class: "cv-conv-box" }, el("p", { class: "cv-sub", text: "loading the conversation…" }));
     panel.appendChild(el("div", { class: "cv-item-head" },
       el("h2", { text: "Item " + item.key }),
-      el("button", { type: "button", class: "cv-close", text: "back to the list", onclick: function () {
-        panel.hidden = true; document.getElementById("cv-items").scrollIntoView(); } })));
+      el("a", { class: "cv-close", href: "#cv-items", text: "back to the list" })));
     if (Object.keys(item.tags).length) {
       panel.appendChild(el("p", { class: "cv-sub", text: Object.keys(item.tags).map(function (k) {
         return k + "=" + item.tags[k]; }).join(" · ") }));
@@ -463,14 +557,16 @@
   // -- the page --------------------------------------------------------------------------------
 
   var root = document.getElementById("composo-app");
-  if (VIEW) {
-    root.appendChild(el("h1", { text: DATA.title }));
-    DATA.runs.forEach(function (run, n) { root.appendChild(runSection(run, n)); });
-  }
+  clear(root);
+  root.appendChild(el("h1", { text: DATA.title }));
+  root.appendChild(el("p", { class: "cv-sub", text: DATA.note }));
+  DATA.runs.forEach(function (run, n) { root.appendChild(runSection(run, n)); });
   DATA.changes.forEach(function (c) { root.appendChild(changesSection(c)); });
   root.appendChild(itemsSection());
   panel = el("section", { class: "cv-card cv-panel", id: "cv-item" });
   panel.hidden = true;
   root.appendChild(panel);
   drawTable();
+  window.addEventListener("hashchange", fromAddress);
+  fromAddress();
 })();
