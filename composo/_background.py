@@ -609,11 +609,11 @@ class BackgroundEvaluator:
     def _send(self) -> ASend:
         client = self._client
         if isinstance(client, AsyncComposo):
-            return client._send
+            return client.send
         pool = _worker.pool()
 
         def send(request: Any) -> asyncio.Future[Any]:
-            return pool.run(client._send, request)
+            return pool.run(client.send, request)
 
         return send
 

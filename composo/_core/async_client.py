@@ -210,7 +210,7 @@ class AsyncClient(BaseClient):
 
         plan, window, bar = self._plan(items, *args)
         return plan, batch_async.astream(
-            self._send, batch_async.ajobs_from(items), plan, window, bar
+            self.send, batch_async.ajobs_from(items), plan, window, bar
         )
 
     async def _run_all(self, requests: Sequence[Request], block: bool) -> Any:
@@ -224,9 +224,9 @@ class AsyncClient(BaseClient):
         body = await self._call("POST", self._path(request, block), request.wire(), block=block)
         return self._parse(request, body, block)
 
-    async def _send(self, request: Request, block: bool = True) -> Any:
-        """One request of a batch or background run: throttling (429) is waited out on a
-        budget of its own, within the call's timeout (see :meth:`Composo._send`)."""
+    async def send(self, request: Request, block: bool = True) -> Any:
+        """As :meth:`Composo.send`, awaited: one built request, throttling waited out within
+        the call's ``timeout``."""
         body = await self._call(
             "POST", self._path(request, block), request.wire(), block=block, patient=True
         )

@@ -29,6 +29,7 @@ if TYPE_CHECKING:  # the model modules and the thread pool load on first use
 
     from composo._core.options import EvaluateOptions
     from composo._core.plan import BatchResult, BatchResults
+    from composo._core.ratelimit import Permits
     from composo._core.responses import EvaluationResponse, MultiAgentTraceResponse, TaskInfo
     from composo._core.wire import RewardRequest, TraceRequest
 
@@ -52,6 +53,8 @@ class SyncClient(BaseClient):
             first request (the face above builds connections and a cache over them); default:
             :class:`~composo._core.connections.Connections` over the environment's network.
         requests_per_minute: Pace requests to this rate from the start.
+        permits: A request budget beyond this process (see :class:`Permits`): each attempt
+            holds one of its permits from before it is sent until its answer is read.
     """
 
     def __init__(
@@ -66,6 +69,7 @@ class SyncClient(BaseClient):
         http_client: httpx.Client | None = None,
         transport: Callable[[], httpx.BaseTransport] | None = None,
         requests_per_minute: float | None = None,
+        permits: Permits | None = None,
     ) -> None:
         super().__init__(
             api_key,
@@ -84,6 +88,7 @@ class SyncClient(BaseClient):
         self._http_lock = threading.Lock()
         self._closed = False
         self._policy = Policy(num_retries)
+        self._throttle.permits = permits
         self._slots = threading.BoundedSemaphore(max_concurrent_requests)
         self._pool: ThreadPoolExecutor | None = None
         self._pool_lock = threading.Lock()
@@ -325,7 +330,7 @@ class SyncClient(BaseClient):
         from composo._core import batch
 
         plan, window, bar = self._plan(items, *args)
-        return plan, batch.stream(self._send, batch.jobs_from(items), plan, window, bar)
+        return plan, batch.stream(self.send, batch.jobs_from(items), plan, window, bar)
 
     @property
     def _http(self) -> httpx.Client:
@@ -381,10 +386,25 @@ class SyncClient(BaseClient):
         body = self._call("POST", self._path(request, block), request.wire(), block=block)
         return self._parse(request, body, block)
 
-    def _send(self, request: Request, block: bool = True) -> Any:
-        """One request of a batch or background run: throttling (429) is waited out on a
-        budget of its own, within the call's timeout, so a throttled run slows down instead of
-        failing; ``num_retries`` stays for failures."""
+    def send(self, request: Request, block: bool = True) -> Any:
+        """Send one built request as a batch does: throttling (429) is waited out on a budget
+        of its own, within the call's ``timeout``, so a throttled run slows down instead of
+        failing; ``num_retries`` stays for failures. What ``evaluate_many`` and background
+        evaluation send each request with.
+
+        Args:
+            request: A :class:`~composo.types.RewardRequest` or
+                :class:`~composo.types.TraceRequest`, sent as built (the client's
+                ``model_core`` is not added to it).
+            block: ``False`` submits it as a background task (``{"task_id": ...}``).
+
+        Returns:
+            Its :class:`EvaluationResponse` or :class:`MultiAgentTraceResponse`.
+
+        Raises:
+            APIStatusError: The server refused it, or still throttled it at the timeout.
+            APIConnectionError: The server could not be reached.
+        """
         body = self._call(
             "POST", self._path(request, block), request.wire(), block=block, patient=True
         )
