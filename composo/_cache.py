@@ -5,8 +5,9 @@ canonical request body (keys sorted, no whitespace), so any change to the conver
 criterion or an option is a different entry, and the same request to the platform and to a
 local server are two entries. Only successful answers are stored, and never for
 ``data_retention="none"`` (the user asked that nothing be kept). Each answer is stored with its
-provenance (the ``x-composo-judge*`` headers a server named its judge with; none: the platform)
-and a hit carries it again, so a cached score names the judge that made it. The store is one
+provenance (the headers a server named its judge and the judge's model with; none: the
+platform) and a hit carries them again, marked as the cache's (:mod:`composo._core.provenance`
+names them all), so a cached score names the judge that made it. The store is one
 SQLite file in WAL mode, so several processes may read and write it at once. It is bounded in
 size (oldest answers go first) and in age (see :class:`ResultCache`).
 
@@ -37,6 +38,7 @@ from composo._core.limits import (
     CACHE_MAX_BYTES,
     CACHE_ROW_OVERHEAD,
 )
+from composo._core.provenance import CACHE_HEADER, CACHE_HIT, JUDGE_HEADERS
 
 if TYPE_CHECKING:
     import sqlite3
@@ -59,9 +61,6 @@ __all__ = [
 ]
 
 CACHE_FILE = "results.sqlite3"
-HIT_HEADER = "x-composo-cache"
-PROVENANCE_PREFIX = "x-composo-judge"
-"""Headers kept with an answer and given back on a hit: who judged it."""
 EVALUATION_PATHS = ("/api/v1/evals/reward", "/api/v1/evals/trace")
 _BUSY_TIMEOUT_MS = 30_000
 _WAL_LIMIT = 8 * 1024 * 1024
@@ -456,19 +455,16 @@ def _lookup_key(request: httpx.Request) -> str | None:
 def _answer(request: httpx.Request, body: bytes, provenance: dict[str, str]) -> httpx.Response:
     return httpx.Response(
         200,
-        headers={**provenance, "content-type": "application/json", HIT_HEADER: "hit"},
+        headers={**provenance, "content-type": "application/json", CACHE_HEADER: CACHE_HIT},
         content=body,
         request=request,
     )
 
 
 def provenance(response: httpx.Response) -> dict[str, str]:
-    """The headers that say who judged an answer (none: the platform)."""
-    return {
-        k.lower(): v
-        for k, v in response.headers.multi_items()
-        if k.lower().startswith(PROVENANCE_PREFIX)
-    }
+    """The headers that say who judged an answer and with which model (none: the platform)."""
+    headers = response.headers
+    return {name: headers[name] for name in JUDGE_HEADERS if name in headers}
 
 
 def _storable(response: httpx.Response) -> bool:

@@ -1,9 +1,10 @@
 """The data the SDK sends and returns, for annotations and ``isinstance`` checks.
 
 Wire requests (:class:`RewardRequest`, :class:`TraceRequest`), the trace models that make up a
-:class:`MultiAgentTrace`, responses, the account and history answers (:class:`Usage`,
-:class:`EvaluationPage`, :class:`TracePage`), batch results and :class:`EvaluateOptions` (the
-keyword options every ``evaluate*`` method takes, for annotating code that passes them on). Building
+:class:`MultiAgentTrace`, responses and where they came from (:class:`Provenance`), the account
+and history answers (:class:`Usage`, :class:`EvaluationPage`, :class:`TracePage`), batch results
+and :class:`EvaluateOptions` (the keyword options every ``evaluate*`` method takes, for annotating
+code that passes them on). Building
 any of them by hand is supported; their module paths are not: import them from here or from
 ``composo``.
 """
@@ -22,6 +23,7 @@ from composo._core.platform_types import (
     Usage,
     UsageCounts,
 )
+from composo._core.provenance import Provenance
 from composo._core.ratelimit import RateLimits
 from composo._core.responses import (
     AgentResult,
@@ -61,6 +63,7 @@ __all__ = [
     "MultiAgentTrace",
     "MultiAgentTraceResponse",
     "OutputMessage",
+    "Provenance",
     "RateLimits",
     "RewardRequest",
     "Source",

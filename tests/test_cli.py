@@ -26,7 +26,7 @@ CRITERIA = [
     "Passes if the answer mentions the return window",
 ]
 ROW_KEYS = {"index", "id", "criterion", "score", "explanation", "error", "judge", "model_core"}
-ROW_KEYS |= {"source", "metadata"}
+ROW_KEYS |= {"judge_model", "source", "metadata"}
 
 
 def env() -> dict[str, str]:

@@ -124,6 +124,7 @@ def test_the_server_names_its_judge_on_every_answer() -> None:
     with LocalServer() as srv:
         answer = HTTP.post(f"{srv.base_url}/api/v1/evals/reward", json={})
         assert answer.headers[JUDGE_HEADER] == "heuristic"
+        assert "x-composo-judge-model" not in answer.headers  # it runs no model
 
 
 # -- the heuristic judge ------------------------------------------------------------------------

@@ -1,17 +1,21 @@
 """Every score names the judge that made it and how it came: fresh from the judge, from the result
-cache, or from an earlier run being resumed; in each result row, the run record, the summary, the
-JUnit and markdown files and the report. A cache holds one entry per server, and a run that mixes
-judges says so for each row and in the summary."""
+cache, or from an earlier run being resumed; on each result the client returns, in each result
+row, the run record, the summary, the JUnit and markdown files and the report. A cache holds one
+entry per server, and a run that mixes judges says so for each row and in the summary."""
 
 from __future__ import annotations
 
 import json
+import pickle
 import subprocess
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
+from composo import AsyncComposo, Composo
 from composo._cache import ResultCache
+from composo._core.trace import trace_from_messages
+from composo.types import EvaluationResponse, Provenance
 from tests.support.cli import conversation, page_data, read_rows, run_cli
 from tests.support.loopback import Loopback, Seen, answer
 from tests.support.openai_standin import OpenAIStandIn, chat_completion
@@ -214,3 +218,84 @@ def test_trace_scores_name_their_judge_too(live: ServerProcess, tmp_path: Path) 
     assert rows and {(r["judge"], r["source"]) for r in rows} == {("heuristic", "fresh")}
     assert _record(out)["judges"] == {"heuristic": len(rows)}
     assert STAND_IN in _summary_head(done.stderr)
+
+
+# -- on the results the clients return --------------------------------------------------------
+
+MESSAGES = [
+    {"role": "user", "content": "How do refunds work?"},
+    {"role": "assistant", "content": "Returns within 30 days get a full refund."},
+]
+HEURISTIC = Provenance("heuristic", None, "fresh")
+
+
+def test_a_result_names_its_judge_and_whether_the_cache_gave_it(
+    live: ServerProcess, tmp_path: Path
+) -> None:
+    with Composo(api_key=live.api_key, base_url=live.base_url, cache=tmp_path) as client:
+        fresh = client.evaluate(MESSAGES, criteria=REFUND)
+        cached = client.evaluate(MESSAGES, criteria=REFUND)
+        (batched,) = client.evaluate_many([{"messages": MESSAGES}], REFUND)
+    assert fresh.provenance == HEURISTIC and not fresh.provenance.cached
+    assert cached.provenance == Provenance("heuristic", None, "cache") and cached.provenance.cached
+    assert batched.provenance == cached.provenance
+    assert cached == fresh  # the same verdict, wherever it came from
+    # it travels with the result (to a worker, a file) and stays out of the line shown
+    assert pickle.loads(pickle.dumps(batched)).provenance == cached.provenance
+    assert "heuristic" not in repr(fresh) and len(repr(batched)) <= 200
+    assert "heuristic, from the cache" in cached._repr_html_()
+    assert "provenance" not in fresh.model_dump()
+    assert EvaluationResponse.from_dict(fresh.model_dump()).provenance is None
+
+
+async def test_async_and_trace_results_carry_it_too(live: ServerProcess) -> None:
+    trace = trace_from_messages(MESSAGES, name="answerer", agent_id="a1")
+    async with AsyncComposo(api_key=live.api_key, base_url=live.base_url) as client:
+        verdict = await client.evaluate(MESSAGES, criteria=REFUND)
+        judged = await client.evaluate_trace(trace, criteria="Reward agents that answer")
+    assert verdict.provenance == judged.provenance == HEURISTIC
+    assert judged.get_rounded().provenance == HEURISTIC
+
+
+def test_a_platform_result_names_the_model_core_each_request_asked_for(tmp_path: Path) -> None:
+    def platform(sock: Any, seen: Seen) -> None:  # answers as the platform does: no judge header
+        answer(sock, {"score": 0.9, "explanation": "clear about refunds"})
+
+    data, out = tmp_path / "d.jsonl", tmp_path / "o.jsonl"
+    own = conversation(1, model_core="align-20260109")  # an item may ask for its own core
+    data.write_text(conversation(0) + "\n" + own + "\n")
+    with Loopback(platform) as srv:
+        with Composo(api_key="key-0123456789", base_url=srv.url, model_core="align-20250529") as c:
+            default, own_core = (
+                c.evaluate(MESSAGES, criteria=REFUND),
+                c.evaluate(MESSAGES, criteria=REFUND, model_core="align-20260109"),
+            )
+        _evaluate(srv.url, "key-0123456789", data, out, tmp_path / "cache", "--no-cache")
+    assert default.provenance == Provenance("platform", "align-20250529")
+    assert own_core.provenance == Provenance("platform", "align-20260109")
+    rows = {r["index"]: (r["judge"], r["model_core"], r["judge_model"]) for r in read_rows(out)}
+    assert rows == {0: ("platform", None, None), 1: ("platform", "align-20260109", None)}
+
+
+def test_the_openai_judges_model_is_named_and_kept_by_the_cache(
+    openai_standin: OpenAIStandIn, tmp_path: Path
+) -> None:
+    data, cache = _dataset(tmp_path / "d.jsonl", 2), tmp_path / "cache"
+    env = {"OPENAI_BASE_URL": openai_standin.base_url, "OPENAI_API_KEY": "sk-test"}
+    verdict = json.dumps({"applicable": True, "score": 0.75, "explanation": "explains it"})
+    openai_standin.queue_chat(*[chat_completion(content=verdict)] * 2)  # the second run asks none
+    extra = ["--judge", "openai", "--judge-model", "judge-mini"]
+    with ServerProcess(extra_args=extra, env=env) as judged:
+        _evaluate(judged.base_url, judged.api_key, data, tmp_path / "a.jsonl", cache)
+        _evaluate(judged.base_url, judged.api_key, data, tmp_path / "b.jsonl", cache)
+        with Composo(api_key=judged.api_key, base_url=judged.base_url, cache=cache) as client:
+            (one, _) = client.evaluate_many(
+                [json.loads(line) for line in data.read_text().splitlines()], REFUND
+            )
+    assert len([r for r in openai_standin.requests if r["path"].endswith("/completions")]) == 2
+    for name, source in (("a.jsonl", "fresh"), ("b.jsonl", "cache")):
+        rows = read_rows(tmp_path / name)
+        assert {(r["judge"], r["judge_model"], r["model_core"], r["source"]) for r in rows} == {
+            ("openai", "judge-mini", None, source)
+        }
+    assert one.provenance == Provenance("openai", "judge-mini", "cache")

@@ -12,6 +12,7 @@ from composo import APIError, Composo, TaskFailedError
 from composo._core.trace import trace_from_messages
 from composo.server import LocalServer
 from composo.server._config import JudgeOptions
+from composo.types import Provenance
 from tests.support.openai_standin import OpenAIStandIn, chat_completion
 from tests.support.servers import HTTP, ServerProcess
 
@@ -46,6 +47,7 @@ def test_reward_verdict_and_what_the_judge_is_asked(
     openai_standin.queue_chat(verdict(0.75, "names Paris"))
     res = judged.evaluate(messages=QA, criteria="Reward correct answers", system="Be brief")
     assert (res.score, res.explanation) == (0.75, "names Paris")
+    assert res.provenance == Provenance("openai", "judge-mini", "fresh")  # which model judged
     (body,) = chat_requests(openai_standin)
     assert body["model"] == "judge-mini"
     assert body["response_format"] == {"type": "json_object"}

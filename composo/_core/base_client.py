@@ -15,6 +15,7 @@ from composo._core.body import ACCEPT_ENCODING, Inflater
 from composo._core.cores import check_model_core
 from composo._core.limits import MAX_TASK_ID_LENGTH, MAX_THROTTLE_WAITS
 from composo._core.options import check_names
+from composo._core.provenance import Provenance
 from composo._core.ratelimit import Throttle, check_requests_per_minute, rate_limit_reset
 from composo._core.retry import parse_retry_after
 from composo._version import __version__
@@ -47,6 +48,17 @@ _REQUEST_ID_HEADERS = ("x-request-id", "request-id", "x-amzn-requestid")
 RequestHeaders = httpx.Headers | dict[str, str] | None
 # What makes the transport of a client's own httpx client (sync or async).
 Maker = Callable[[], Any]
+
+
+class Answer(dict[str, Any]):
+    """A success's JSON object and where it came from, read from its headers as it is decoded
+    (once per answer); the result built from it keeps the provenance."""
+
+    __slots__ = ("provenance",)
+
+    def __init__(self, body: dict[str, Any], provenance: Provenance) -> None:
+        super().__init__(body)
+        self.provenance = provenance
 
 
 class BaseClient:
@@ -268,7 +280,8 @@ class BaseClient:
         return inflater
 
     def _decode(self, response: httpx.Response, raw: bytes) -> Any:
-        """The JSON body of a success; raises the status's error for anything else."""
+        """The JSON body of a success (an object as an :class:`Answer`, with its provenance);
+        raises the status's error for anything else."""
         try:
             body = jsonlib.loads(raw)
         except ValueError:
@@ -276,7 +289,7 @@ class BaseClient:
         headers = response.headers
         if response.is_success:
             self._throttle.passed(headers)
-            return body
+            return Answer(body, Provenance.from_headers(headers)) if type(body) is dict else body
         request_id = next((headers[h] for h in _REQUEST_ID_HEADERS if h in headers), None)
         exc = status_error(response.status_code, body, request_id)
         if response.status_code in (401, 404):
@@ -358,15 +371,19 @@ class BaseClient:
                 )
             return dict(body)
         criterion = request.evaluation_criteria or request.evaluator_name
-        return BaseClient._response(body, request.is_trace, criterion)
+        given = body.provenance.asked(request.model_core) if isinstance(body, Answer) else None
+        return BaseClient._response(body, request.is_trace, criterion, given)
 
     @staticmethod
     def _response(
-        body: dict[str, Any], trace: bool, criterion: str | None = None
+        body: dict[str, Any],
+        trace: bool,
+        criterion: str | None = None,
+        provenance: Provenance | None = None,
     ) -> EvaluationResponse | MultiAgentTraceResponse:
-        """A success body as its response model; a body without the model's own field is an
-        error, never a result (an empty ``{}`` must not read as "not applicable", which is an
-        explicit ``"score": null``)."""
+        """A success body as its response model, with ``provenance`` noted on it; a body
+        without the model's own field is an error, never a result (an empty ``{}`` must not
+        read as "not applicable", which is an explicit ``"score": null``)."""
         import composo._core.responses as responses
 
         field = "results_by_agent_name" if trace else "score"
@@ -380,7 +397,7 @@ class BaseClient:
             body = {**body, "criterion": criterion}
         model = responses.MultiAgentTraceResponse if trace else responses.EvaluationResponse
         try:
-            return model.model_validate(body)
+            return responses.judged(model.model_validate(body), provenance)
         except Exception as exc:
             from pydantic import ValidationError  # loaded by then; not imported per request
 

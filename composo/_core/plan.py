@@ -17,6 +17,7 @@ from pydantic import ValidationError
 
 from composo._core import build, convert
 from composo._core.options import OPTION_NAMES, merge, set_options
+from composo._core.provenance import Provenance
 from composo._core.responses import (
     EvaluationResponse,
     MultiAgentTraceResponse,
@@ -103,6 +104,12 @@ class BatchResult:
         """The judge's explanation; ``None`` if the pair failed."""
         return self.response.explanation if self.response is not None else None
 
+    @property
+    def provenance(self) -> Provenance | None:
+        """Where the verdict came from (judge, model, fresh or cached); ``None`` if the pair
+        failed."""
+        return self.response.provenance if self.response is not None else None
+
     def __repr__(self) -> str:
         fields: list[tuple[str, object]] = [("index", self.index)]
         if self.id is not None:
@@ -121,6 +128,8 @@ class BatchResult:
             body.append(("error", error_text(self.error)))
         else:
             body.append(("explanation", self.explanation or "(none)"))
+        if self.provenance is not None:
+            body.append(("judge", str(self.provenance)))
         return html_card("score", self.score, body)
 
     def row(self) -> dict[str, Any]:

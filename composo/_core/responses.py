@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import statistics
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
+
+from composo._core.provenance import Provenance
 
 __all__ = [
     "AgentResult",
@@ -15,6 +17,7 @@ __all__ = [
     "Source",
     "SummaryStatistics",
     "TaskInfo",
+    "judged",
     "rounded",
     "summarize",
 ]
@@ -76,12 +79,43 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="allow", defer_build=True)
 
 
+class _Verdict(_Model):
+    """What both verdicts share: where they came from, kept beside the answer's fields rather
+    than as one of them (``model_dump`` leaves it out; copies and pickles keep it), and not
+    counted for equality: an answer from the cache equals the fresh one it was kept from."""
+
+    _provenance: Provenance | None = PrivateAttr(default=None)
+
+    @property
+    def provenance(self) -> Provenance | None:
+        """The judge, its model and whether the result cache gave this verdict; ``None`` for
+        one built by hand (``from_dict``, ``model_validate``)."""
+        return self._provenance
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, BaseModel):
+            return NotImplemented
+        return type(other) is type(self) and dict(self) == dict(other)
+
+    def _judge_line(self) -> list[tuple[str, str]]:
+        return [] if self._provenance is None else [("judge", str(self._provenance))]
+
+
+_V = TypeVar("_V", bound=_Verdict)
+
+
+def judged(response: _V, provenance: Provenance | None) -> _V:
+    """``response`` with its provenance noted (the client, once per answer)."""
+    response._provenance = provenance
+    return response
+
+
 class Source(_Model):
     id: str
     type: str
 
 
-class EvaluationResponse(_Model):
+class EvaluationResponse(_Verdict):
     """One criterion's verdict: ``score`` in [0, 1], or ``None`` when the criterion didn't apply."""
 
     score: float | None = Field(default=None, ge=0.0, le=1.0)
@@ -112,7 +146,7 @@ class EvaluationResponse(_Model):
         body.append(("explanation", self.explanation or "(none)"))
         if self.score is None:
             body.append(("note", "the criterion did not apply to this conversation"))
-        return html_card("score", self.score, body)
+        return html_card("score", self.score, [*body, *self._judge_line()])
 
 
 def rounded(score: float | None) -> float | None:
@@ -159,7 +193,7 @@ def summarize(scores: list[float]) -> SummaryStatistics:
     )
 
 
-class MultiAgentTraceResponse(_Model):
+class MultiAgentTraceResponse(_Verdict):
     """A trace verdict.
 
     ``results_by_agent_name`` is the platform's full answer. Derived from it:
@@ -218,7 +252,7 @@ class MultiAgentTraceResponse(_Model):
                     body.append((label, "n/a"))
                 else:
                     body.append((label, f"{score_text(res.score)}: {res.explanation}"))
-        return html_card("overall score", self.overall_score, body)
+        return html_card("overall score", self.overall_score, [*body, *self._judge_line()])
 
     def get_rounded(self) -> MultiAgentTraceResponse:
         """A copy with every instance's score rounded to 0 or 1 at 0.5, and ``agent_scores``,
@@ -230,7 +264,7 @@ class MultiAgentTraceResponse(_Model):
             for result in agent["results_by_agent_instance_id"].values():
                 if result is not None:
                     result["score"] = rounded(result["score"])
-        return type(self).model_validate(data)
+        return judged(type(self).model_validate(data), self._provenance)
 
     @property
     def scores_by_agent_name(self) -> dict[str, float | None]:

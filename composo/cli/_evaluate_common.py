@@ -186,9 +186,7 @@ def open_results(args: argparse.Namespace, criteria: list[str]) -> Rows:
             f"resuming {args.output}: {resume.kept} pair(s) already scored{retry}{repaired}",
             file=sys.stderr,
         )
-    rows = Rows(criteria, resume, writer, {} if args.output is None else None)
-    rows.model_core = args.model_core
-    return rows
+    return Rows(criteria, resume, writer, {} if args.output is None else None)
 
 
 def run_info(args: argparse.Namespace, criteria: list[str], source: Path | None) -> RunInfo:
@@ -221,9 +219,10 @@ def connect(args: argparse.Namespace, info: RunInfo, transport: Any = None) -> I
 
             srv = stack.enter_context(LocalServer(judge="heuristic", latency=0.0))
             base_url, api_key = srv.base_url, srv.api_key
+            info.judge = "heuristic"  # known before any answer (a run may score nothing)
             # That server runs in this process, on loopback: no proxy of the network between.
             transport = Connections(args.concurrency, network=Network(trust_env=False))
-        yield stack.enter_context(client(api_key, base_url, args.concurrency, info, transport))
+        yield stack.enter_context(client(api_key, base_url, args.concurrency, transport))
 
 
 @contextlib.contextmanager
@@ -231,27 +230,23 @@ def client(
     api_key: str | None,
     base_url: str | None,
     concurrency: int,
-    info: RunInfo | None = None,
     transport: Any = None,
 ) -> Iterator[Composo]:
     """A client allowed ``concurrency`` requests at once, on as many kept-alive connections
     (fewer would close and reopen connections all run long), each read bounded by the call's
-    timeout, through the environment's proxies; ``info`` learns the judge's name from the
-    server's answers; ``transport``: the run's own (the caching one), else such connections."""
+    timeout, through the environment's proxies; ``transport``: the run's own (the caching
+    one), else such connections. Each result names its judge and whether the cache gave it."""
     import httpx
 
     from composo import Composo
     from composo._core.connections import Connections
-    from composo.cli._provenance import Provenance
 
     if transport is None:  # every socket wait ends by the call's deadline
         transport = Connections(concurrency)
-    transport = Provenance(transport)  # each answer names its judge and whether it was cached
-    hooks = {"response": [info.observe]} if info is not None else {}
     # The connections' own pool sizes hold: an httpx client's limits= or proxies apply only to
     # the transport it builds itself.
     with (
-        httpx.Client(transport=transport, event_hooks=hooks) as http,
+        httpx.Client(transport=transport) as http,
         Composo(
             api_key=api_key,
             base_url=base_url,
@@ -278,14 +273,13 @@ class Rows:
         self.resume = resume
         self.writer = writer
         self.tally = tally
-        self.model_core: str | None = None  # asked of the platform, for its rows' provenance
         self.sources: dict[str, dict[str, int]] = {}  # this run's rows: criterion -> source -> n
 
     def row(self, result: BatchResult) -> dict[str, Any]:
-        """A result's row, stamped with its provenance (judge, model core, fresh or cached)."""
+        """A result's row, stamped with its provenance (judge, model, fresh or cached)."""
         from composo.cli._provenance import stamp
 
-        return stamp(result.row(), result.response, self.model_core)
+        return stamp(result.row(), result.provenance)
 
     def remaining(self, index: int) -> list[str]:
         """The criteria record ``index`` still needs."""

@@ -1,75 +1,33 @@
-"""Where each score of a run came from: the judge that made it (the platform and the model core
-asked for, the local heuristic stand-in, an OpenAI-compatible judge) and whether it came fresh
-from the server or from the result cache. Rows an earlier run wrote keep what they said, and the
-run record counts them as resumed.
-
-The run's client reads answers through :class:`Provenance`, which notes on each evaluation's
-answer the judge its server named (``x-composo-judge``; none: the platform) and whether the
-cache gave it (``x-composo-cache``); the mark travels to the result as a field of the response
-model, so every row is stamped with its own answer's provenance, whatever order results arrive
-in."""
+"""Where each score of a run came from, as its row says it: the judge that made it (the platform
+and the model core asked for, the local heuristic stand-in, an OpenAI-compatible judge and its
+model) and whether it came fresh from the server or from the result cache. The client notes
+this on each result as it reads the answer (:attr:`composo.types.EvaluationResponse.provenance`);
+rows copy it. Rows an earlier run wrote keep what they said, and the run record counts them as
+resumed."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import httpx
+from composo._core.provenance import PLATFORM
 
-from composo._cache import EVALUATION_PATHS, HIT_HEADER, decoded, read_whole
+if TYPE_CHECKING:
+    from composo._core.provenance import Provenance
 
-__all__ = ["MARK", "PLATFORM", "Provenance", "judge_key", "stamp"]
-
-MARK = "composo_provenance"
-"""The field of an answer that carries its provenance to the result (the CLI's own)."""
-PLATFORM = "platform"
-_JUDGE_HEADER = "x-composo-judge"
+__all__ = ["PLATFORM", "judge_key", "stamp"]
 
 
-class Provenance(httpx.BaseTransport):
-    """Marks each successful evaluation answer with its judge and where it came from."""
-
-    def __init__(self, inner: httpx.BaseTransport) -> None:
-        self.inner = inner
-
-    def handle_request(self, request: httpx.Request) -> httpx.Response:
-        response = self.inner.handle_request(request)
-        if (
-            request.method != "POST"
-            or request.url.path not in EVALUATION_PATHS
-            or not response.is_success
-        ):
-            return response
-        body = read_whole(response)
-        answer = decoded(request, response, body)
-        try:
-            data = json.loads(body)
-        except ValueError:
-            return answer  # the client says what is wrong with it
-        if not isinstance(data, dict):
-            return answer
-        data[MARK] = {
-            "judge": answer.headers.get(_JUDGE_HEADER) or PLATFORM,
-            "source": "cache" if answer.headers.get(HIT_HEADER) == "hit" else "fresh",
-        }
-        return decoded(request, answer, json.dumps(data).encode())
-
-    def close(self) -> None:
-        self.inner.close()
-
-
-def stamp(row: dict[str, Any], response: Any, model_core: str | None) -> dict[str, Any]:
+def stamp(row: dict[str, Any], provenance: Provenance | None) -> dict[str, Any]:
     """``row`` with ``judge``, ``model_core`` (the platform's: the core asked for, ``None`` for
-    its default) and ``source`` (``fresh`` or ``cache``); all ``None`` for a pair not judged."""
-    extra = getattr(response, "model_extra", None)
-    mark = extra.get(MARK) if isinstance(extra, dict) else None
-    judge = source = None
-    if isinstance(mark, dict):
-        judge, source = mark.get("judge"), mark.get("source")
-    row["judge"] = judge
-    row["model_core"] = model_core if judge == PLATFORM else None
-    row["source"] = source
+    its default or another judge), ``judge_model`` (the model another judge named, if any) and
+    ``source`` (``fresh`` or ``cache``); all ``None`` for a pair not judged."""
+    p = provenance
+    platform = p is not None and p.judge == PLATFORM
+    row["judge"] = p.judge if p is not None else None
+    row["model_core"] = p.model if p is not None and platform else None
+    row["judge_model"] = p.model if p is not None and not platform else None
+    row["source"] = p.source if p is not None else None
     return row
 
 

@@ -142,12 +142,6 @@ class RunInfo:
             self.judge = earlier.judge
         self.sources = _total(s.sources for s in stats.values())
 
-    def observe(self, response: Any) -> None:
-        """An httpx response hook: remember the judge a server names."""
-        name = response.headers.get("x-composo-judge")
-        if name:
-            self.judge = name
-
     @staticmethod
     def sidecar(results: Path) -> Path:
         return results.with_name(results.name + ".run.json")

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ValidationError
 
 from composo._core.wire import LIGHTNING_MODEL_CORES, RewardRequest, TraceRequest, is_binary
 from composo._version import __version__
+from composo.server._asgi import ASGIApp
 from composo.server._bodies import dumps, validation_detail
 from composo.server._config import ServerConfig
 from composo.server._devswitch import DevSwitch, FaultList
@@ -30,6 +31,7 @@ from composo.server._history import (
 )
 from composo.server._parse import Refused, parse_request
 from composo.server._platform_api import mount as mount_platform_api
+from composo.server._received import ReceivedLog, judge_header_app
 from composo.server._service import EvaluationService, UnknownEvaluatorError
 from composo.server._store import IdempotencyConflict, TaskStore
 from composo.server._tasks import TaskManager
@@ -46,8 +48,9 @@ def _json(obj: Any, status: int = 200) -> Response:
     return Response(dumps(obj), status_code=status, media_type="application/json")
 
 
-def build_app(config: ServerConfig) -> Gate:
-    """The ASGI application for ``config``: FastAPI behind the gate. Opens the task store and
+def build_app(config: ServerConfig, received: ReceivedLog | None = None) -> ASGIApp:
+    """The ASGI application for ``config``: FastAPI behind the gate, every answer naming the
+    judge (and the model it runs); ``received`` keeps the requests. Opens the task store and
     builds the judge now, so a bad setting fails before the port is bound."""
     judge = make_judge(config.judge, config.judge_options)
     service = EvaluationService(judge, config.latency)
@@ -181,7 +184,7 @@ def build_app(config: ServerConfig) -> Gate:
     # -- end OTLP trace receiver --
     mount_platform_api(app, history)  # usage, evaluation history, traces (_platform_api)
 
-    return Gate(
+    gate = Gate(
         app,
         keys=KeyCheck(config.api_keys),
         max_body_bytes=config.max_body_bytes,
@@ -190,6 +193,8 @@ def build_app(config: ServerConfig) -> Gate:
         else RateLimiter(config.rate_limit_per_minute, burst=config.rate_limit_burst),
         dev=dev,
     )
+    named = getattr(judge, "model", None)  # a judge that runs a model names it
+    return judge_header_app(gate, config.judge, received, named if isinstance(named, str) else None)
 
 
 def _endpoint(

@@ -71,9 +71,8 @@ def serve_forever(
     import uvicorn
 
     from composo.server._app import build_app
-    from composo.server._received import judge_header_app
 
-    app = judge_header_app(build_app(config), config.judge)
+    app = build_app(config)
     sock = _bind(config.host, config.port)
     try:
         if on_ready is not None:
@@ -218,9 +217,7 @@ class LocalServer:
         sock = _bind(self.config.host, self.config.port)
         self._socket = sock
         self.port = sock.getsockname()[1]
-        from composo.server._received import judge_header_app
-
-        app = judge_header_app(build_app(self.config), self.config.judge, self._received)
+        app = build_app(self.config, self._received)
         server = uvicorn.Server(_uvicorn_config(app, self.config, False))
         self._server = server
         self._thread = threading.Thread(

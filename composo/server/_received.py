@@ -1,7 +1,7 @@
-"""The outermost ASGI layer of a running server: names the judge on every answer
-(``x-composo-judge``, so a client can say where its scores came from) and, when asked, keeps a
-bounded record of the requests received (``LocalServer.requests``) for debugging an adapter
-without a proxy."""
+"""The outermost ASGI layer of a running server: names the judge on every answer, and the
+model it runs when it runs one (the headers of :mod:`composo._core.provenance`, so a client can
+say where its scores came from) and, when asked, keeps a bounded record of the requests received
+(``LocalServer.requests``) for debugging an adapter without a proxy."""
 
 from __future__ import annotations
 
@@ -12,11 +12,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from composo._core.provenance import JUDGE_HEADER, JUDGE_MODEL_HEADER
 from composo.server._asgi import ASGIApp, Message, Receive, Scope, Send
 
 __all__ = ["JUDGE_HEADER", "Received", "ReceivedLog", "judge_header_app"]
-
-JUDGE_HEADER = "x-composo-judge"
 _SECRET_HEADERS = frozenset(
     {"authorization", "proxy-authorization", "api-key", "x-api-key", "cookie"}
 )
@@ -76,9 +75,14 @@ class ReceivedLog:
             self._items.clear()
 
 
-def judge_header_app(app: ASGIApp, judge: str, log: ReceivedLog | None = None) -> ASGIApp:
-    """``app`` with the judge's name on every HTTP answer and, with ``log``, each request kept."""
-    name = judge.encode("latin-1", "replace")
+def judge_header_app(
+    app: ASGIApp, judge: str, log: ReceivedLog | None = None, model: str | None = None
+) -> ASGIApp:
+    """``app`` with the judge's name (and ``model``, the one it runs, if any) on every HTTP
+    answer and, with ``log``, each request kept."""
+    named = [(JUDGE_HEADER.encode(), judge.encode("latin-1", "replace"))]
+    if model:
+        named.append((JUDGE_MODEL_HEADER.encode(), model.encode("latin-1", "replace")))
 
     async def wrapped(scope: Scope, receive: Receive, send: Send) -> None:
         if scope.get("type") != "http":
@@ -118,8 +122,7 @@ def judge_header_app(app: ASGIApp, judge: str, log: ReceivedLog | None = None) -
             if message.get("type") == "http.response.start":
                 # Kept before the answer leaves, so a caller that has its answer sees the entry.
                 keep(int(message["status"]))
-                headers = list(message.get("headers", []))
-                headers.append((JUDGE_HEADER.encode(), name))
+                headers = [*message.get("headers", []), *named]
                 message = {**message, "headers": headers}
             await send(message)
 

@@ -3,7 +3,9 @@ through the ``composo_judges`` hook, returning ``{name: factory}`` where ``facto
 (options: :class:`~composo.server._config.JudgeOptions`) builds an object with
 ``async judge(case) -> Verdict`` and ``async aclose()``. A judge whose work is computation
 rather than waiting may also offer ``judge_sync(case) -> Verdict``: the server then judges a
-large trace's agents with it in a worker thread, off the event loop.
+large trace's agents with it in a worker thread, off the event loop. A judge that runs a model
+names it in a ``model`` attribute (a string), which every answer then carries beside the judge's
+name (``x-composo-judge-model``), so scores say which model made them.
 
 Judges are given cases in one shape whatever the request carried (see
 :func:`~composo.server._cases.reward_case`), so they never meet a shape they cannot read.
