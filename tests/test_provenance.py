@@ -248,13 +248,18 @@ def test_a_result_names_its_judge_and_whether_the_cache_gave_it(
     assert EvaluationResponse.from_dict(fresh.model_dump()).provenance is None
 
 
-async def test_async_and_trace_results_carry_it_too(live: ServerProcess) -> None:
+async def test_async_trace_and_background_results_carry_it_too(live: ServerProcess) -> None:
     trace = trace_from_messages(MESSAGES, name="answerer", agent_id="a1")
     async with AsyncComposo(api_key=live.api_key, base_url=live.base_url) as client:
         verdict = await client.evaluate(MESSAGES, criteria=REFUND)
         judged = await client.evaluate_trace(trace, criteria="Reward agents that answer")
-    assert verdict.provenance == judged.provenance == HEURISTIC
+        task = await client.evaluate(MESSAGES, criteria=REFUND, block=False)
+        later = await client.wait(task["task_id"], timeout=30)
+    assert verdict.provenance == judged.provenance == later.provenance == HEURISTIC
     assert judged.get_rounded().provenance == HEURISTIC
+    with Composo(api_key=live.api_key, base_url=live.base_url) as sync:
+        task = sync.evaluate(MESSAGES, criteria=REFUND, block=False)
+        assert sync.wait(task["task_id"], timeout=30).provenance == HEURISTIC
 
 
 def test_a_platform_result_names_the_model_core_each_request_asked_for(tmp_path: Path) -> None:

@@ -161,10 +161,7 @@ class AsyncClient(BaseClient):
 
     async def get_task(self, task_id: str) -> TaskInfo:
         """As :meth:`Composo.get_task`, awaited."""
-        from composo._core.responses import TaskInfo
-
-        body = await self._call("GET", self._task_path(task_id), None)
-        return TaskInfo.model_validate(body)
+        return self._task_info(await self._call("GET", self._task_path(task_id), None))
 
     async def wait(
         self, task_id: str, timeout: float | None = None, poll_interval: float = 0.25

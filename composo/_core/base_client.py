@@ -427,7 +427,16 @@ class BaseClient:
             )
         if info.status != "succeeded" or info.result is None:
             return None
-        return BaseClient._response(info.result, "results_by_agent_name" in info.result)
+        trace = "results_by_agent_name" in info.result
+        return BaseClient._response(info.result, trace, None, info.provenance)
+
+    @staticmethod
+    def _task_info(body: Any) -> TaskInfo:
+        """A task's state from its answer, with the answer's provenance."""
+        import composo._core.responses as responses
+
+        info = responses.TaskInfo.model_validate(body)
+        return responses.judged(info, body.provenance if isinstance(body, Answer) else None)
 
     @staticmethod
     def _transport_error(exc: httpx.HTTPError, url: str) -> ComposoError:

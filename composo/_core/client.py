@@ -241,9 +241,7 @@ class SyncClient(BaseClient):
             ComposoValidationError: ``task_id`` cannot be a task's id (empty, a path...).
             NotFoundError: No such task.
         """
-        from composo._core.responses import TaskInfo
-
-        return TaskInfo.model_validate(self._call("GET", self._task_path(task_id), None))
+        return self._task_info(self._call("GET", self._task_path(task_id), None))
 
     def wait(
         self, task_id: str, timeout: float | None = None, poll_interval: float = 0.25

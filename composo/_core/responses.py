@@ -79,16 +79,16 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="allow", defer_build=True)
 
 
-class _Verdict(_Model):
-    """What both verdicts share: where they came from, kept beside the answer's fields rather
-    than as one of them (``model_dump`` leaves it out; copies and pickles keep it), and not
-    counted for equality: an answer from the cache equals the fresh one it was kept from."""
+class _Judged(_Model):
+    """An answer and where it came from, kept beside the answer's fields rather than as one of
+    them (``model_dump`` leaves it out; copies and pickles keep it), and not counted for
+    equality: an answer from the cache equals the fresh one it was kept from."""
 
     _provenance: Provenance | None = PrivateAttr(default=None)
 
     @property
     def provenance(self) -> Provenance | None:
-        """The judge, its model and whether the result cache gave this verdict; ``None`` for
+        """The judge, its model and whether the result cache gave this answer; ``None`` for
         one built by hand (``from_dict``, ``model_validate``)."""
         return self._provenance
 
@@ -97,11 +97,15 @@ class _Verdict(_Model):
             return NotImplemented
         return type(other) is type(self) and dict(self) == dict(other)
 
+
+class _Verdict(_Judged):
+    """What both verdicts share: their provenance, shown in a notebook too."""
+
     def _judge_line(self) -> list[tuple[str, str]]:
         return [] if self._provenance is None else [("judge", str(self._provenance))]
 
 
-_V = TypeVar("_V", bound=_Verdict)
+_V = TypeVar("_V", bound=_Judged)
 
 
 def judged(response: _V, provenance: Provenance | None) -> _V:
@@ -280,8 +284,9 @@ class MultiAgentTraceResponse(_Verdict):
         return out
 
 
-class TaskInfo(_Model):
-    """State of a background evaluation (``GET /api/v1/evals/tasks/{task_id}``, local server)."""
+class TaskInfo(_Judged):
+    """State of a background evaluation (``GET /api/v1/evals/tasks/{task_id}``, local server);
+    its result, once there, has this answer's provenance."""
 
     task_id: str
     status: Literal["pending", "running", "succeeded", "failed"]
