@@ -216,9 +216,11 @@ def agents_run(
     openai_standin: OpenAIStandIn, tmp_path: Path, *, agent_spans: bool
 ) -> tuple[AgentTracer, Path]:
     """The Agents SDK's triage agent hands off to a forecaster that calls a tool, inside the
-    app's ``AgentTracer``; returns the tracer and the OTLP/JSON file its spans went to."""
+    app's ``AgentTracer``, traced by OpenInference's instrumentor; returns the tracer and the
+    OTLP/JSON file its spans went to."""
     import agents
     from openai import AsyncOpenAI
+    from openinference.instrumentation.openai_agents import OpenAIAgentsInstrumentor
 
     agents.set_trace_processors([])  # no export to the hosted tracing service
     agents.set_default_openai_client(
@@ -235,7 +237,10 @@ def agents_run(
     export = tmp_path / "agents.jsonl"
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(OtlpJsonFileExporter(export)))
-    ComposoTracer.init(Instruments.OPENAI_AGENTS, tracer_provider=provider, agent_spans=agent_spans)
+    # OpenInference's instrumentor, not the native Instruments.OPENAI_AGENTS: its spans are the
+    # ones an OTLP export carries
+    instrumentor = OpenAIAgentsInstrumentor()
+    ComposoTracer.init(instrumentor, tracer_provider=provider, agent_spans=agent_spans)
     forecaster = agents.Agent(name="forecaster", instructions="Weather.", tools=[get_weather])
     triage = agents.Agent(name="triage", instructions="Route.", handoffs=[forecaster])
     openai_standin.queue_response(

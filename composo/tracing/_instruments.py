@@ -145,8 +145,9 @@ class InstrumentorInstrument:
 
 _OI = "openinference.instrumentation."
 
-# Where each member's instrument comes from: its OpenInference instrumentor ("module:Class"), or
-# None when a plugin (Composo's integration package) provides it; and what to install.
+# Where each member's instrument comes from: its instrumentor ("module:Class", OpenInference's or
+# a capture of Composo's own with the same interface), or None when a plugin (Composo's
+# integration package) provides it; and what to install.
 _SOURCES: dict[str, tuple[str | None, str]] = {
     "OPENAI": (_OI + "openai:OpenAIInstrumentor", "composo[tracing]"),
     "ANTHROPIC": (_OI + "anthropic:AnthropicInstrumentor", "composo[anthropic]"),
@@ -154,7 +155,8 @@ _SOURCES: dict[str, tuple[str | None, str]] = {
     "LANGCHAIN": (None, "langchain-composo[tracing]"),
     "LLAMA_INDEX": (None, "llama-index-evaluation-composo"),
     "LITELLM": (_OI + "litellm:LiteLLMInstrumentor", "composo[litellm]"),
-    "OPENAI_AGENTS": (_OI + "openai_agents:OpenAIAgentsInstrumentor", "composo[agents]"),
+    # the SDK's own trace processors, not OpenInference's (composo/tracing/_openai_agents.py)
+    "OPENAI_AGENTS": ("composo.tracing._openai_agents:AgentsSDKCapture", "composo[agents]"),
     "GOOGLE_ADK": (
         _OI + "google_adk:GoogleADKInstrumentor",
         "openinference-instrumentation-google-adk",
@@ -194,10 +196,11 @@ class Instruments(Enum):
     """The frameworks ``ComposoTracer.init(instruments=...)`` can trace, by name.
 
     ``OPENAI``, ``ANTHROPIC`` and ``GOOGLE_GENAI`` as in the platform SDK; ``LANGCHAIN`` and
-    ``LLAMA_INDEX`` with Composo's integration packages; ``LITELLM``, ``OPENAI_AGENTS``,
-    ``GOOGLE_ADK``, ``CREWAI``, ``DSPY``, ``SMOLAGENTS``, ``BEDROCK`` and ``HAYSTACK`` through
-    their OpenInference instrumentors. ``init`` resolves a member when called and raises
-    ``ImportError`` naming what to install when its package is missing.
+    ``LLAMA_INDEX`` with Composo's integration packages; ``OPENAI_AGENTS`` from the Agents SDK's
+    own trace events; ``LITELLM``, ``GOOGLE_ADK``, ``CREWAI``, ``DSPY``, ``SMOLAGENTS``,
+    ``BEDROCK`` and ``HAYSTACK`` through their OpenInference instrumentors. ``init`` resolves a
+    member when called and raises ``ImportError`` naming what to install when its package is
+    missing.
     """
 
     OPENAI = "openai"

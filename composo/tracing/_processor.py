@@ -26,6 +26,7 @@ from __future__ import annotations
 import functools
 import threading
 import weakref
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from opentelemetry.context import Context
@@ -46,7 +47,11 @@ from composo.tracing._spans import has_span_kind, interaction_from_span, is_llm_
 if TYPE_CHECKING:
     from composo.tracing._agent import AgentTracer
 
-__all__ = ["AgentSpanProcessor", "Within"]
+__all__ = ["AgentSpanProcessor", "Within", "recorded_elsewhere"]
+
+recorded_elsewhere: tuple[Callable[[Span], bool], ...] = ()
+"""Feeds that record some calls from their framework's own events (the OpenAI Agents SDK's,
+``composo.tracing._openai_agents``): a span one of them claims at its start is left out."""
 
 
 class Within:
@@ -201,6 +206,8 @@ class AgentSpanProcessor(SpanProcessor):
             return
         tracer = context.current_tracer()
         if tracer is None:
+            return
+        if recorded_elsewhere and any(claims(span) for claims in recorded_elsewhere):
             return
         span_id = span.context.span_id
         parent = span.parent

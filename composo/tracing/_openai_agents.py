@@ -1,0 +1,404 @@
+"""``Instruments.OPENAI_AGENTS``: the OpenAI Agents SDK's own trace events as Composo traces.
+
+The SDK reports every run to its trace processors (``agents.add_trace_processor``): agent, model
+call (response or generation), function tool, hand-off and guardrail spans, each naming its
+parent. One processor of ours feeds the spans that start inside an ``AgentTracer`` into that
+tracer's ``TraceRecorder``:
+
+- each agent span is an agent instance named after the SDK agent (its id is the SDK's span id),
+  a sub-agent of the agent it runs under: the ``AgentTracer``'s, or, for an agent run as a tool
+  (``agent.as_tool``), the agent that called the tool, at the point it ran;
+- a hand-off ends one agent's span and starts the next one's beside it, so the agents of a
+  hand-off chain are consecutive sub-agents of one parent, as the SDK models them; the transfer
+  is a tool call in the first agent's last model call;
+- each model call takes its place when it starts and is converted when the trace is read: the
+  Responses API's input items and response (instructions, output items, tools offered) through
+  the Responses adapter, a Chat Completions model's messages through the message adapters (the
+  SDK's spans name a chat model's tools but not their schemas); a failed call gives its place
+  back;
+- a function span adds the tool call and its result when the model calls do not carry them
+  (matched to the call's id by name and arguments; the recorder keeps one of each id).
+
+The SDK's processors can be added or all replaced, not listed or removed, so ours is added once
+per SDK trace provider and is idle (one attribute read per span) while the instrument is off.
+While it is on, OpenTelemetry spans of the same calls (OpenInference's Agents SDK instrumentor,
+or an OpenAI client instrumentor under an SDK model call) are left out of the live recording.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import threading
+import weakref
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from agents import add_trace_processor
+from agents.tracing import (
+    AgentSpanData,
+    FunctionSpanData,
+    GenerationSpanData,
+    ResponseSpanData,
+    Span,
+    Trace,
+    TracingProcessor,
+    get_current_span,
+    get_trace_provider,
+)
+
+from composo._core import convert
+from composo._core.trace import LLMInteraction, ToolCall, ToolResponse, ToolSpec, content_text
+from composo.errors import ComposoValidationError
+from composo.tracing import _context as context
+from composo.tracing import _processor
+from composo.tracing._recorder import Agent, Step, TraceRecorder
+from composo.tracing._spans import input_messages, output_messages, tool_spec
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace import Span as OtelSpan
+
+__all__ = ["AgentsSDKCapture", "AgentsSDKProcessor"]
+
+_log = logging.getLogger("composo.tracing")
+
+OPENINFERENCE_SCOPE = "openinference.instrumentation.openai_agents"
+"""The instrumentation scope of OpenInference's Agents SDK spans (the same calls, again)."""
+
+_NO_DATA = (
+    "an OpenAI Agents SDK model call carried no messages (the run has "
+    "trace_include_sensitive_data off), so it is left out of the trace; turn it on with "
+    "RunConfig(trace_include_sensitive_data=True) or OPENAI_AGENTS_TRACE_INCLUDE_SENSITIVE_DATA=1"
+)
+
+
+class _Run:
+    """Where an SDK agent's spans record, and the tool calls its latest model call made that no
+    function span has answered yet: ``(call id, name, arguments)``."""
+
+    __slots__ = ("agent", "data", "pending", "recorder", "tracer")
+
+    def __init__(
+        self, tracer: Any, recorder: TraceRecorder, agent: Agent, data: AgentSpanData | None
+    ) -> None:
+        self.tracer = tracer  # the AgentTracer it records for
+        self.recorder = recorder
+        self.agent = agent
+        self.data = data  # the SDK agent's span data (its tool names), None outside an agent
+        self.pending: list[tuple[str, str, str]] = []
+
+
+class AgentsSDKProcessor(TracingProcessor):
+    """The Agents SDK trace processor feeding active ``AgentTracer`` recordings."""
+
+    def __init__(self) -> None:
+        self.active = False
+        self._lock = threading.Lock()
+        # SDK span id -> the run it belongs to (an agent span: its own), while the span is open
+        self._open: dict[str, _Run] = {}
+        # model-call span id -> its place in the agent's history
+        self._calls: dict[str, Step] = {}
+
+    # -- the SDK's events -------------------------------------------------------------------------
+
+    def on_trace_start(self, trace: Trace) -> None:
+        return None  # spans say everything; a trace started outside a tracer may hold one
+
+    def on_trace_end(self, trace: Trace) -> None:
+        return None
+
+    def on_span_start(self, span: Span[Any]) -> None:
+        if not self.active:
+            return
+        parent_id = span.parent_id
+        run = self._open.get(parent_id) if parent_id is not None else None
+        tracer = context.current_tracer()
+        if run is None or (tracer is not None and tracer is not run.tracer):
+            # the top of a run inside a tracer (or an AgentTracer entered inside an SDK span)
+            run = _top(tracer)
+            if run is None:
+                return
+        data = span.span_data
+        span_id = span.span_id
+        if isinstance(data, AgentSpanData):
+            agent = run.recorder.agent_started(span_id, data.name or "agent", run.agent)
+            run = _Run(run.tracer, run.recorder, agent, data)
+        elif isinstance(data, (ResponseSpanData, GenerationSpanData)):
+            step = run.recorder.reserve(run.agent)
+            with self._lock:
+                self._calls[span_id] = step
+        with self._lock:
+            self._open[span_id] = run
+
+    def on_span_end(self, span: Span[Any]) -> None:
+        if not self._open:
+            return
+        span_id = span.span_id
+        with self._lock:
+            run = self._open.pop(span_id, None)
+            step = self._calls.pop(span_id, None)
+        if run is None:
+            return
+        data = span.span_data
+        try:
+            if isinstance(data, AgentSpanData):
+                run.recorder.agent_finished(run.agent)
+            elif step is not None:
+                _call_ended(span, step, run)
+            elif isinstance(data, FunctionSpanData):
+                _tool_ended(span, data, run)
+        except Exception:  # never into the user's run
+            _log.warning("could not record an OpenAI Agents SDK span", exc_info=True)
+
+    def shutdown(self) -> None:
+        self.active = False
+
+    def force_flush(self) -> None:
+        return None
+
+    # -- for the OpenTelemetry span processor and tests ----------------------------------------
+
+    def recorded_here(self, span: OtelSpan) -> bool:
+        """Whether an OpenTelemetry span starting now reports a call this processor records:
+        any span of OpenInference's Agents SDK instrumentor, or any span started inside an SDK
+        model call being recorded (the OpenAI client's own span of that call)."""
+        if not self.active:
+            return False
+        scope = span.instrumentation_scope
+        if scope is not None and scope.name == OPENINFERENCE_SCOPE:
+            return True
+        if not self._calls:
+            return False
+        current = get_current_span()
+        return current is not None and current.span_id in self._calls
+
+    def pending(self) -> int:
+        """SDK spans open inside a tracer (for tests of bounded memory)."""
+        return len(self._open)
+
+
+def _top(tracer: Any) -> _Run | None:
+    """Where a run starting here records: the active tracer's agent, if a tracer is active."""
+    if tracer is None:
+        return None
+    recorder = tracer._recorder
+    agent = tracer._here()
+    if recorder is None or agent is None:
+        return None
+    return _Run(tracer, recorder, agent, None)
+
+
+# -- model calls ----------------------------------------------------------------------------------
+
+
+_warned = False
+
+
+def _call_ended(span: Span[Any], step: Step, run: _Run) -> None:
+    global _warned
+    if span.error is not None:
+        step.release()  # a failed call: nothing the model answered
+        return
+    data = span.span_data
+    if isinstance(data, ResponseSpanData):
+        response, given = data.response, data.input
+        if response is None:
+            found = None
+        else:
+            run.pending = _function_calls(getattr(response, "output", None) or ())
+            given = given if isinstance(given, str) or given is None else list(given)
+            found = functools.partial(_from_response, response, given, run.data)
+    else:
+        assert isinstance(data, GenerationSpanData)
+        output = list(data.output) if data.output is not None else None
+        if output is None and data.input is None:
+            found = None
+        else:
+            run.pending = _function_calls(_generation_items(output or []))
+            given_messages = list(data.input) if data.input is not None else []
+            found = functools.partial(_from_generation, given_messages, output or [], run.data)
+    if found is None:
+        if not _warned:
+            _warned = True
+            _log.warning(_NO_DATA)
+        step.release()
+        return
+    step.fill(found)
+
+
+def _field(item: Any, name: str) -> Any:
+    return item.get(name) if isinstance(item, Mapping) else getattr(item, name, None)
+
+
+def _function_calls(items: Sequence[Any]) -> list[tuple[str, str, str]]:
+    """``(id, name, arguments)`` of the function calls among output items (Responses items or a
+    chat message's ``tool_calls``)."""
+    out = []
+    for item in items:
+        if _field(item, "type") == "function_call":
+            out.append(
+                (
+                    str(_field(item, "call_id") or ""),
+                    str(_field(item, "name") or ""),
+                    str(_field(item, "arguments") or ""),
+                )
+            )
+        for call in _field(item, "tool_calls") or ():
+            fn = _field(call, "function")
+            if fn is not None:
+                args = _field(fn, "arguments")
+                out.append((str(_field(call, "id") or ""), str(_field(fn, "name")), str(args)))
+    return out
+
+
+def _generation_items(output: Sequence[Any]) -> Sequence[Any]:
+    """A generation span's output: chat messages, or one Responses ``Response`` dump (what the
+    SDK's streamed Chat Completions path records)."""
+    if len(output) == 1 and _field(output[0], "object") == "response":
+        return _field(output[0], "output") or ()
+    return output
+
+
+def _agent_tools(data: AgentSpanData | None) -> list[ToolSpec] | None:
+    """The tools the SDK agent had, by name only (what its span records)."""
+    names = data.tools if data is not None else None
+    return [ToolSpec(name=n) for n in names] if names else None
+
+
+def _interaction(
+    inputs: list[dict[str, Any]],
+    outputs: list[dict[str, Any]],
+    tools: list[ToolSpec] | None,
+) -> LLMInteraction:
+    return LLMInteraction(
+        input_messages=input_messages(inputs, name_responses=True),
+        output_messages=output_messages(outputs, keep_empty=True),
+        tools_available=tools,
+    )
+
+
+def _from_response(
+    response: Any, given: str | list[Any] | None, agent: AgentSpanData | None
+) -> LLMInteraction | None:
+    """One Responses API call: the instructions and input items it was sent, the response."""
+    try:
+        inputs = convert.to_input_messages(given) if given else []
+        instructions = getattr(response, "instructions", None)
+        if isinstance(instructions, str) and instructions:
+            inputs.insert(0, {"role": "system", "content": instructions})
+        elif instructions:  # instructions given as input items
+            said = content_text(
+                [m.get("content") for m in convert.to_input_messages(list(instructions))]
+            )
+            inputs.insert(0, {"role": "system", "content": said})
+        outputs = convert.to_result_messages(response)
+        offered = getattr(response, "tools", None)
+        tools = [tool_spec(t) for t in convert.to_tools(list(offered))] if offered else None
+    except ComposoValidationError as exc:
+        _log.warning("could not read an OpenAI Agents SDK model call into the trace: %s", exc)
+        return None
+    return _interaction(inputs, outputs, tools or _agent_tools(agent))
+
+
+def _from_generation(
+    given: list[Any], output: list[Any], agent: AgentSpanData | None
+) -> LLMInteraction | None:
+    """One Chat Completions (or other provider's) call, as the SDK's generation span has it."""
+    try:
+        inputs = convert.to_messages(given) if given else []
+        if len(output) == 1 and _field(output[0], "object") == "response":
+            outputs = convert.to_result_messages(output[0])
+        else:
+            outputs = convert.to_result_messages(output) if output else []
+    except ComposoValidationError as exc:
+        _log.warning("could not read an OpenAI Agents SDK model call into the trace: %s", exc)
+        return None
+    return _interaction(inputs, outputs, _agent_tools(agent))
+
+
+# -- tools --------------------------------------------------------------------------------------
+
+
+def _tool_ended(span: Span[Any], data: FunctionSpanData, run: _Run) -> None:
+    """A function tool ran: its call and result, under the id the model gave the call."""
+    if data.input is None and data.output is None:
+        return  # sensitive data off: nothing to show
+    name = data.name
+    arguments = data.input or "{}"
+    call_id = _match(run, name, arguments) or span.span_id
+    run.recorder.tool_called(run.agent, ToolCall(id=call_id, name=name, parameters=arguments))
+    if data.output is not None:
+        answer = ToolResponse(id=call_id, response=str(data.output), name=name)
+        run.recorder.tool_responded(run.agent, answer)
+
+
+def _match(run: _Run, name: str, arguments: str) -> str | None:
+    """The id of the latest model call's call of ``name`` with these arguments (else the first
+    of that name), taken so that it answers one function span only."""
+    pending = run.pending
+    for exact in (True, False):
+        for i, (call_id, called, args) in enumerate(pending):
+            if called == name and (args == arguments or not exact):
+                del pending[i]
+                return call_id or None
+    return None
+
+
+# -- the instrument ----------------------------------------------------------------------------
+
+
+PROCESSOR = AgentsSDKProcessor()
+"""The one processor; added to each SDK trace provider it has been switched on with."""
+
+_lock = threading.Lock()
+_providers: weakref.WeakSet[Any] = weakref.WeakSet()
+_kept: list[Any] = []  # providers that take no weak reference
+
+
+def _with_processor(provider: Any) -> bool:
+    try:
+        return provider in _providers
+    except TypeError:
+        return any(p is provider for p in _kept)
+
+
+def _remember(provider: Any) -> None:
+    try:
+        _providers.add(provider)
+    except TypeError:
+        _kept.append(provider)
+
+
+class AgentsSDKCapture:
+    """Switches the native capture on and off (what ``Instruments.OPENAI_AGENTS`` resolves to,
+    through the instrumentor interface ``ComposoTracer.init`` uses; no OpenTelemetry spans)."""
+
+    @property
+    def is_instrumented_by_opentelemetry(self) -> bool:
+        return PROCESSOR.active
+
+    def instrument(self, tracer_provider: Any = None, **kwargs: Any) -> None:
+        """Add the processor to the SDK's trace provider (once) and start recording."""
+        with _lock:
+            provider = get_trace_provider()
+            if not _with_processor(provider):
+                add_trace_processor(PROCESSOR)
+                _remember(provider)
+            PROCESSOR.active = True
+            hooks = _processor.recorded_elsewhere
+            if PROCESSOR.recorded_here not in hooks:
+                _processor.recorded_elsewhere = (*hooks, PROCESSOR.recorded_here)
+        if os.environ.get("OPENAI_AGENTS_DISABLE_TRACING", "").lower() in ("1", "true"):
+            _log.warning(
+                "OPENAI_AGENTS_DISABLE_TRACING is set, so the OpenAI Agents SDK reports no runs "
+                "and AgentTracer sees none of its calls"
+            )
+
+    def uninstrument(self, **kwargs: Any) -> None:
+        """Stop recording (the processor stays registered, idle: the SDK cannot remove one)."""
+        with _lock:
+            PROCESSOR.active = False
+            _processor.recorded_elsewhere = tuple(
+                h for h in _processor.recorded_elsewhere if h != PROCESSOR.recorded_here
+            )
