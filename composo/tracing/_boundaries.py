@@ -1,8 +1,12 @@
-"""Which OpenInference spans begin an agent instance, and what that instance is called.
+"""Which spans begin an agent instance, and what that instance is called.
 
 One rule for both ways spans become a trace: the span-tree converter (OTLP files and the OTLP
 endpoint, ``composo.tracing._spantree``) and the live span processor feeding an active
-``AgentTracer`` (``composo.tracing._processor``). Nothing here imports OpenTelemetry.
+``AgentTracer`` (``composo.tracing._processor``). It reads OpenInference spans and spans that
+follow the OpenTelemetry GenAI conventions alike (a trace mixing both is one tree): a span's
+kind is its OpenInference kind when it has one, else the one its ``gen_ai.operation.name`` (or,
+before that attribute, its other GenAI or OpenLLMetry attributes) gives. Nothing here imports
+OpenTelemetry.
 """
 
 from __future__ import annotations
@@ -16,10 +20,14 @@ __all__ = [
     "AGENT_ID",
     "AGENT_NAME",
     "AGENT_SCOPE",
+    "OPERATION",
     "agent_identity",
+    "has_span_kind",
+    "is_llm_span",
     "span_kind",
     "starts_agent",
     "tool_identity",
+    "tool_name",
 ]
 
 AGENT_ID = "composo.agent.id"
@@ -28,19 +36,84 @@ AGENT_NAME = "agent.name"
 AGENT_SCOPE = "composo.tracing"
 """The instrumentation scope of ``AgentTracer``'s own agent spans."""
 
+OPERATION = "gen_ai.operation.name"
+GENAI_AGENT_NAME = "gen_ai.agent.name"
+GENAI_AGENT_ID = "gen_ai.agent.id"
+GENAI_TOOL_NAME = "gen_ai.tool.name"
+
+# gen_ai.operation.name -> the OpenInference kind it corresponds to. "chat.completions" and
+# "text.completions" are Semantic Kernel's names from before the conventions settled.
+_OPERATIONS = {
+    "invoke_agent": "AGENT",
+    "create_agent": "AGENT",
+    "chat": "LLM",
+    "text_completion": "LLM",
+    "generate_content": "LLM",
+    "chat.completions": "LLM",
+    "text.completions": "LLM",
+    "execute_tool": "TOOL",
+    "embeddings": "EMBEDDING",
+    "retrieval": "RETRIEVER",
+    "invoke_workflow": "CHAIN",
+}
+# OpenLLMetry's own span kinds (traceloop.span.kind) and model call types (llm.request.type)
+_TRACELOOP = {"agent": "AGENT", "tool": "TOOL", "workflow": "CHAIN", "task": "CHAIN"}
+_REQUEST_TYPES = {"chat": "LLM", "completion": "LLM", "embedding": "EMBEDDING"}
+
 
 def span_kind(attributes: Mapping[str, Any] | None) -> str | None:
-    """The OpenInference span kind, upper-cased (``None`` while a span does not say)."""
-    value = attributes.get(SPAN_KIND) if attributes else None
-    return str(value).upper() if value else None
+    """The span's kind, upper-cased (``AGENT``, ``LLM``, ``TOOL``, ``CHAIN``...); ``None`` while
+    a span does not say.
+
+    The OpenInference kind when there is one; else ``gen_ai.operation.name`` (``invoke_agent``
+    and ``create_agent`` are agents, ``chat``, ``text_completion`` and ``generate_content``
+    model calls, ``execute_tool`` tools; another operation is its own kind); else OpenLLMetry's
+    ``llm.request.type`` / ``traceloop.span.kind``; else a span naming ``gen_ai.tool.name`` is a
+    tool and one naming ``gen_ai.agent.name`` an agent (PydanticAI's spans before it set the
+    operation).
+    """
+    if not attributes:
+        return None
+    value = attributes.get(SPAN_KIND)
+    if value:
+        return str(value).upper()
+    operation = attributes.get(OPERATION)
+    if operation:
+        text = str(operation).lower()
+        return _OPERATIONS.get(text, text.upper())
+    request = attributes.get("llm.request.type")
+    if request and str(request).lower() in _REQUEST_TYPES:
+        return _REQUEST_TYPES[str(request).lower()]
+    traceloop = attributes.get("traceloop.span.kind")
+    if traceloop and str(traceloop).lower() in _TRACELOOP:
+        return _TRACELOOP[str(traceloop).lower()]
+    if attributes.get(GENAI_TOOL_NAME):
+        return "TOOL"
+    if attributes.get(GENAI_AGENT_NAME):
+        return "AGENT"
+    return None
+
+
+def is_llm_span(attributes: Mapping[str, Any] | None) -> bool:
+    """Whether the span is a model call (OpenInference ``LLM``, GenAI ``chat`` and the like)."""
+    return span_kind(attributes) == "LLM"
+
+
+def has_span_kind(attributes: Mapping[str, Any] | None) -> bool:
+    """Whether the span says what it is yet: some instrumentors (OpenInference's LangChain one)
+    start every span without a kind and set it when the run ends."""
+    return span_kind(attributes) is not None
 
 
 def starts_agent(kind: str | None, attributes: Mapping[str, Any], *, first: bool) -> bool:
     """Whether a span begins an agent instance.
 
-    An ``AGENT`` span does, and so does any span but a model call that names ``agent.name``; a
-    ``CHAIN`` span does when it is the first boundary of its trace (``first``: no agent runs
-    where it starts), so a framework's top-level run is an agent even without agent spans.
+    An ``AGENT`` span does (an OpenInference agent, a GenAI ``invoke_agent`` or
+    ``create_agent``), and so does any span but a model call that names ``agent.name``; a
+    ``CHAIN`` span (or a GenAI ``invoke_workflow``) does when it is the first boundary of its
+    trace (``first``: no agent runs where it starts), so a framework's top-level run is an agent
+    even without agent spans. ``gen_ai.agent.name`` on a model call or a tool only says which
+    agent made it, so it begins nothing.
     """
     if kind == "AGENT" or (kind != "LLM" and attributes.get(AGENT_NAME)):
         return True
@@ -48,12 +121,48 @@ def starts_agent(kind: str | None, attributes: Mapping[str, Any], *, first: bool
 
 
 def agent_identity(attributes: Mapping[str, Any], span_name: str, span_id: str) -> tuple[str, str]:
-    """``(agent id, agent name)`` of the instance an agent span begins (``span_id`` in hex)."""
+    """``(agent id, agent name)`` of the instance an agent span begins (``span_id`` in hex).
+
+    The name is ``agent.name`` or ``gen_ai.agent.name`` (else OpenLLMetry's entity name, the
+    GenAI agent id, or what the span name says after ``invoke_agent``). The id is the span's: a
+    GenAI ``gen_ai.agent.id`` names the agent, which may run several times in one trace, not
+    this run of it.
+    """
     agent_id = str(attributes.get(AGENT_ID) or span_id)
-    return agent_id, str(attributes.get(AGENT_NAME) or span_name or "agent")
+    name = (
+        attributes.get(AGENT_NAME)
+        or attributes.get(GENAI_AGENT_NAME)
+        or (attributes.get("traceloop.span.kind") and attributes.get("traceloop.entity.name"))
+        or attributes.get(GENAI_AGENT_ID)
+        or _after_operation(span_name)
+        or "agent"
+    )
+    return agent_id, str(name)
+
+
+def tool_name(attributes: Mapping[str, Any], span_name: str) -> str:
+    """The tool a tool span runs: ``tool.name``, ``gen_ai.tool.name``, OpenLLMetry's entity
+    name, else the span name (without a leading ``execute_tool``)."""
+    name = (
+        attributes.get("tool.name")
+        or attributes.get(GENAI_TOOL_NAME)
+        or (attributes.get("traceloop.span.kind") and attributes.get("traceloop.entity.name"))
+        or _after_operation(span_name)
+        or "tool"
+    )
+    return str(name)
 
 
 def tool_identity(attributes: Mapping[str, Any], span_name: str, span_id: str) -> tuple[str, str]:
     """``(agent id, agent name)`` of the sub-agent made of model calls inside a tool span that
     has no agent span of its own: it is named after the tool."""
-    return span_id, str(attributes.get("tool.name") or span_name or "tool")
+    return span_id, tool_name(attributes, span_name)
+
+
+def _after_operation(span_name: str) -> str:
+    """``"invoke_agent researcher"`` -> ``"researcher"``: the GenAI span names put the operation
+    first; any other name is kept whole."""
+    operation, _, rest = span_name.partition(" ")
+    if rest and operation in _OPERATIONS:
+        return rest.strip()
+    return span_name

@@ -26,6 +26,7 @@ from typing import Any
 from composo._core.limits import MAX_SPANS_PER_TRACE
 from composo._core.trace import MultiAgentTrace
 from composo.errors import ComposoValidationError
+from composo.tracing._spans import EVENT_PREFIX
 from composo.tracing._spantree import Converted, SpanRecord, convert_spans
 
 __all__ = [
@@ -156,10 +157,11 @@ def _json_span(span: Any, scope: str, problems: Problems, where: str) -> SpanRec
     if span_id is None:
         problems.add(trace_id, f"{where}: span {name!r} has no valid spanId and was skipped")
         return None
-    attributes: dict[str, Any] = {}
-    for kv in span.get("attributes") or ():
-        if isinstance(kv, Mapping) and "key" in kv:
-            attributes[str(kv["key"])] = _value(kv.get("value"))
+    attributes = _json_attributes(span.get("attributes"))
+    events = []
+    for event in span.get("events") or ():
+        if isinstance(event, Mapping) and str(event.get("name") or "").startswith(EVENT_PREFIX):
+            events.append((str(event["name"]), _json_attributes(event.get("attributes"))))
     status = span.get("status") or {}
     code = status.get("code") if isinstance(status, Mapping) else None
     failed = code in (_STATUS_ERROR, "STATUS_CODE_ERROR")
@@ -173,7 +175,17 @@ def _json_span(span: Any, scope: str, problems: Problems, where: str) -> SpanRec
         end=_int(span.get("endTimeUnixNano")),
         error=str(status.get("message") or "error") if failed else None,
         scope=scope,
+        events=events,
     )
+
+
+def _json_attributes(items: Any) -> dict[str, Any]:
+    """An OTLP/JSON ``KeyValue`` list as a dict."""
+    out: dict[str, Any] = {}
+    for kv in items if isinstance(items, list) else ():
+        if isinstance(kv, Mapping) and "key" in kv:
+            out[str(kv["key"])] = _value(kv.get("value"))
+    return out
 
 
 def records_from_protobuf(data: bytes) -> Iterator[SpanRecord]:
@@ -217,6 +229,11 @@ def records_from_protobuf(data: bytes) -> Iterator[SpanRecord]:
                     end=span.end_time_unix_nano,
                     error=(span.status.message or "error") if failed else None,
                     scope=scope,
+                    events=[
+                        (e.name, {kv.key: _proto_value(kv.value) for kv in e.attributes})
+                        for e in span.events
+                        if e.name.startswith(EVENT_PREFIX)
+                    ],
                 )
 
 

@@ -1,5 +1,9 @@
-"""The OpenTelemetry span processor that hands LLM spans to the active ``AgentTracer``'s
+"""The OpenTelemetry span processor that hands model-call spans to the active ``AgentTracer``'s
 recording.
+
+Spans are read by the rule of ``composo.tracing._boundaries``: OpenInference kinds, or the
+OpenTelemetry GenAI conventions' ``gen_ai.operation.name`` (PydanticAI's own instrumentation,
+OpenLLMetry and the like), so the model calls, agents and tools of either are recognised.
 
 A span is claimed when it starts, in the caller's context, by the innermost active tracer; its
 place is filled or given back when it ends. Spans outside any tracer cost one context-variable
@@ -37,12 +41,13 @@ from composo.tracing import _context as context
 from composo.tracing._boundaries import (
     AGENT_SCOPE,
     agent_identity,
+    is_llm_span,
     span_kind,
     starts_agent,
     tool_identity,
 )
 from composo.tracing._recorder import Agent, RecordedStep, Step, _ToolEvent
-from composo.tracing._spans import has_span_kind, interaction_from_span, is_llm_span
+from composo.tracing._spans import interaction_from_span
 
 if TYPE_CHECKING:
     from composo.tracing._agent import AgentTracer
@@ -225,10 +230,11 @@ class AgentSpanProcessor(SpanProcessor):
                         self._remember(tracer, span_id, within)
                     return
         attributes = span.attributes
-        llm = is_llm_span(attributes)
-        if not llm and has_span_kind(attributes):
+        kind = span_kind(attributes)
+        llm = kind == "LLM"
+        if not llm and kind is not None:
             # Known not to be a model call; the calls inside it still belong to ``outer``.
-            within = self._boundary(tracer, span, within)
+            within = self._boundary(tracer, span, kind, within)
             if outer is not None or within is not None:
                 with self._lock:
                     if outer is not None:
@@ -251,11 +257,12 @@ class AgentSpanProcessor(SpanProcessor):
             if within is not None:
                 self._remember(tracer, span_id, within)
 
-    def _boundary(self, tracer: AgentTracer, span: Span, within: Within | None) -> Within | None:
+    def _boundary(
+        self, tracer: AgentTracer, span: Span, kind: str, within: Within | None
+    ) -> Within | None:
         """What the spans under ``span`` record into: a sub-agent it begins, a tool's calls, or
         where the span itself runs."""
         attributes = span.attributes or {}
-        kind = span_kind(attributes)
         # never the first boundary: the tracer's own agent already runs here
         agent = starts_agent(kind, attributes, first=False)
         if not agent and kind != "TOOL":

@@ -1,19 +1,22 @@
-"""Finished OpenInference LLM spans -> ``LLMInteraction``.
+"""Finished model-call spans -> ``LLMInteraction``.
 
 The span is read through the OpenInference semantic conventions (``llm.input_messages.*``,
 ``llm.output_messages.*`` with their tool calls, ``llm.tools.*``), so any OpenInference
-instrumentor is understood. One refinement: for the OpenAI Responses API the instrumentor
-flattens only messages and function calls and drops built-in tool items (code interpreter, MCP
-calls, search queries and results), so when the span carries the raw Responses request and
-response (``input.value`` / ``output.value``) those are converted by the Responses adapter instead.
-Nothing here imports OpenTelemetry: a span is anything with ``attributes`` and ``status``.
+instrumentor is understood; a span without them is read through the OpenTelemetry GenAI
+conventions (``composo.tracing._genai``). One refinement: for the OpenAI Responses API the
+instrumentor flattens only messages and function calls and drops built-in tool items (code
+interpreter, MCP calls, search queries and results), so when the span carries the raw Responses
+request and response (``input.value`` / ``output.value``) those are converted by the Responses
+adapter instead.
+Nothing here imports OpenTelemetry: a span is anything with ``attributes`` and ``status`` (and
+``events``).
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from composo._core import convert
@@ -29,12 +32,13 @@ from composo._core.trace import (
 from composo.errors import ComposoValidationError
 
 __all__ = [
-    "has_span_kind",
+    "EVENT_PREFIX",
+    "indexed",
     "input_messages",
     "interaction_from_attributes",
     "interaction_from_span",
-    "is_llm_span",
     "output_messages",
+    "span_events",
     "tool_spec",
 ]
 
@@ -45,18 +49,10 @@ _INPUTS = "llm.input_messages."
 _OUTPUTS = "llm.output_messages."
 _TOOLS = "llm.tools."
 _JSON = "application/json"
+EVENT_PREFIX = "gen_ai."
+"""Only span events whose name starts with this are kept with a span (the GenAI messages)."""
 
 Message = dict[str, Any]
-
-
-def is_llm_span(attributes: Mapping[str, Any] | None) -> bool:
-    return attributes is not None and attributes.get(SPAN_KIND) == "LLM"
-
-
-def has_span_kind(attributes: Mapping[str, Any] | None) -> bool:
-    """Whether the span says what it is yet: some instrumentors (OpenInference's LangChain one)
-    start every span without a kind and set it when the run ends."""
-    return attributes is not None and SPAN_KIND in attributes
 
 
 def interaction_from_span(span: Any) -> LLMInteraction | None:
@@ -77,21 +73,39 @@ def interaction_from_span(span: Any) -> LLMInteraction | None:
             dropped,
         )
     try:
-        return interaction_from_attributes(span.attributes or {})
+        return interaction_from_attributes(span.attributes or {}, span_events(span))
     except (ValueError, TypeError, KeyError) as exc:
         _log.warning("could not read model call %s into the trace: %s", name, exc)
         return None
 
 
-def interaction_from_attributes(attributes: Mapping[str, Any]) -> LLMInteraction:
-    """Convert an LLM span's attributes."""
-    inputs = [_flat_message(f) for _, f in sorted(_indexed(attributes, _INPUTS).items())]
-    outputs = [_flat_message(f) for _, f in sorted(_indexed(attributes, _OUTPUTS).items())]
+def span_events(span: Any) -> list[tuple[str, Mapping[str, Any]]]:
+    """A live span's GenAI events (``gen_ai.*``: the older conventions' messages), in order."""
+    return [
+        (e.name, e.attributes or {})
+        for e in getattr(span, "events", None) or ()
+        if e.name.startswith(EVENT_PREFIX)
+    ]
+
+
+def interaction_from_attributes(
+    attributes: Mapping[str, Any], events: Sequence[tuple[str, Mapping[str, Any]]] = ()
+) -> LLMInteraction:
+    """Convert a model call span's attributes (and its ``gen_ai.*`` events): OpenInference's
+    ``llm.*`` messages when it has them, else the GenAI conventions'."""
+    inputs = [_flat_message(f) for _, f in sorted(indexed(attributes, _INPUTS).items())]
+    outputs = [_flat_message(f) for _, f in sorted(indexed(attributes, _OUTPUTS).items())]
     raw = _responses_api(attributes)
     if raw is not None:
         raw_inputs, outputs = raw
         inputs = raw_inputs if raw_inputs is not None else inputs
-    specs = [_tool_spec(f) for _, f in sorted(_indexed(attributes, _TOOLS).items())]
+    elif not inputs and not outputs:
+        from composo.tracing._genai import genai_interaction  # it imports this module
+
+        found = genai_interaction(attributes, events)
+        if found is not None:
+            return found
+    specs = [_tool_spec(f) for _, f in sorted(indexed(attributes, _TOOLS).items())]
     return LLMInteraction(
         input_messages=input_messages(inputs),
         output_messages=output_messages(outputs),
@@ -102,7 +116,7 @@ def interaction_from_attributes(attributes: Mapping[str, Any]) -> LLMInteraction
 # -- flattened attributes -------------------------------------------------------------------------
 
 
-def _indexed(attributes: Mapping[str, Any], prefix: str) -> dict[int, dict[str, Any]]:
+def indexed(attributes: Mapping[str, Any], prefix: str) -> dict[int, dict[str, Any]]:
     """``{prefix}{i}.{rest}`` keys grouped by ``i``: ``{i: {rest: value}}``."""
     out: dict[int, dict[str, Any]] = {}
     for key, value in attributes.items():
@@ -120,11 +134,11 @@ def _flat_message(fields: Mapping[str, Any]) -> Message:
     msg: Message = {"role": "assistant" if role == "model" else role}  # Gemini's "model"
     content = fields.get("message.content")
     if content is None:
-        parts = _indexed(fields, "message.contents.")
+        parts = indexed(fields, "message.contents.")
         content = "".join(_part_text(p) for _, p in sorted(parts.items()))
     msg["content"] = str(content)
     calls = []
-    for _, call in sorted(_indexed(fields, "message.tool_calls.").items()):
+    for _, call in sorted(indexed(fields, "message.tool_calls.").items()):
         calls.append(
             {
                 "id": str(call.get("tool_call.id") or ""),

@@ -1,16 +1,24 @@
-"""OpenInference span trees -> ``MultiAgentTrace``: the one converter behind OTLP files, the OTLP
-endpoint and ``AgentTracer``'s exported agent spans.
+"""Span trees -> ``MultiAgentTrace``: the one converter behind OTLP files, the OTLP endpoint and
+``AgentTracer``'s exported agent spans, for OpenInference spans and spans following the
+OpenTelemetry GenAI conventions alike (a trace mixing both is read as one).
 
 A span is a :class:`SpanRecord` (plain data; nothing here imports OpenTelemetry). The tree is
-walked in start order and fed to a :class:`~composo.tracing._recorder.TraceRecorder`:
+walked in start order and fed to a :class:`~composo.tracing._recorder.TraceRecorder`; a span's
+kind is its OpenInference kind or the one its ``gen_ai.operation.name`` gives
+(``composo.tracing._boundaries``):
 
-- ``AGENT`` spans (and a top-level ``CHAIN``, or any span naming ``agent.name``) start an agent
-  instance; one inside another is a sub-agent referenced at the point it ran (the rule lives in
-  ``composo.tracing._boundaries``: a live ``AgentTracer`` applies it too);
-- ``LLM`` spans are model calls (read by :func:`interaction_from_attributes`); a model call inside
-  another (a framework's call wrapping the provider client's) counts once, as the outer call;
-- ``TOOL`` spans answer the tool call of that name the agent's last model call made; model calls
-  made inside a tool without an agent span of their own are a sub-agent named after the tool;
+- ``AGENT`` spans (GenAI ``invoke_agent`` / ``create_agent``; a top-level ``CHAIN``; any span
+  naming ``agent.name``) start an agent instance; one inside another is a sub-agent referenced at
+  the point it ran (the rule lives in ``composo.tracing._boundaries``: a live ``AgentTracer``
+  applies it too);
+- ``LLM`` spans (GenAI ``chat``, ``text_completion``, ``generate_content``) are model calls (read
+  by :func:`interaction_from_attributes`, which reads GenAI messages in attributes or events
+  too); a model call inside another (a framework's call wrapping the provider client's) counts
+  once, as the outer call;
+- ``TOOL`` spans (GenAI ``execute_tool``) answer the tool call with their call id, else the one of
+  that name the agent's last model call made; a GenAI tool call no model call showed is added to
+  the last one with its arguments; model calls made inside a tool without an agent span of their
+  own are a sub-agent named after the tool;
 - every other span with a payload (retrievers, embeddings, guardrails, unknown kinds) is kept as
   context: an input message of the agent's next model call.
 
@@ -36,9 +44,11 @@ from composo.tracing._boundaries import (
     span_kind,
     starts_agent,
     tool_identity,
+    tool_name,
 )
+from composo.tracing._genai import tool_arguments, tool_call_id, tool_result
 from composo.tracing._recorder import Agent, TraceRecorder
-from composo.tracing._spans import SPAN_KIND, interaction_from_attributes
+from composo.tracing._spans import interaction_from_attributes
 
 __all__ = [
     "AGENT_ID",
@@ -63,6 +73,8 @@ class SpanRecord:
     end: int = 0
     error: str | None = None  # the status description when the span failed
     scope: str = ""
+    # its GenAI events (name, attributes): the older conventions carry messages in them
+    events: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
 
     @property
     def kind(self) -> str | None:
@@ -96,10 +108,13 @@ def _text(value: Any) -> str:
 def _context(span: SpanRecord) -> InputMessage | None:
     attrs = span.attributes
     parts = []
-    for key in ("input", "output"):
-        value = attrs.get(f"{key}.value")
+    for key, genai in (("input", "gen_ai.retrieval.query.text"), ("output", None)):
+        value = attrs.get(f"{key}.value", attrs.get(genai) if genai else None)
         if value not in (None, ""):
             parts.append(f"{key}: {_text(value)}")
+    found = attrs.get("gen_ai.retrieval.documents")
+    if found not in (None, "", []) and "output.value" not in attrs:
+        parts.append("documents: " + _text(found))
     docs = sorted(
         k for k in attrs if k.startswith("retrieval.documents.") and k.endswith(".content")
     )
@@ -190,7 +205,7 @@ class _Walk:
             self.skipped["failed model call"] += 1
             return
         try:
-            call = interaction_from_attributes(span.attributes)
+            call = interaction_from_attributes(span.attributes, span.events)
         except (ValueError, TypeError, KeyError) as exc:
             self.skipped[f"model call {span.name!r} that could not be read ({exc})"] += 1
             return
@@ -209,13 +224,23 @@ class _Walk:
         from composo._core.trace import ToolResponse
 
         attrs = span.attributes
-        name = str(attrs.get("tool.name") or span.name)
+        name = tool_name(attrs, span.name)
+        known = tool_call_id(attrs)
         calls = self.last_calls.get(agent, [])
-        match = next((c for c in calls if c.name == name), None)
+        match = next((c for c in calls if known and c.id == known), None)
+        if match is None:
+            match = next((c for c in calls if c.name == name), None)
         if match is not None:
             calls.remove(match)
-        call_id = match.id if match is not None else str(attrs.get("tool_call.id") or "")
-        output = attrs.get("output.value")
+            call_id = match.id
+        else:
+            call_id = known or ""
+            arguments = tool_arguments(attrs) if "gen_ai.tool.name" in attrs else None
+            if arguments is not None:  # a call its model call did not show: keep it
+                self.recorder.tool_called(
+                    agent, ToolCall(id=call_id, name=name, parameters=arguments)
+                )
+        output = tool_result(attrs, span.events)
         if output is None:
             self.skipped["tool span without an output"] += 1
             return
@@ -260,7 +285,9 @@ def convert_spans(trace_id: str, spans: Iterable[SpanRecord]) -> Converted:
         found = ", ".join(f"{k} x{n}" for k, n in sorted(kinds.items())) or "none"
         out.error = (
             f"trace {trace_id}: no LLM interaction among its {len(items)} span(s) (span kinds: "
-            f"{found}); a trace needs at least one model call with OpenInference llm.* attributes"
+            f"{found}); a trace needs at least one model call with its messages, as OpenInference "
+            "llm.* attributes or by the OpenTelemetry GenAI conventions (gen_ai.operation.name "
+            "'chat' with gen_ai.input.messages / gen_ai.output.messages or their events)"
         )
         if notes:
             out.error += f" ({'; '.join(notes)})"
@@ -274,4 +301,4 @@ def convert_spans(trace_id: str, spans: Iterable[SpanRecord]) -> Converted:
 
 def spans_by_kind(spans: Iterable[Mapping[str, Any]]) -> Counter[str]:
     """Span kinds of attribute mappings (for diagnostics)."""
-    return Counter(str(a.get(SPAN_KIND) or "unlabelled") for a in spans)
+    return Counter(span_kind(a) or "unlabelled" for a in spans)

@@ -1,0 +1,478 @@
+"""Model calls and tool runs recorded by the OpenTelemetry GenAI conventions -> trace parts.
+
+A model call's messages are read from whichever form the span carries, newest first:
+
+- the current attributes ``gen_ai.input.messages``, ``gen_ai.output.messages`` and
+  ``gen_ai.system_instructions`` (JSON, or already structured in an OTLP export): messages of
+  ``parts`` typed ``text``, ``tool_call`` (``id``, ``name``, ``arguments``) and
+  ``tool_call_response`` (``id``, ``response``; PydanticAI writes ``result``), also when a
+  framework puts them on a ``gen_ai.client.inference.operation.details`` span event (Strands);
+- OpenLLMetry's indexed attributes ``gen_ai.prompt.N.role`` / ``.content`` / ``.tool_calls.M.*``
+  / ``.tool_call_id`` and ``gen_ai.completion.N.*``;
+- the older per-message span events ``gen_ai.system.message``, ``gen_ai.user.message``,
+  ``gen_ai.assistant.message``, ``gen_ai.tool.message`` and ``gen_ai.choice`` (their body in
+  the event attributes, or in ``gen_ai.event.content``), and PydanticAI's version 1 form, the same
+  events as a JSON list in the span attribute ``events``;
+- Semantic Kernel's ``gen_ai.content.prompt`` / ``gen_ai.content.completion`` events and plain
+  ``gen_ai.prompt`` / ``gen_ai.completion`` attributes.
+
+Message content may be a string or a list of content blocks as OpenAI, Anthropic, Gemini or
+Bedrock (Strands) write them. Tools offered come from ``gen_ai.tool.definitions`` (or
+OpenLLMetry's ``llm.request.functions.N.*``). Everything becomes OpenAI-style chat messages and
+goes through the same conversion as OpenInference spans (``composo.tracing._spans``). Nothing
+here imports OpenTelemetry.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from composo._core.trace import LLMInteraction, ToolSpec
+from composo.tracing._spans import indexed, input_messages, output_messages, tool_spec
+
+__all__ = [
+    "Events",
+    "genai_interaction",
+    "tool_arguments",
+    "tool_call_id",
+    "tool_result",
+]
+
+Events = Sequence[tuple[str, Mapping[str, Any]]]
+"""A span's events as ``(name, attributes)`` pairs, in the order they were added."""
+
+Message = dict[str, Any]
+Part = dict[str, Any]
+
+_INPUT = "gen_ai.input.messages"
+_OUTPUT = "gen_ai.output.messages"
+_SYSTEM = "gen_ai.system_instructions"
+_DETAILS = "gen_ai.client.inference.operation.details"
+_ROLE_EVENTS = {
+    "gen_ai.system.message": "system",
+    "gen_ai.user.message": "user",
+    "gen_ai.assistant.message": "assistant",
+    "gen_ai.tool.message": "tool",
+}
+_CHOICE = "gen_ai.choice"
+
+
+def genai_interaction(attributes: Mapping[str, Any], events: Events = ()) -> LLMInteraction | None:
+    """The model call a span records by the GenAI conventions (any form above).
+
+    Args:
+        attributes: The span's attributes.
+        events: Its ``gen_ai.*`` events.
+
+    Returns:
+        The call, or ``None`` when the span carries no GenAI messages.
+    """
+    details = [attrs for name, attrs in events if name == _DETAILS]
+    current = [attributes, *details]
+    inputs = _first(
+        lambda: _messages_in(current, _INPUT),
+        lambda: _indexed_messages(attributes, "gen_ai.prompt.", "user"),
+        lambda: _event_messages(events, output=False),
+        lambda: _event_messages(_events_attribute(attributes), output=False),
+        lambda: _plain(attributes, events, "gen_ai.prompt", "gen_ai.content.prompt", "user"),
+    )
+    outputs = _first(
+        lambda: _messages_in(current, _OUTPUT),
+        lambda: _indexed_messages(attributes, "gen_ai.completion.", "assistant"),
+        lambda: _event_messages(events, output=True),
+        lambda: _event_messages(_events_attribute(attributes), output=True),
+        lambda: _plain(
+            attributes, events, "gen_ai.completion", "gen_ai.content.completion", "assistant"
+        ),
+    )
+    system = _system(current)
+    if inputs is None and outputs is None:
+        return None
+    chat = list(inputs or [])
+    if system is not None and not (chat and chat[0] == system):
+        chat.insert(0, system)
+    return LLMInteraction(
+        input_messages=input_messages(chat),
+        output_messages=output_messages(outputs or []),
+        tools_available=_tools(attributes) or None,
+    )
+
+
+# -- the tool a tool span ran ----------------------------------------------------------------------
+
+
+def tool_call_id(attributes: Mapping[str, Any]) -> str | None:
+    """The id of the tool call a tool span answers (OpenInference or GenAI)."""
+    value = attributes.get("gen_ai.tool.call.id") or attributes.get("tool_call.id")
+    return str(value) if value else None
+
+
+def tool_arguments(attributes: Mapping[str, Any]) -> str | None:
+    """What a GenAI tool span was called with, as JSON text (``None``: not recorded)."""
+    for key in ("gen_ai.tool.call.arguments", "tool_arguments", "traceloop.entity.input"):
+        value = attributes.get(key)
+        if value is not None:
+            return _arguments(value)
+    return None
+
+
+def tool_result(attributes: Mapping[str, Any], events: Events = ()) -> Any:
+    """What a tool span returned: OpenInference's ``output.value``, GenAI's
+    ``gen_ai.tool.call.result`` (PydanticAI's ``tool_response`` before it), OpenLLMetry's entity
+    output, or a ``gen_ai.choice`` event's message (Strands); ``None`` when not recorded."""
+    for key in ("output.value", "gen_ai.tool.call.result", "tool_response"):
+        if key in attributes:
+            return attributes[key]
+    if attributes.get("traceloop.entity.output") is not None:
+        return attributes["traceloop.entity.output"]
+    for name, attrs in events:
+        if name == _CHOICE and attrs.get("message") is not None:
+            return _text_of(_parts_of(attrs["message"]))
+    return None
+
+
+# -- the sources -----------------------------------------------------------------------------------
+
+
+def _first(*readers: Any) -> list[Message] | None:
+    for read in readers:
+        found = read()
+        if found:
+            return list(found)
+    return None
+
+
+def _loads(value: Any) -> Any:
+    """JSON text as its value; anything else (already structured, or not JSON) as it is."""
+    if isinstance(value, str):
+        text = value.strip()
+        if text[:1] in ("[", "{"):
+            try:
+                return json.loads(text)
+            except ValueError:
+                return value
+    return value
+
+
+def _messages_in(sources: Iterable[Mapping[str, Any]], key: str) -> list[Message]:
+    for attrs in sources:
+        value = _loads(attrs.get(key))
+        if isinstance(value, list) and value:
+            out: list[Message] = []
+            for item in value:
+                item = _loads(item)  # an array of JSON strings, one message each
+                if isinstance(item, Mapping):
+                    out.extend(_message(item))
+            return out
+    return []
+
+
+def _system(sources: Iterable[Mapping[str, Any]]) -> Message | None:
+    for attrs in sources:
+        value = _loads(attrs.get(_SYSTEM))
+        if value in (None, "", []):
+            continue
+        parts = _parts_of(value if isinstance(value, (list, str)) else [value])
+        text = _text_of(parts)
+        if text:
+            return {"role": "system", "content": text}
+    return None
+
+
+def _indexed_messages(attributes: Mapping[str, Any], prefix: str, role: str) -> list[Message]:
+    out: list[Message] = []
+    for _, fields in sorted(indexed(attributes, prefix).items()):
+        said = str(fields.get("role") or role)
+        parts = _parts_of(fields.get("content"))
+        for _, call in sorted(indexed(fields, "tool_calls.").items()):
+            parts.append(_call(call.get("id"), call.get("name"), call.get("arguments")))
+        if fields.get("function_call.name"):
+            parts.append(
+                _call(None, fields["function_call.name"], fields.get("function_call.arguments"))
+            )
+        if said == "tool" or fields.get("tool_call_id"):
+            parts = [_response(fields.get("tool_call_id"), fields.get("name"), parts)]
+        out.extend(_chat(said, parts))
+    return out
+
+
+def _events_attribute(attributes: Mapping[str, Any]) -> Events:
+    """PydanticAI's version 1 form: the events as a JSON list in the span attribute ``events``."""
+    value = _loads(attributes.get("events"))
+    if not isinstance(value, list):
+        return ()
+    return [
+        (str(item["event.name"]), item)
+        for item in value
+        if isinstance(item, Mapping) and isinstance(item.get("event.name"), str)
+    ]
+
+
+def _event_messages(events: Events, *, output: bool) -> list[Message]:
+    out: list[Message] = []
+    for name, attrs in events:
+        body = _body(attrs)
+        if name == _CHOICE and output:
+            out.extend(_choice(body))
+        elif name in _ROLE_EVENTS and not output:
+            out.extend(_role_event(_ROLE_EVENTS[name], body))
+    return out
+
+
+def _body(attrs: Mapping[str, Any]) -> Mapping[str, Any]:
+    """An event's body: its attributes, with ``gen_ai.event.content`` (Azure's SDKs) merged."""
+    extra = _loads(attrs.get("gen_ai.event.content"))
+    return {**attrs, **extra} if isinstance(extra, Mapping) else attrs
+
+
+def _choice(body: Mapping[str, Any]) -> list[Message]:
+    message = _loads(body.get("message"))
+    if isinstance(message, Mapping) and ({"role", "content", "tool_calls", "parts"} & set(message)):
+        found: Mapping[str, Any] = message
+    elif message is not None:
+        found = {"content": message}  # Strands: the answer's content blocks
+    else:
+        found = {"content": body.get("content"), "tool_calls": body.get("tool_calls")}
+    return _message({**found, "role": "assistant"})
+
+
+def _role_event(role: str, body: Mapping[str, Any]) -> list[Message]:
+    parts = _parts_of(body.get("content"))
+    if role == "tool":
+        if not any(p["type"] == "tool_call_response" for p in parts):
+            call_id = body.get("id") or body.get("tool_call_id")
+            parts = [_response(call_id, body.get("name"), parts)]
+    else:
+        parts.extend(_openai_calls(body.get("tool_calls")))
+    return _chat(role, parts)
+
+
+def _plain(
+    attributes: Mapping[str, Any], events: Events, key: str, event: str, role: str
+) -> list[Message]:
+    """A whole prompt or completion in one value: a JSON list of messages or a string."""
+    values = [attributes.get(key), *(a.get(key) for n, a in events if n == event)]
+    out: list[Message] = []
+    for raw in values:
+        value = _loads(raw)
+        if isinstance(value, list) and all(isinstance(m, Mapping) for m in value):
+            for m in value:
+                out.extend(_message({"role": role, **m}))
+        elif isinstance(value, str) and value:
+            out.append({"role": role, "content": value})
+    return out
+
+
+# -- messages and their parts ----------------------------------------------------------------------
+
+
+def _message(msg: Mapping[str, Any]) -> list[Message]:
+    """One GenAI message (``role`` and ``parts``, or ``content`` and ``tool_calls``) as chat
+    messages: tool responses become ``tool`` messages of their own."""
+    role = str(msg.get("role") or "user")
+    raw = _loads(msg.get("parts"))
+    if isinstance(raw, list):
+        parts = [p for p in (_block(_loads(b)) for b in raw if b is not None) if p is not None]
+    else:
+        parts = _parts_of(msg.get("content"))
+        parts.extend(_openai_calls(msg.get("tool_calls")))
+        if role == "tool" and not any(p["type"] == "tool_call_response" for p in parts):
+            parts = [_response(msg.get("tool_call_id") or msg.get("id"), msg.get("name"), parts)]
+    return _chat(role, parts)
+
+
+def _chat(role: str, parts: list[Part]) -> list[Message]:
+    """Parts in order as chat messages: text and tool calls of one turn share a message, each
+    tool response is one. Reasoning is the model's internals and is left out."""
+    role = "assistant" if role == "model" else role  # Gemini's name for the assistant
+    out: list[Message] = []
+    texts: list[str] = []
+    calls: list[dict[str, Any]] = []
+
+    def flush() -> None:
+        if texts or calls:
+            msg: Message = {"role": role, "content": "\n".join(texts)}
+            if calls:
+                msg["tool_calls"] = list(calls)
+            out.append(msg)
+            texts.clear()
+            calls.clear()
+
+    for part in parts:
+        kind = part["type"]
+        if kind == "text":
+            texts.append(part["content"])
+        elif kind == "tool_call":
+            calls.append(
+                {"id": part["id"], "function": {"name": part["name"], "arguments": part["args"]}}
+            )
+        elif kind == "tool_call_response":
+            flush()
+            msg = {"role": "tool", "tool_call_id": part["id"], "content": part["response"]}
+            if part.get("name"):
+                msg["name"] = part["name"]
+            out.append(msg)
+    flush()
+    return out
+
+
+def _parts_of(content: Any) -> list[Part]:
+    """Message content in any of the forms frameworks write it, as parts."""
+    value = _loads(content)
+    if isinstance(content, str) and not (
+        isinstance(value, list) and value and all(_block(b) is not None for b in value)
+    ):
+        return [_text(content)] if content else []  # text, even when it looks like JSON
+    if value is None or value == "":
+        return []
+    if isinstance(value, Mapping):
+        found = _block(value)
+        if found is not None:
+            return [found]
+        if set(value) == {"content"}:  # Vertex AI's tool message body
+            return _parts_of(value["content"])
+        return [_text(_dump(value))]
+    if isinstance(value, list):
+        out = []
+        for item in value:
+            part = _block(item) if isinstance(item, Mapping) else None
+            if part is not None:
+                out.append(part)
+            elif item is not None:
+                out.append(_text(item if isinstance(item, str) else _dump(item)))
+        return out
+    return [_text(str(value))]
+
+
+def _block(block: Any) -> Part | None:
+    """One content block (GenAI part, OpenAI, Anthropic, Gemini or Bedrock), or ``None``."""
+    if not isinstance(block, Mapping):
+        return None
+    kind = block.get("type")
+    if kind in ("text", "input_text", "output_text"):
+        text = block.get("content", block.get("text"))
+        return _text(text if isinstance(text, str) else _dump(text))
+    if kind in ("tool_call", "tool_use", "function_call"):
+        args = block.get("arguments", block.get("input"))
+        return _call(block.get("id") or block.get("call_id"), block.get("name"), args)
+    if kind in ("tool_call_response", "tool_result", "function_call_output"):
+        result = block.get("response", block.get("result", block.get("content")))
+        call_id = block.get("id") or block.get("tool_use_id") or block.get("call_id")
+        return _response(call_id, block.get("name"), result)
+    if kind in ("reasoning", "thinking", "redacted_thinking"):
+        return {"type": "reasoning"}
+    if kind is not None:
+        return _text(_media(kind, block))
+    if isinstance(block.get("text"), str):  # Gemini and Bedrock
+        return _text(block["text"])
+    call = block.get("toolUse") or block.get("function_call") or block.get("functionCall")
+    if isinstance(call, Mapping):
+        args = call.get("input", call.get("args"))
+        return _call(call.get("toolUseId") or call.get("id"), call.get("name"), args)
+    answer = block.get("toolResult")
+    if isinstance(answer, Mapping):
+        return _response(answer.get("toolUseId"), None, answer.get("content"))
+    answer = block.get("function_response") or block.get("functionResponse")
+    if isinstance(answer, Mapping):
+        return _response(answer.get("id"), answer.get("name"), answer.get("response"))
+    if isinstance(block.get("json"), (Mapping, list)):  # Bedrock's JSON tool result block
+        return _text(_dump(block["json"]))
+    return None
+
+
+def _media(kind: str, block: Mapping[str, Any]) -> str:
+    """A placeholder naming a non-text part (an image, a file) without its bytes."""
+    where = block.get("uri") or block.get("url") or block.get("file_id")
+    if isinstance(block.get("image_url"), Mapping):
+        where = block["image_url"].get("url")
+    label = str(block.get("modality") or kind)
+    if isinstance(where, str) and where and not where.startswith("data:"):
+        return f"[{label}: {where}]"
+    return f"[{label}]"
+
+
+def _text(content: Any) -> Part:
+    return {"type": "text", "content": "" if content is None else str(content)}
+
+
+def _call(call_id: Any, name: Any, arguments: Any) -> Part:
+    return {
+        "type": "tool_call",
+        "id": str(call_id or ""),
+        "name": str(name or ""),
+        "args": _arguments(arguments),
+    }
+
+
+def _response(call_id: Any, name: Any, result: Any) -> Part:
+    blocks = isinstance(result, list) and result and all(_block(p) is not None for p in result)
+    text = _text_of(result) if blocks else _result(result)
+    part: Part = {"type": "tool_call_response", "id": str(call_id or ""), "response": text}
+    if name:
+        part["name"] = str(name)
+    return part
+
+
+def _text_of(parts: list[Any]) -> str:
+    """The text of parts (or of content blocks)."""
+    blocks = (_block(p) for p in parts)
+    return "\n".join(str(b["content"]) for b in blocks if b is not None and b["type"] == "text")
+
+
+def _openai_calls(value: Any) -> list[Part]:
+    calls = _loads(value)
+    if not isinstance(calls, list):
+        return []
+    out = []
+    for call in calls:
+        call = _loads(call)
+        if not isinstance(call, Mapping):
+            continue
+        inner = call.get("function")
+        fn: Mapping[str, Any] = inner if isinstance(inner, Mapping) else call
+        out.append(_call(call.get("id"), fn.get("name"), fn.get("arguments", fn.get("args"))))
+    return out
+
+
+def _arguments(value: Any) -> str:
+    """Tool-call arguments as JSON text, written one way whatever form they were recorded in
+    (an object, or JSON text with any spacing), so the same call reads the same."""
+    if value is None or value == "":
+        return "{}"
+    parsed = _loads(value)
+    return parsed if isinstance(parsed, str) else _dump(parsed)
+
+
+def _result(value: Any) -> str:
+    if value is None:
+        return ""
+    return value if isinstance(value, str) else _dump(value)
+
+
+def _dump(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def _tools(attributes: Mapping[str, Any]) -> list[ToolSpec]:
+    out: list[ToolSpec] = []
+    value = _loads(attributes.get("gen_ai.tool.definitions"))
+    if isinstance(value, list):
+        for item in value:
+            item = _loads(item)
+            if isinstance(item, Mapping):
+                out.append(tool_spec(item))
+    for _, fields in sorted(indexed(attributes, "llm.request.functions.").items()):
+        if fields.get("name"):
+            params = _loads(fields.get("parameters"))
+            out.append(
+                tool_spec(
+                    {
+                        "name": fields["name"],
+                        "description": fields.get("description") or "",
+                        "parameters": params if params is not None else {},
+                    }
+                )
+            )
+    return out
