@@ -3,9 +3,10 @@
 ``Instruments`` is an ``Enum`` of the frameworks users name, with the values of the platform
 SDK's (``Instruments.OPENAI.value == "openai"``). A member is only a name: ``ComposoTracer.init``
 resolves it to an *instrument* (an object with a ``name`` and ``instrument(tracer_provider)`` /
-``uninstrument()``), either the member's OpenInference instrumentor or the one a plugin returns
-from the ``composo_instruments`` hook (LangChain and LlamaIndex come with their integration
-packages). Every other installed OpenInference instrumentor (entry-point group
+``uninstrument()``): the member's OpenInference instrumentor, one of Composo's own (PydanticAI's
+own instrumentation, switched on through its public API) or the one a plugin returns from the
+``composo_instruments`` hook (LangChain and LlamaIndex come with their integration packages).
+Every other installed OpenInference instrumentor (entry-point group
 ``openinference_instrumentor``) and every plugin instrument can be named by string
 (``"mistralai"``) or passed as the object; any instrumentor object goes through
 :meth:`Instruments.wrap`. Nothing optional is imported here until an instrument is switched on.
@@ -14,6 +15,7 @@ packages). Every other installed OpenInference instrumentor (entry-point group
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import logging
 import threading
 from enum import Enum
@@ -27,6 +29,7 @@ __all__ = [
     "InstrumentorInstrument",
     "Instruments",
     "OpenInferenceInstrument",
+    "PydanticAIInstrument",
     "attribute_name",
     "missing_extra",
 ]
@@ -46,7 +49,8 @@ def missing_extra(exc: ImportError) -> ImportError:
 
 @runtime_checkable
 class Instrument(Protocol):
-    """Something that makes a library emit OpenInference spans to a tracer provider."""
+    """Something that makes a library emit spans (OpenInference, or by the OpenTelemetry GenAI
+    conventions) to a tracer provider."""
 
     name: str
 
@@ -143,6 +147,31 @@ class InstrumentorInstrument:
             self._mine = False
 
 
+class PydanticAIInstrument(OpenInferenceInstrument):
+    """PydanticAI's own OpenTelemetry instrumentation (GenAI conventions) as an instrument:
+    ``Agent.instrument_all`` with the tracer provider, and back to off with ``uninstrument``.
+
+    Agents given ``instrument=`` of their own keep it; an application's own ``instrument_all``
+    settings are replaced while this is on (PydanticAI offers no way to read them back).
+    """
+
+    name = "pydantic_ai"
+    module = "pydantic_ai"
+    class_name = "Agent"
+    install = "composo[pydantic-ai]"
+
+    def instrument(self, tracer_provider: Any) -> None:
+        agent = self.load()
+        settings = importlib.import_module("pydantic_ai.models.instrumented")
+        agent.instrument_all(settings.InstrumentationSettings(tracer_provider=tracer_provider))
+        self._instrumentor = agent
+
+    def uninstrument(self) -> None:
+        if self._instrumentor is not None:
+            self._instrumentor.instrument_all(False)
+            self._instrumentor = None
+
+
 _OI = "openinference.instrumentation."
 
 # Where each member's instrument comes from: its instrumentor ("module:Class", OpenInference's or
@@ -169,7 +198,11 @@ _SOURCES: dict[str, tuple[str | None, str]] = {
     ),
     "BEDROCK": (_OI + "bedrock:BedrockInstrumentor", "openinference-instrumentation-bedrock"),
     "HAYSTACK": (_OI + "haystack:HaystackInstrumentor", "openinference-instrumentation-haystack"),
+    # the framework's own GenAI-convention spans, switched on by Composo (_OWN below)
+    "PYDANTIC_AI": ("pydantic_ai:Agent", "composo[pydantic-ai]"),
 }
+# Members whose instrument is one of Composo's own rather than an OpenInference instrumentor.
+_OWN: dict[str, type[OpenInferenceInstrument]] = {"PYDANTIC_AI": PydanticAIInstrument}
 
 _builtin: dict[str, OpenInferenceInstrument] = {}
 _builtin_lock = threading.Lock()
@@ -183,7 +216,9 @@ def member_instrument(key: str) -> OpenInferenceInstrument | None:
         return None
     with _builtin_lock:
         if key not in _builtin:
-            _builtin[key] = EntryPointInstrument(key.lower(), target, install)
+            own = _OWN.get(key)
+            made = own() if own else EntryPointInstrument(key.lower(), target, install)
+            _builtin[key] = made
         return _builtin[key]
 
 
@@ -216,6 +251,7 @@ class Instruments(Enum):
     SMOLAGENTS = "smolagents"
     BEDROCK = "bedrock"
     HAYSTACK = "haystack"
+    PYDANTIC_AI = "pydantic_ai"
 
     @classmethod
     def _missing_(cls, value: object) -> Instruments | None:
@@ -292,6 +328,12 @@ def available_instruments() -> dict[str, Instrument]:
     openai = member_instrument("OPENAI")
     assert openai is not None
     found: dict[str, Instrument] = {"OPENAI": openai}
+    for key in _OWN:
+        module = _SOURCES[key][0] or ""
+        if importlib.util.find_spec(module.partition(":")[0]) is not None:
+            own = member_instrument(key)
+            assert own is not None
+            found[key] = own
     for answer in get_plugin_manager().hook.composo_instruments():
         for inst in answer or ():
             if isinstance(inst, Instrument):
