@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
+from composo._core import forks
 from composo._core.body import Inflater
 from composo._core.limits import (
     CACHE_EVICT_TO,
@@ -245,6 +246,14 @@ class ResultCache:
         )
         self._lock = threading.Lock()
         self._db: sqlite3.Connection | None = None
+        forks.register(self)
+
+    def _after_fork(self) -> None:
+        """In a forked child: the parent's connection is never used or closed here (SQLite
+        connections must not cross a fork); the child opens its own."""
+        forks.leave_behind(self._db)
+        self._db = None
+        self._lock = threading.Lock()
 
     def _connect(self) -> sqlite3.Connection:
         if self._db is None:
@@ -386,6 +395,7 @@ class ResultCache:
         self.max_age = state["max_age"]
         self._lock = threading.Lock()
         self._db = None
+        forks.register(self)
 
 
 def _total(db: sqlite3.Connection) -> int:

@@ -10,8 +10,9 @@ The async form is :mod:`composo._core.batch_async`; what both share is :mod:`com
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable
 
+from composo._core.cancel import Cancelled
 from composo._core.plan import (
     BatchResult,
     Job,
@@ -38,7 +39,7 @@ def stream(
     window: int,
     progress: Progress | None = None,
     on_result: Callable[[BatchResult], None] | None = None,
-) -> Iterator[BatchResult]:
+) -> Generator[BatchResult, None, None]:
     """Results as they finish, with at most ``window`` calls of ``send`` in flight (threads);
     ``on_result`` sees each one on its worker thread the moment it is ready."""
 
@@ -48,6 +49,8 @@ def stream(
         else:
             try:
                 result = finished(step, send(step.request))
+            except Cancelled:  # the caller left: nothing to record
+                raise
             except Exception as exc:  # recorded on the result
                 result = finished(step, error=exc)
         if on_result is not None:
@@ -57,12 +60,14 @@ def stream(
     steps = (step for job in jobs for step in plan.expand(job))
     if progress is not None:
         progress.start()
+    outcomes = bounded(run, steps, window, name="composo-batch")
     try:
-        for outcome in bounded(run, steps, window, name="composo-batch"):
+        for outcome in outcomes:
             tick(progress)
             if outcome.value is None:  # run() itself was interrupted
                 raise outcome.error or AssertionError("no result")
             yield outcome.value
     finally:
+        outcomes.close()  # stopped early: what is still running is cancelled
         if progress is not None:
             progress.close()

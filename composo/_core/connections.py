@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import socket
 import ssl
 import threading
 import time
@@ -27,6 +28,7 @@ from typing import Any
 import httpcore
 import httpx
 
+from composo._core import cancel
 from composo._core.network import Network
 
 __all__ = ["AsyncShards", "Connections", "deadline"]
@@ -56,16 +58,49 @@ def _cap(timeout: float | None, kind: type[Exception]) -> float | None:
 
 
 class _Stream(httpcore.NetworkStream):
+    """A connection's stream: every wait capped by the thread's deadline, and registered with
+    the thread's cancellation scope while it blocks (so cancelling the work shuts it)."""
+
     __slots__ = ("_inner",)
 
     def __init__(self, inner: httpcore.NetworkStream) -> None:
         self._inner = inner
 
     def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        return self._inner.read(max_bytes, _cap(timeout, httpcore.ReadTimeout))
+        scope = cancel.current()
+        if scope is None:
+            return self._inner.read(max_bytes, _cap(timeout, httpcore.ReadTimeout))
+        self._enter(scope, httpcore.ReadError)
+        try:
+            return self._inner.read(max_bytes, _cap(timeout, httpcore.ReadTimeout))
+        finally:
+            scope.leave(self)
 
     def write(self, buffer: bytes, timeout: float | None = None) -> None:
-        self._inner.write(buffer, _cap(timeout, httpcore.WriteTimeout))
+        scope = cancel.current()
+        if scope is None:
+            self._inner.write(buffer, _cap(timeout, httpcore.WriteTimeout))
+            return
+        self._enter(scope, httpcore.WriteError)
+        try:
+            self._inner.write(buffer, _cap(timeout, httpcore.WriteTimeout))
+        finally:
+            scope.leave(self)
+
+    def _enter(self, scope: cancel.Scope, kind: type[Exception]) -> None:
+        try:
+            scope.enter(self)
+        except cancel.Cancelled:
+            raise kind("the call was cancelled") from None
+
+    def abort(self) -> None:
+        """End a read or write blocked on this stream in another thread, at once: the socket
+        is shut down (closing a descriptor does not wake a thread blocked on it). Only this
+        process's own connections are ever registered for this."""
+        sock = self._inner.get_extra_info("socket")
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
 
     def close(self) -> None:
         self._inner.close()
@@ -76,9 +111,16 @@ class _Stream(httpcore.NetworkStream):
         server_hostname: str | None = None,
         timeout: float | None = None,
     ) -> httpcore.NetworkStream:
-        tls = self._inner.start_tls(
-            ssl_context, server_hostname, _cap(timeout, httpcore.ConnectTimeout)
-        )
+        scope = cancel.current()
+        if scope is not None:
+            self._enter(scope, httpcore.ConnectError)
+        try:
+            tls = self._inner.start_tls(
+                ssl_context, server_hostname, _cap(timeout, httpcore.ConnectTimeout)
+            )
+        finally:
+            if scope is not None:
+                scope.leave(self)
         return _Stream(tls)
 
     def get_extra_info(self, info: str) -> Any:
@@ -97,8 +139,15 @@ class _Backend(httpcore.NetworkBackend):
         local_address: str | None = None,
         socket_options: Iterable[Any] | None = None,
     ) -> httpcore.NetworkStream:
+        cancel.check_as(httpcore.ConnectError)
         capped = _cap(timeout, httpcore.ConnectTimeout)
-        return _Stream(self._inner.connect_tcp(host, port, capped, local_address, socket_options))
+        stream = _Stream(self._inner.connect_tcp(host, port, capped, local_address, socket_options))
+        try:  # cancelled while connecting: the new connection is not used
+            cancel.check_as(httpcore.ConnectError)
+        except httpcore.ConnectError:
+            stream.close()
+            raise
+        return stream
 
     def connect_unix_socket(
         self, path: str, timeout: float | None = None, socket_options: Iterable[Any] | None = None

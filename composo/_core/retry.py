@@ -172,7 +172,9 @@ class Policy:
         """The policy for one blocking call ending by ``deadline`` (``time.monotonic()``)."""
         if self._sync is None:
             self._sync = retrying(self.num_retries, None, max_retry_after=math.inf)
-        return self._sync.copy(stop=self._stop(deadline))
+        from composo._core.cancel import sleep  # cut short when the caller leaves
+
+        return self._sync.copy(stop=self._stop(deadline), sleep=sleep)
 
     def asynchronous(self, deadline: float) -> AsyncRetrying:
         """:meth:`sync` for coroutines."""

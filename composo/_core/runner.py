@@ -2,20 +2,29 @@
 
 The one way blocking work runs concurrently in the core: the sync client's several-criteria call
 and the thread form of the batch engine both use it (coroutines use
-:func:`composo._core.batch_async.astream`).
+:func:`composo._core.batch_async.astream`). When the caller stops early (Ctrl-C, an exception,
+the iterator closed), the calls still running are cancelled (:mod:`composo._core.cancel`: their
+sleeps end, their sockets are shut) and waited for briefly, so no thread goes on working for a
+caller that left.
 """
 
 from __future__ import annotations
 
 import queue
-from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import Executor, ThreadPoolExecutor
+import time
+from collections.abc import Callable, Generator, Iterable
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from typing import Generic, NamedTuple, TypeVar
 
-__all__ = ["Outcome", "bounded"]
+from composo._core.cancel import Scope, within
+
+__all__ = ["CANCEL_GRACE", "Outcome", "bounded"]
 
 T = TypeVar("T")
 R = TypeVar("R")
+
+CANCEL_GRACE = 1.0
+"""Seconds a stopped run waits for its cancelled calls to end before leaving them."""
 
 
 class Outcome(NamedTuple, Generic[R]):
@@ -33,33 +42,58 @@ def bounded(
     *,
     pool: Executor | None = None,
     name: str = "composo",
-) -> Iterator[Outcome[R]]:
+) -> Generator[Outcome[R], None, None]:
     """``fn`` over ``work`` with at most ``window`` calls running; outcomes in finishing order.
 
     ``work`` is read only as places free up, so a long generator is never held in memory. A
     ``pool`` given is used and left open; otherwise one is made for this run and shut down when
-    the iterator is exhausted or closed (calls not started by then are cancelled).
+    the iterator is exhausted or closed. Stopped early, the calls not started are dropped and
+    the running ones cancelled.
     """
     executor = pool if pool is not None else ThreadPoolExecutor(window, thread_name_prefix=name)
     done: queue.SimpleQueue[Outcome[R]] = queue.SimpleQueue()
+    scope = Scope()
+    running: dict[int, Future[None]] = {}
 
     def call(position: int, item: T) -> None:
         try:
-            done.put(Outcome(position, fn(item), None))
+            with within(scope):
+                outcome = Outcome(position, fn(item), None)
         except BaseException as exc:  # handed back, or the reader would wait forever
-            done.put(Outcome(position, None, exc))
+            outcome = Outcome(position, None, exc)
+        done.put(outcome)
 
-    in_flight = 0
+    def take() -> Outcome[R]:
+        outcome = done.get()
+        running.pop(outcome.position, None)
+        return outcome
+
     try:
         for position, item in enumerate(work):
-            while in_flight >= window:
-                in_flight -= 1
-                yield done.get()
-            executor.submit(call, position, item)
-            in_flight += 1
-        while in_flight:
-            in_flight -= 1
-            yield done.get()
+            while len(running) >= window:
+                yield take()
+            running[position] = executor.submit(call, position, item)
+        while running:
+            yield take()
     finally:
+        _stop(scope, running, done)
         if pool is None:
-            executor.shutdown(wait=False, cancel_futures=True)
+            executor.shutdown(wait=not running, cancel_futures=True)
+
+
+def _stop(
+    scope: Scope, running: dict[int, Future[None]], done: queue.SimpleQueue[Outcome[R]]
+) -> None:
+    """Cancel what is still running and wait up to :data:`CANCEL_GRACE` for it to end."""
+    if not running:
+        return
+    for position in [p for p, future in running.items() if future.cancel()]:
+        del running[position]  # never started
+    scope.cancel()
+    end = time.monotonic() + CANCEL_GRACE
+    while running:
+        try:
+            outcome = done.get(timeout=max(0.0, end - time.monotonic()))
+        except queue.Empty:
+            return
+        running.pop(outcome.position, None)
