@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import threading
 import time
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import httpx
 
+from composo._core import forks
 from composo._core.base_client import BaseClient, RequestHeaders
 from composo._core.limits import (
     DEFAULT_MAX_CONCURRENT_REQUESTS,
@@ -63,25 +65,53 @@ class AsyncClient(BaseClient):
         )
         self._policy = Policy(num_retries)
         self._owns_http = http_client is None
-        self._http = http_client
+        self._http = http_client  # a supplied client (None: the own ones, per loop)
         self._transport = self._own_transport(http_client, transport, self._connections)
-        self._slots: asyncio.Semaphore | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
+        # Connections and the request limit belong to one event loop: each loop that uses the
+        # client gets its own (loops in sequence, or at once in different threads).
+        self._loops: dict[asyncio.AbstractEventLoop, tuple[httpx.AsyncClient, asyncio.Semaphore]]
+        self._loops = {}
+        self._loops_lock = threading.Lock()
+        forks.register(self)
+
+    def _after_fork(self) -> None:
+        """In a forked child: the parent's connections and pace stay the parent's (left
+        untouched, never closed here); the child builds its own on next use."""
+        forks.leave_behind(self._loops)
+        self._loops = {}
+        self._loops_lock = threading.Lock()
+        self._throttle._reset()
 
     def _bind(self) -> tuple[httpx.AsyncClient, asyncio.Semaphore]:
-        """Connections and the request limit belong to one event loop: a client used again from
-        a new loop (a second ``asyncio.run()``, another notebook cell) gets fresh ones."""
+        """The running loop's connections and request slots, made on its first use."""
         loop = asyncio.get_running_loop()
-        if self._loop is not loop or self._http is None or self._slots is None:
-            self._loop = loop
-            self._slots = asyncio.Semaphore(self.max_concurrent_requests)
-            if self._owns_http:
-                # The previous loop's connections cannot be used from this one; they are dropped.
-                self._http = httpx.AsyncClient(
-                    transport=self._transport(), headers=self._base_headers, timeout=self.timeout
+        state = self._loops.get(loop)
+        if state is None:
+            with self._loops_lock:
+                state = self._loops.get(loop)
+                if state is None:
+                    state = self._loops[loop] = self._new_loop(loop)
+        return state
+
+    def _new_loop(
+        self, loop: asyncio.AbstractEventLoop
+    ) -> tuple[httpx.AsyncClient, asyncio.Semaphore]:
+        for old in [o for o in self._loops if o.is_closed()]:
+            del self._loops[old]  # a finished loop's connections go with it
+        if self._http is not None:
+            if any(other is not loop and other.is_running() for other in self._loops):
+                raise ComposoError(
+                    "http_client: this AsyncComposo's httpx.AsyncClient is in use on another "
+                    "event loop (another thread's); an httpx client cannot be shared between "
+                    "event loops. Give each loop its own AsyncComposo (or its own http_client), "
+                    "or leave http_client out: the client's own connections are kept per loop"
                 )
-        assert self._http is not None
-        return self._http, self._slots
+            http = self._http
+        else:
+            http = httpx.AsyncClient(
+                transport=self._transport(), headers=self._base_headers, timeout=self.timeout
+            )
+        return http, asyncio.Semaphore(self.max_concurrent_requests)
 
     def _connections(self) -> httpx.AsyncBaseTransport:
         from composo._core.connections import AsyncShards
@@ -89,12 +119,15 @@ class AsyncClient(BaseClient):
         return AsyncShards(max(self.max_concurrent_requests, 10))
 
     async def aclose(self) -> None:
-        """Close the connections this client opened (a supplied ``http_client`` stays open)."""
-        http, self._http = self._http, None
-        if self._owns_http and http is not None and self._loop is asyncio.get_running_loop():
-            await http.aclose()
-        # Connections opened under another (finished) loop cannot be closed from this one;
-        # they are dropped with it.
+        """Close the connections this client opened on the running loop (a supplied
+        ``http_client`` stays open)."""
+        loop = asyncio.get_running_loop()
+        with self._loops_lock:
+            state = self._loops.pop(loop, None)
+        if self._owns_http and state is not None:
+            await state[0].aclose()
+        # Connections opened under another loop cannot be closed from this one; they go with
+        # that loop.
 
     close = aclose
 
@@ -260,29 +293,29 @@ class AsyncClient(BaseClient):
         deadline: float,
         patient: bool,
     ) -> Any:
-        """One attempt, after the client's pace allows it; a patient one waits out 429s."""
+        """One attempt; a patient one waits out 429s."""
         waits = 0
         while True:
-            if delay := self._pace(deadline):
-                await asyncio.sleep(delay)
             try:
                 return await self._once(method, url, json, headers, deadline)
             except RateLimitError as exc:
-                self._throttled(exc, deadline, patient, waits)
+                wait = self._throttled(exc, deadline, patient, waits)
                 waits += 1
+            if wait:
+                await asyncio.sleep(wait)
 
     async def _once(
         self, method: str, url: str, json: Any, headers: RequestHeaders, deadline: float
     ) -> Any:
         """One exchange, cancelled at ``deadline`` whatever the transport does (waiting for a
-        request slot included)."""
+        request slot and the client's pace included)."""
         left = deadline - time.monotonic()
         try:
             if sys.version_info >= (3, 11):
                 async with asyncio.timeout_at(_loop_time(deadline)):
-                    response, raw = await self._exchange(method, url, json, headers, left)
+                    response, raw = await self._exchange(method, url, json, headers, deadline)
             else:  # pragma: no cover (3.10)
-                exchange = self._exchange(method, url, json, headers, left)
+                exchange = self._exchange(method, url, json, headers, deadline)
                 response, raw = await asyncio.wait_for(exchange, left)
         except (TimeoutError, asyncio.TimeoutError):
             raise self._timed_out() from None
@@ -291,13 +324,17 @@ class AsyncClient(BaseClient):
         return self._decode(response, raw)
 
     async def _exchange(
-        self, method: str, url: str, json: Any, headers: RequestHeaders, left: float
+        self, method: str, url: str, json: Any, headers: RequestHeaders, deadline: float
     ) -> tuple[httpx.Response, bytes]:
-        """Send, then read the answer as it arrives, within the limits of the body's size."""
+        """Wait for a request slot and the client's pace, send, then read the answer as it
+        arrives, within the limits of the body's size."""
         http, slots = self._bind()
-        if left <= 0:
+        if deadline <= time.monotonic():
             raise self._timed_out()
         async with slots:
+            while wait := self._admit(deadline):  # a hold begun meanwhile is waited out too
+                await asyncio.sleep(wait)
+            left = deadline - time.monotonic()
             request = http.build_request(method, url, json=json, headers=headers, timeout=left)
             response = await http.send(request, stream=True)
             try:

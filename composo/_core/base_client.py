@@ -317,22 +317,28 @@ class BaseClient:
             )
         return out
 
-    def _pace(self, deadline: float) -> float:
-        """Seconds to wait before an attempt may start, its place reserved; raises when the
-        client's pace would hold it past ``deadline``."""
-        delay = self._throttle.delay(deadline)
-        if delay is None:
+    def _admit(self, deadline: float) -> float:
+        """Whether an attempt holding a request slot may be sent: ``0.0`` (it may, and counts
+        as started), else the seconds to wait before asking again; raises when the client's
+        pace would hold it past ``deadline``."""
+        wait = self._throttle.admit(deadline)
+        if wait is None:
             raise self._paced_out()
-        return delay
+        return wait
 
     def _throttled(self, exc: RateLimitError, deadline: float, patient: bool, waits: int) -> float:
-        """A 429: the limiter slows down; returns how long a patient attempt waits before it
-        goes again, or raises (an impatient call's 429 counts among its retries)."""
-        wait = self._throttle.throttled_by(exc.retry_after)
+        """A 429: the limiter holds the client (``Retry-After``) or this request backs off;
+        returns how long a patient attempt sleeps by itself before it goes again (0.0 when
+        the client's hold is its wait), or raises (an impatient call's 429 counts among its
+        retries)."""
+        wait = self._throttle.throttled_by(exc.retry_after, waits)
         if not patient or waits >= MAX_THROTTLE_WAITS:
             raise exc
-        if time.monotonic() + wait > deadline:
-            raise self._refused(exc, deadline, wait) from None
+        if exc.retry_after is None:
+            if time.monotonic() + wait > deadline:
+                raise exc
+        elif time.monotonic() + exc.retry_after > deadline:
+            raise self._refused(exc, deadline, exc.retry_after) from None
         return wait
 
     def _refusal(self, exc: RateLimitError, deadline: float) -> RateLimitError:

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import httpx
 
+from composo._core import cancel, forks
 from composo._core.base_client import BaseClient, RequestHeaders
 from composo._core.connections import Connections
 from composo._core.connections import deadline as socket_deadline
@@ -92,6 +93,21 @@ class SyncClient(BaseClient):
         self._slots = threading.BoundedSemaphore(max_concurrent_requests)
         self._pool: ThreadPoolExecutor | None = None
         self._pool_lock = threading.Lock()
+        forks.register(self)
+
+    def _after_fork(self) -> None:
+        """In a forked child: the parent's connections, threads, locks and pace stay the
+        parent's (left untouched, never closed here); the child builds its own on next use. A
+        supplied ``http_client`` is the caller's to replace."""
+        if self._owns_http:
+            forks.leave_behind(self._http_client)
+            self._http_client = None
+        forks.leave_behind(self._pool)
+        self._pool = None
+        self._http_lock = threading.Lock()
+        self._pool_lock = threading.Lock()
+        self._slots = threading.BoundedSemaphore(self.max_concurrent_requests)
+        self._throttle._reset()
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -299,7 +315,10 @@ class SyncClient(BaseClient):
                 request; a bad item only fails its own results).
         """
         plan, results = self._many(items, criteria, evaluator_name, concurrency, progress, options)
-        return self._ordered(results, plan)
+        try:
+            return self._ordered(results, plan)
+        finally:
+            results.close()  # interrupted (Ctrl-C): the requests in flight end now
 
     def evaluate_many_iter(
         self,
@@ -323,7 +342,7 @@ class SyncClient(BaseClient):
 
     # -- machinery ----------------------------------------------------------------------------
 
-    def _many(self, items: Any, *args: Any) -> tuple[Any, Iterator[BatchResult]]:
+    def _many(self, items: Any, *args: Any) -> tuple[Any, Generator[BatchResult, None, None]]:
         """Check everything now, then stream the results through the thread engine."""
         from composo._core import batch
 
@@ -439,31 +458,29 @@ class SyncClient(BaseClient):
         deadline: float,
         patient: bool,
     ) -> Any:
-        """One attempt, after the client's pace allows it; a patient one waits out 429s."""
+        """One attempt; a patient one waits out 429s."""
         waits = 0
         while True:
-            if delay := self._pace(deadline):
-                time.sleep(delay)
             try:
                 return self._once(method, url, json, headers, deadline)
             except RateLimitError as exc:
-                self._throttled(exc, deadline, patient, waits)
+                wait = self._throttled(exc, deadline, patient, waits)
                 waits += 1
+            if wait:
+                cancel.sleep(wait)
 
     def _once(
         self, method: str, url: str, json: Any, headers: RequestHeaders, deadline: float
     ) -> Any:
-        """Send through ``httpx.Client.send``, then read the answer as it arrives, all before
-        ``deadline`` (on :class:`~composo._core.connections.Connections` every socket wait
-        ends by it; on any transport the body is read with the deadline checked between
-        chunks)."""
+        """Take a request slot, wait for the client's pace, send through
+        ``httpx.Client.send``, then read the answer as it arrives, all before ``deadline`` (on
+        :class:`~composo._core.connections.Connections` every socket wait ends by it; on any
+        transport the body is read with the deadline checked between chunks)."""
         http = self._http
-        permits = self._throttle.permits
         if not self._slots.acquire(timeout=max(0.0, deadline - time.monotonic())):
             raise self._timed_out()
         try:
-            if permits is not None:
-                permits.acquire()  # a cluster's budget: held until the answer is read
+            permits = self._turn(deadline)
             try:  # from here the permit is given back whatever happens
                 request = http.build_request(
                     method, url, json=json, headers=headers, timeout=self._attempt_timeout(deadline)
@@ -480,6 +497,7 @@ class SyncClient(BaseClient):
                     finally:
                         response.close()
             except httpx.HTTPError as exc:
+                cancel.check()  # the caller left: the error is the cancellation's
                 raise self._transport_error(exc, url) from None
             finally:
                 if permits is not None:
@@ -487,3 +505,18 @@ class SyncClient(BaseClient):
         finally:
             self._slots.release()
         return self._decode(response, raw)
+
+    def _turn(self, deadline: float) -> Any:
+        """Wait (holding a request slot) until the client's pace lets this attempt go; a hold
+        that starts meanwhile is waited out too. Returns the cluster permit taken, if any."""
+        permits = self._throttle.permits
+        while True:
+            cancel.check()
+            while wait := self._admit(deadline):
+                cancel.sleep(wait)
+            if permits is None:
+                return None
+            permits.acquire()  # a cluster's budget: held until the answer is read
+            if not self._throttle.held():
+                return permits
+            permits.release()  # a hold began while waiting for the permit

@@ -27,10 +27,12 @@ __all__ = [
     "RATE_DECREASE",
     "RATE_GROWTH",
     "RATE_MEASURE_WINDOW",
+    "RATE_REGAIN",
     "RETRYABLE_STATUS",
     "TAG_LIMIT",
     "THROTTLE_FORGET",
     "THROTTLE_JITTER",
+    "THROTTLE_RELEASE",
 ]
 
 # -- the platform's request contract ------------------------------------------------------------
@@ -59,15 +61,23 @@ MAX_THROTTLE_WAITS = 25
 """Waits for a 429 one batch request (``evaluate_many``, background evaluation) may make before
 its ``RateLimitError`` is recorded; each wait is also bounded by the call's timeout."""
 RATE_DECREASE = 0.85
-"""On a 429 the client's shared request rate drops to this share of what the server just
-allowed (once per throttling episode, however many requests were refused in it)."""
+"""On a 429 with a ``Retry-After`` the client's shared request rate drops to this share of what
+the server just allowed (once per throttling episode, however many requests were refused in
+it)."""
 RATE_GROWTH = 0.05
-"""Requests a second added to the shared rate per success: about 5% more a second."""
+"""Requests a second added to the shared rate per success once it is back at the rate the
+server was last seen allowing (probing above it slowly)."""
+RATE_REGAIN = 1.5
+"""Below that rate (after an episode's decrease, or from the release window's pace when nothing
+was measured), each success multiplies the rate by this: it is regained within a few requests."""
 RATE_MEASURE_WINDOW = 5.0
 """Seconds of recent successes the rate the server allows is measured over."""
 THROTTLE_JITTER = 0.1
 """A ``Retry-After`` wait is stretched by up to this share, at random, so that clients told the
 same instant do not all come back at once (requests of one client are spaced by its rate)."""
+THROTTLE_RELEASE = 0.5
+"""Seconds over which the requests that waited out a hold leave (at most half the hold): one
+client's requests come back spread out, not all at the same instant."""
 THROTTLE_FORGET = 60.0
 """Seconds without a 429 after which a client stops pacing (unless ``requests_per_minute`` is
 set)."""

@@ -1,12 +1,20 @@
 """One request-rate limiter per client, shared by every call, batch and background evaluation
 it makes.
 
-Unthrottled it costs two attribute reads per request. After a 429 it paces requests: the rate
-drops to a share of what the server was just seen allowing (once per throttling episode) and
-grows back about 5% a second while requests succeed (additive increase, multiplicative
-decrease). ``Retry-After`` holds every request of the client until then, stretched a little at
-random; after the hold, requests leave one at a time, spaced by the rate, never in lockstep.
-``requests_per_minute`` paces from the start and caps the rate.
+Unthrottled it costs two attribute reads per request. Every request asks it just before it is
+sent (after it holds one of the client's request slots), so whatever it learns meanwhile applies
+to requests already waiting, not only to new ones:
+
+- ``Retry-After`` on a 429 (or a spent quota's reset) holds every request of the client until
+  then, stretched a little at random; only requests already on the wire still reach the server.
+  The requests that waited leave spread over a short window, never in lockstep.
+- Such a 429 also slows the pace to a share of the rate the server was just seen allowing (once
+  per throttling episode); successes bring it back to that rate within a few requests and then
+  probe above it slowly (additive increase, multiplicative decrease). With nothing measured yet,
+  the pace starts from the release window and grows by half with each success; pacing stops once
+  it no longer limits anything. A 429 without a ``Retry-After`` says nothing of when: only the
+  request that drew it backs off.
+- ``requests_per_minute`` paces from the start and caps the rate.
 
 A server that declares its quota (``X-RateLimit-Limit`` a minute, ``X-RateLimit-Remaining``)
 is paced from the first answer that says so: the limiter keeps a copy of the server's bucket
@@ -14,11 +22,16 @@ is paced from the first answer that says so: the limiter keeps a copy of the ser
 no request the bucket could not pay for, so a single process draws no 429 at all. AIMD and
 ``Retry-After`` stay for what the copy cannot see (other processes sharing the key).
 
+A request fails for pacing only when its deadline truly cannot be met: a hold the server asked
+for, the declared quota or ``requests_per_minute`` would keep it past its timeout. The limiter's
+own guess of the rate never fails a request (past its deadline, it is not applied).
+
 The limiter only says how long to wait; the clients sleep (``time.sleep`` or ``asyncio.sleep``).
 """
 
 from __future__ import annotations
 
+import math
 import random
 import threading
 import time
@@ -28,17 +41,22 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from composo._core.limits import (
+    BACKOFF_BASE,
+    BACKOFF_MAX,
     RATE_DECREASE,
     RATE_GROWTH,
     RATE_MEASURE_WINDOW,
+    RATE_REGAIN,
     THROTTLE_FORGET,
     THROTTLE_JITTER,
+    THROTTLE_RELEASE,
 )
 from composo.errors import ComposoValidationError
 
 __all__ = ["Permits", "RateLimits", "Throttle", "check_requests_per_minute", "rate_limit_reset"]
 
 _MIN_RATE = 1 / 3600.0  # one request an hour: the slowest pace kept
+_POLL = 0.05  # seconds a paced request waits before asking again (the pace may have grown)
 
 
 def check_requests_per_minute(value: float | None) -> float | None:
@@ -116,21 +134,29 @@ class Throttle:
 
     def __init__(self, requests_per_minute: float | None, concurrency: int) -> None:
         self.ceiling = None if requests_per_minute is None else requests_per_minute / 60.0
+        self._concurrency = concurrency
+        self._reset()
+
+    def _reset(self) -> None:
+        """A fresh limiter (at construction, and in a forked child: a lock held by one of the
+        parent's threads would never be released there)."""
         self.rate: float | None = self.ceiling
         self.throttled = 0
-        self._concurrency = concurrency
-        self._next = 0.0  # when the next request may start (pacing)
-        self._hold = 0.0  # no request before this (Retry-After)
+        self._lock = threading.Lock()
+        self._last = -math.inf  # when the last request started
+        self._hold = 0.0  # no request before this (Retry-After, a spent quota)
+        self._release_gap = 0.0  # spacing of the first requests after a hold
+        self._release_left = 0
         self._episode = 0.0  # 429s before this belong to the episode already counted
         self._last_429 = 0.0
+        self._target: float | None = None  # the rate to regain quickly after an episode
         self._ok: deque[float] = deque(maxlen=256)
-        self._lock = threading.Lock()
         # The server's declared quota (requests a second, a minute's bucket), and this client's
         # copy of its bucket: what remained at ``_quota_at``.
         self._quota: tuple[float, float] | None = None
         self._tokens = 0.0
         self._quota_at = 0.0
-        self._reset: float | None = None
+        self._reset_header: float | None = None
         # Requests started, and answered, before any answer declared the quota: the ones still
         # in flight when it is declared will draw on the bucket it describes.
         self._blind_started = 0
@@ -149,7 +175,7 @@ class Throttle:
             rate, cap = self._quota
             now = time.monotonic()
             left = min(cap, self._tokens + (now - self._quota_at) * rate)
-            return RateLimits(rate * 60.0, max(0.0, left), self._reset)
+            return RateLimits(rate * 60.0, max(0.0, left), self._reset_header)
 
     def status(self) -> str | None:
         """A short description while pacing (``None`` otherwise), for progress displays."""
@@ -166,36 +192,60 @@ class Throttle:
             return f"throttled: {pace}"
         return f"paced: {pace}"
 
-    def delay(self, deadline: float) -> float | None:
-        """Seconds to wait before the next request may start, reserving its place; ``None``
-        (nothing reserved) when that would pass ``deadline``."""
-        if self.rate is None and self._hold == 0.0 and self._quota is None:
+    def admit(self, deadline: float) -> float | None:
+        """Whether a request may start now: ``0.0`` (it starts, and counts as started), else
+        the seconds to wait before asking again; ``None`` when it cannot start before
+        ``deadline`` (a hold, the declared quota or ``requests_per_minute`` forbid it)."""
+        if (
+            self.rate is None
+            and self._hold == 0.0
+            and self._quota is None
+            and not self._release_left
+        ):
             self._blind_started += 1
             return 0.0
         with self._lock:
             now = time.monotonic()
-            start = max(now, self._next, self._hold)
+            if self._hold > now:  # only a longer hold can change this wait
+                return None if self._hold > deadline else self._hold - now
+            hard = now  # what the server or the user declared
+            if self.ceiling is not None:
+                hard = max(hard, self._last + 1.0 / self.ceiling)
+            gap = 0.0 if self.rate is None else 1.0 / self.rate
+            if self._release_left:
+                gap = max(gap, self._release_gap)
+            start = max(hard, self._last + gap)
+            if start > deadline:  # the limiter's own guess never fails a request
+                start = hard
+            tokens = 0.0
             if self._quota is not None:
                 rate, cap = self._quota
-                start = max(start, self._quota_at)
-                tokens = min(cap, self._tokens + (start - self._quota_at) * rate)
+                tokens = min(cap, self._tokens + max(0.0, now - self._quota_at) * rate)
                 if tokens < 1.0:  # wait for the bucket to hold the request's share
-                    start += (1.0 - tokens) / rate
-                    tokens = 1.0
-                if start > deadline:
-                    return None
-                self._tokens, self._quota_at = tokens - 1.0, start
-            elif start > deadline:
+                    start = max(start, now + (1.0 - tokens) / rate)
+            if start > deadline:
                 return None
+            if start > now:
+                return min(start - now, _POLL)
+            if self._quota is not None:
+                self._tokens, self._quota_at = tokens - 1.0, now
             else:
                 self._blind_started += 1
-            if self.rate is not None:
-                self._next = start + 1.0 / self.rate
-            return start - now
+            self._last = now
+            if self._release_left:
+                self._release_left -= 1
+            if self._hold:
+                self._hold = 0.0  # passed: back on the quick path once nothing paces
+            return 0.0
+
+    def held(self) -> bool:
+        """Whether a hold is in force now (a request admitted before it must wait again)."""
+        return self._hold > time.monotonic()
 
     def passed(self, headers: Mapping[str, str]) -> None:
-        """A request succeeded: the rate grows back; a spent quota announced by
-        ``X-RateLimit-Remaining: 0`` holds the next requests until its reset."""
+        """A request succeeded: the pace regains the rate last seen allowed, then grows slowly;
+        a spent quota announced by ``X-RateLimit-Remaining: 0`` holds the next requests until
+        its reset."""
         if (
             "x-ratelimit-remaining" in headers
             and not self.learn(headers)
@@ -204,22 +254,23 @@ class Throttle:
             self.hold(reset)  # a spent quota of unknown size: wait for its reset
         if self._quota is None:
             self._blind_answered += 1
-        if self.rate is None and self._hold == 0.0 and not self.throttled:
+        if self.rate is None and not self.throttled:
             return
         with self._lock:
             now = time.monotonic()
             self._ok.append(now)
-            if self.rate is None:
+            rate = self.rate
+            if rate is None or (self.ceiling is not None and rate >= self.ceiling):
                 return
-            if (
-                self.ceiling is None
-                and self.throttled
-                and now - self._last_429 > THROTTLE_FORGET
-                and self._hold < now
-            ):
-                self.rate = None  # quiet for long enough: stop pacing
+            if self.ceiling is None and self._done_pacing(now, rate):
+                self.rate = None
                 return
-            rate = self.rate + RATE_GROWTH
+            if self._target is None or rate < self._target:  # regaining: a few successes
+                rate *= RATE_REGAIN
+                if self._target is not None:
+                    rate = min(rate, self._target)
+            else:  # probing above what was allowed
+                rate += RATE_GROWTH
             self.rate = rate if self.ceiling is None else min(rate, self.ceiling)
 
     def learn(self, headers: Mapping[str, str]) -> bool:
@@ -235,7 +286,7 @@ class Throttle:
         rate, cap = limit / 60.0, max(1.0, limit)
         with self._lock:
             now = time.monotonic()
-            self._reset = _number(headers.get("x-ratelimit-reset"))
+            self._reset_header = _number(headers.get("x-ratelimit-reset"))
             if self._quota != (rate, cap):  # first declared, or the quota changed
                 # Requests started before this answer and not yet answered will spend the
                 # bucket too (this answer's own request is among the answered).
@@ -247,8 +298,7 @@ class Throttle:
             if self._quota_at < now:  # refill the copy up to now
                 self._tokens = min(cap, self._tokens + (now - self._quota_at) * rate)
                 self._quota_at = now
-            # The copy as of now: below what the last reservation left while requests
-            # reserved for later have yet to start.
+            # The copy as of now: lowered to what the server reports.
             mine = self._tokens + (now - self._quota_at) * rate
             if remaining < mine:
                 self._tokens -= mine - remaining
@@ -257,31 +307,56 @@ class Throttle:
     def hold(self, seconds: float) -> None:
         """No request of this client for ``seconds`` (stretched at random by a little)."""
         with self._lock:
-            until = time.monotonic() + seconds * (1.0 + random.uniform(0.0, THROTTLE_JITTER))
-            self._hold = max(self._hold, until)
+            self._hold_for(time.monotonic(), seconds)
 
-    def throttled_by(self, retry_after: float | None) -> float:
-        """A 429 arrived: slow down (once per episode) and hold for the advised wait; returns
-        the wait (the server's ``Retry-After``, else one second)."""
-        advised = 1.0 if retry_after is None else retry_after
+    def _hold_for(self, now: float, seconds: float) -> None:
+        until = now + seconds * (1.0 + random.uniform(0.0, THROTTLE_JITTER))
+        if until > self._hold:
+            self._hold = until
+            # The requests that waited leave spread over a window, not all at once.
+            window = min(THROTTLE_RELEASE, seconds / 2.0)
+            self._release_gap = window / self._concurrency
+            self._release_left = self._concurrency
+
+    def throttled_by(self, retry_after: float | None, waits: int = 0) -> float:
+        """A 429 arrived. With a ``Retry-After``, every request of the client is held until
+        then and the pace slows (once per episode); returns 0.0, the hold being the wait.
+        Without one, only this request backs off: returns its wait (exponential, jittered;
+        ``waits``: how many it made already)."""
         with self._lock:
             now = time.monotonic()
             self.throttled += 1
             if self._quota is None:
                 self._blind_answered += 1
             self._last_429 = now
-            hold = now + advised * (1.0 + random.uniform(0.0, THROTTLE_JITTER))
-            self._hold = max(self._hold, hold)
+            if retry_after is None:
+                return random.uniform(0.0, min(BACKOFF_MAX, BACKOFF_BASE * 2.0**waits))
+            self._hold_for(now, retry_after)
             if now >= self._episode:  # a new episode: the first 429 since the last hold ended
                 seen = self._measured(now)
-                base = seen if seen is not None else self._concurrency / max(advised, 1.0)
-                if self.rate is not None:
-                    base = min(base, self.rate)
-                self.rate = max(_MIN_RATE, base * RATE_DECREASE)
-                if self.ceiling is not None:
-                    self.rate = min(self.rate, self.ceiling)
+                if seen is not None:
+                    self._target = seen
+                    base = seen if self.rate is None else min(seen, self.rate)
+                    rate = max(_MIN_RATE, base * RATE_DECREASE)
+                else:  # nothing measured: restart from the release window's pace
+                    self._target = None
+                    window = max(min(THROTTLE_RELEASE, retry_after / 2.0), 1e-3)
+                    rate = self._concurrency / window
+                    if self.rate is not None:
+                        rate = min(rate, self.rate)
+                self.rate = rate if self.ceiling is None else min(rate, self.ceiling)
                 self._episode = self._hold
-            return advised
+            return 0.0
+
+    def _done_pacing(self, now: float, rate: float) -> bool:
+        """Whether pacing can stop: no 429 for long, or the pace (back above what the server
+        was seen allowing) is twice what is actually sent, so it no longer limits anything."""
+        if now - self._last_429 > THROTTLE_FORGET:
+            return True
+        if self._target is not None and rate < self._target:
+            return False
+        seen = self._measured(now)
+        return seen is not None and rate > 2.0 * seen
 
     def _measured(self, now: float) -> float | None:
         """Successes a second over the recent window, ``None`` with fewer than two."""
