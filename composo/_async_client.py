@@ -17,6 +17,7 @@ from composo._core.limits import (
     DEFAULT_TIMEOUT,
 )
 from composo._platform_methods import AsyncPlatformMethods
+from composo._siblings import Siblings
 from composo._transport import async_transport, network
 
 if TYPE_CHECKING:
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
 __all__ = ["AsyncComposo"]
 
 
-class AsyncComposo(AsyncPlatformMethods, AsyncClient):
+class AsyncComposo(Siblings, AsyncPlatformMethods, AsyncClient):
     """The async client: at most ``max_concurrent_requests`` requests in flight across all calls.
 
     The first six arguments may be given by position, in the order of the platform's own SDK;
@@ -56,6 +57,9 @@ class AsyncComposo(AsyncPlatformMethods, AsyncClient):
 
     Raises:
         ComposoValidationError: A setting is unusable, before any request.
+
+    ``AsyncComposo.from_client(client)`` makes an async client with the settings of ``client``
+    (a ``Composo`` too), except those given.
     """
 
     def __init__(
@@ -94,6 +98,9 @@ class AsyncComposo(AsyncPlatformMethods, AsyncClient):
             transport=transport,
             requests_per_minute=requests_per_minute,
         )
+
+    def _own_kind(self) -> dict[str, Any]:
+        return {"http_client": None if self._owns_http else self._http}
 
     async def evaluate_dataframe(
         self,

@@ -21,10 +21,10 @@ import contextlib
 import itertools
 import logging
 import os
-import queue
 import threading
 import weakref
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -187,129 +187,44 @@ class _Prepared:
     left: int
 
 
-class _Pool:
-    """Threads for blocking clients' calls, shared by every evaluator.
-
-    A thread starts only when none is idle (at most ``size``), and counts as idle again before
-    its result is delivered, so work done one call at a time reuses one thread instead of
-    growing the pool.
-    """
-
-    def __init__(self, size: int) -> None:
-        self._size = size
-        self._lock = threading.Lock()
-        self._queue: queue.SimpleQueue[tuple[Callable[[], Any], Callable[..., Any]]]
-        self._queue = queue.SimpleQueue()
-        self._threads = 0
-        self._idle = 0
-        self._backlog = 0
-
-    def run(self, fn: Callable[[Any], Any], arg: Any) -> asyncio.Future[Any]:
-        """``fn(arg)`` on a pool thread, as a future of the running loop."""
-        loop = asyncio.get_running_loop()
-        fut: asyncio.Future[Any] = loop.create_future()
-
-        def deliver(ok: bool, value: Any) -> None:
-            if fut.done():
-                return
-            if ok:
-                fut.set_result(value)
-            else:
-                fut.set_exception(value)
-
-        def done(ok: bool, value: Any) -> None:
-            with contextlib.suppress(RuntimeError):  # the loop is gone
-                loop.call_soon_threadsafe(deliver, ok, value)
-
-        with self._lock:
-            if self._idle:
-                self._idle -= 1
-            elif self._threads < self._size:
-                self._threads += 1
-                threading.Thread(
-                    target=self._serve, name=f"{WORKER_NAME}-{self._threads}", daemon=True
-                ).start()
-            else:
-                self._backlog += 1
-        self._queue.put((lambda: fn(arg), done))
-        return fut
-
-    def _serve(self) -> None:
-        while True:
-            work, done = self._queue.get()
-            try:
-                ok, value = True, work()
-            except BaseException as exc:  # handed to the awaiting side
-                ok, value = False, exc
-            with self._lock:
-                if self._backlog:
-                    self._backlog -= 1  # a queued call is this thread's next
-                else:
-                    self._idle += 1
-            done(ok, value)
-
-
 class _Worker:
     """The process's one background thread and its event loop, started on first use.
 
     Every evaluator runs on it, so making and dropping evaluators (one per request, as handlers
-    often are) leaves no thread behind; blocking clients' calls share one bounded thread pool.
+    often are) leaves no thread behind. Blocking clients' calls go to the loop's default
+    executor, a ``ThreadPoolExecutor`` of at most ``POOL_THREADS`` threads shared by every
+    evaluator (``loop.run_in_executor``).
     """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
-        self._pool: _Pool | None = None
         self._pid = 0
 
     def loop(self) -> asyncio.AbstractEventLoop:
-        loop, thread = self._loop, self._thread
-        if loop is not None and thread is not None and thread.is_alive() and self._pid == _pid():
+        loop = self.running_loop()
+        if loop is not None:
             return loop
         with self._lock:
-            if (
-                self._loop is None
-                or self._thread is None
-                or not self._thread.is_alive()
-                or self._pid != _pid()  # a forked child has the loop but not the thread
-            ):
-                new_loop = asyncio.new_event_loop()
-                ready = threading.Event()
-                thread = threading.Thread(
-                    target=self._serve, args=(new_loop, ready), name=WORKER_NAME, daemon=True
+            loop = self.running_loop()  # a forked child has the loop but not the thread
+            if loop is None:
+                loop = asyncio.new_event_loop()
+                loop.set_default_executor(
+                    ThreadPoolExecutor(POOL_THREADS, thread_name_prefix=WORKER_NAME)
                 )
+                # Work handed to the loop before it runs waits for it.
+                thread = threading.Thread(target=loop.run_forever, name=WORKER_NAME, daemon=True)
                 thread.start()
-                ready.wait()
-                self._loop, self._thread, self._pid = new_loop, thread, _pid()
-                self._pool = None
-            return self._loop
+                self._loop, self._thread, self._pid = loop, thread, os.getpid()
+            return loop
 
     def running_loop(self) -> asyncio.AbstractEventLoop | None:
-        """The loop, if the thread is running (never starts it)."""
+        """The loop, if the thread is running in this process (never starts it)."""
         thread = self._thread
-        if thread is not None and thread.is_alive() and self._pid == _pid():
+        if thread is not None and thread.is_alive() and self._pid == os.getpid():
             return self._loop
         return None
-
-    def pool(self) -> _Pool:
-        with self._lock:
-            if self._pool is None:
-                self._pool = _Pool(POOL_THREADS)
-            return self._pool
-
-    @staticmethod
-    def _serve(loop: asyncio.AbstractEventLoop, ready: threading.Event) -> None:
-        asyncio.set_event_loop(loop)
-        loop.call_soon(ready.set)
-        try:
-            loop.run_forever()
-        finally:
-            loop.close()
-
-
-def _pid() -> int:
-    return os.getpid()
 
 
 WORKER_NAME = "composo-background"
@@ -376,16 +291,18 @@ class BackgroundEvaluator:
         options: Mapping[str, Any] | None = None,
         name: str = "composo-background",
     ) -> None:
-        given = dict(options or {})
-        evaluate_options = {k: v for k, v in given.items() if k in OPTION_NAMES}
-        self._plan = Plan.create(criteria, evaluator_name, evaluate_options)
-        self.criteria: list[str] = list(self._plan.criteria)
-        self._extra = {k: v for k, v in given.items() if k not in OPTION_NAMES}
         if client is not None and not isinstance(client, (Composo, AsyncComposo)):
             raise ComposoValidationError(
                 "client: expected a composo.Composo or composo.AsyncComposo, "
                 f"got {type(client).__name__}"
             )
+        given = dict(options or {})
+        evaluate_options = {k: v for k, v in given.items() if k in OPTION_NAMES}
+        if evaluate_options.get("model_core") is None and client is not None:
+            evaluate_options["model_core"] = client.model_core  # as the client's calls have
+        self._plan = Plan.create(criteria, evaluator_name, evaluate_options)
+        self.criteria: list[str] = list(self._plan.criteria)
+        self._extra = {k: v for k, v in given.items() if k not in OPTION_NAMES}
         if not isinstance(max_pending, int) or max_pending < 1:
             raise ComposoValidationError(f"max_pending: must be at least 1, got {max_pending!r}")
         if max_pending < len(self.criteria):
@@ -419,6 +336,7 @@ class BackgroundEvaluator:
         # Jobs handed to the engine, by position, with how many of their results are still due.
         self._running: dict[int, _Prepared] = {}
         self._closed = False
+        self._exiting = False
         self._skipped = 0
         self._finalizer = (
             weakref.finalize(self, _close_owned, self._client)
@@ -584,7 +502,7 @@ class BackgroundEvaluator:
         with self._cond:
             self._wake_pending = False
         if self._pump is None:
-            if self._inbox:
+            if self._inbox and not self._exiting:
                 self._start_pump()
         elif self._wake is not None:
             self._wake.set()
@@ -599,21 +517,28 @@ class BackgroundEvaluator:
     def _pump_done(self, task: asyncio.Task[None]) -> None:
         self._pump = None
         # A job that arrived while the last batch was finishing starts the next one.
-        if self._inbox and not self._closed:
+        if self._inbox and not self._closed and not self._exiting:
             self._start_pump()
             return
         with self._cond:
             self._busy = False
             self._cond.notify_all()
 
-    def _send(self) -> ASend:
+    def _sender(self) -> ASend:
+        """The client's public ``send``: awaited, or run on the loop's executor threads."""
         client = self._client
         if isinstance(client, AsyncComposo):
             return client.send
-        pool = _worker.pool()
+        loop = asyncio.get_running_loop()
 
         def send(request: Any) -> asyncio.Future[Any]:
-            return pool.run(client.send, request)
+            try:
+                return loop.run_in_executor(None, client.send, request)
+            except RuntimeError:
+                # The interpreter is exiting and its executors take no more work: take no more
+                # jobs either; what is left stays pending, for the warning at exit.
+                self._exiting = True
+                raise
 
         return send
 
@@ -622,7 +547,7 @@ class BackgroundEvaluator:
         window = self._client.max_concurrent_requests
         try:
             async for _ in astream(
-                self._send(), self._jobs(), self._plan, window, None, self._done
+                self._sender(), self._jobs(), self._plan, window, None, self._done
             ):
                 pass
         except Exception:
@@ -632,6 +557,8 @@ class BackgroundEvaluator:
         wake = self._wake
         assert wake is not None
         for index in itertools.count():
+            if self._exiting:
+                return
             while not self._inbox:
                 # Idle (nothing queued, nothing in flight): end the batch, so nothing on the
                 # loop refers to this evaluator until the next submit.
@@ -743,7 +670,7 @@ _live: weakref.WeakSet[BackgroundEvaluator] = weakref.WeakSet()
 def _warn_unfinished() -> None:
     """Evaluations still queued at exit are lost; say so rather than losing them silently."""
     for evaluator in list(_live):
-        if evaluator.pending and not evaluator._closed:
+        if evaluator.pending and not evaluator.closed:
             _log.warning(
                 "%s: %d evaluation(s) were still pending at exit and are lost; call flush() "
                 "before the program ends",

@@ -17,6 +17,7 @@ from composo._core.limits import (
     DEFAULT_TIMEOUT,
 )
 from composo._platform_methods import PlatformMethods
+from composo._siblings import Siblings
 from composo._transport import network, sync_transport
 
 if TYPE_CHECKING:
@@ -24,11 +25,12 @@ if TYPE_CHECKING:
 
     from composo._core.network import ProxyOption, VerifyOption
     from composo._core.options import EvaluateOptions
+    from composo._core.ratelimit import Permits
 
 __all__ = ["Composo"]
 
 
-class Composo(PlatformMethods, SyncClient):
+class Composo(Siblings, PlatformMethods, SyncClient):
     """Evaluate conversations and traces against plain-English criteria.
 
     The first five arguments may be given by position, in the order of the platform's own SDK;
@@ -58,10 +60,16 @@ class Composo(PlatformMethods, SyncClient):
             ``SSL_CERT_FILE`` / ``SSL_CERT_DIR``); a path to a CA bundle, or an
             ``ssl.SSLContext``; ``False`` only for a test server.
         trust_env: ``False`` ignores the proxy and CA bundle variables of the environment.
+        permits: A request budget shared beyond this process (an object with blocking
+            ``acquire()`` and ``release()``, such as :class:`composo.ray.RequestBudget`): each
+            attempt holds one permit from before it is sent until its answer is read.
 
     Raises:
         ComposoValidationError: A setting is unusable (no API key, a bad URL, model core,
             proxy or CA bundle...), before any request.
+
+    ``Composo.from_client(client, timeout=120)`` makes another client with ``client``'s
+    settings (either kind), except those given.
     """
 
     def __init__(
@@ -79,10 +87,12 @@ class Composo(PlatformMethods, SyncClient):
         proxy: ProxyOption = None,
         verify: VerifyOption = True,
         trust_env: bool = True,
+        permits: Permits | None = None,
     ) -> None:
         settings = network(proxy, verify, trust_env, http_client)
         self.cache = cache = open_cache(cache, http_client)
         self.proxy, self.verify, self.trust_env = proxy, verify, trust_env
+        self.permits = permits
         transport = None
         if settings is not None:
 
@@ -99,7 +109,14 @@ class Composo(PlatformMethods, SyncClient):
             http_client=http_client,
             transport=transport,
             requests_per_minute=requests_per_minute,
+            permits=permits,
         )
+
+    def _own_kind(self) -> dict[str, Any]:
+        return {
+            "http_client": None if self._owns_http else self._http_client,
+            "permits": self.permits,
+        }
 
     def evaluate_dataframe(
         self,

@@ -68,14 +68,16 @@ def test_a_run_that_cannot_be_prepared_is_a_failed_record_and_a_warning(
 def test_evaluators_share_one_thread_and_an_idle_one_is_collected(
     client: Composo, live: ServerProcess
 ) -> None:
-    def one() -> weakref.ref[BackgroundEvaluator]:
-        ev = BackgroundEvaluator("Reward brevity", client=client)
+    def one(*criteria: str) -> weakref.ref[BackgroundEvaluator]:
+        ev = BackgroundEvaluator(list(criteria or ["Reward brevity"]), client=client)
         ev.submit("r", "evaluate", lambda: {"messages": MESSAGES, "result": "Paris."})
         assert ev.flush(timeout=30)
-        assert [r.ok for r in ev.results] == [True]
+        assert all(r.ok for r in ev.results)
         return weakref.ref(ev)
 
-    one()
+    # The first use starts the background thread and, two requests at once, two threads of the
+    # shared executor (which may keep a spare one as calls come one after another).
+    one("Reward brevity", "Fails if rude")
     gc.collect()
     before = set(threading.enumerate())
     refs = [one() for _ in range(10)]

@@ -1,0 +1,104 @@
+"""``from_client``: a new client made with another's settings, of either kind, shared by
+:class:`~composo.Composo` and :class:`~composo.AsyncComposo`.
+
+Integrations that are handed one kind of client and need the other (a LlamaIndex evaluator
+given an ``AsyncComposo`` and called synchronously), and users who want the same client with
+one setting changed, make it here; the API key passes from client to client in this module
+and is never read anywhere else.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, TypedDict
+
+from composo.errors import ComposoValidationError
+
+if TYPE_CHECKING:
+    from typing_extensions import Self, Unpack
+
+    from composo._cache import CacheOption
+    from composo._core.network import ProxyOption, VerifyOption
+
+__all__ = ["ClientSettings", "Siblings"]
+
+
+class ClientSettings(TypedDict, total=False):
+    """The constructor keywords both clients take, which a client made by ``from_client``
+    copies (``http_client`` and ``permits`` are of one kind of client and are not here)."""
+
+    api_key: str | None
+    base_url: str | None
+    num_retries: int
+    model_core: str | None
+    timeout: float
+    max_concurrent_requests: int
+    cache: CacheOption
+    requests_per_minute: float | None
+    proxy: ProxyOption
+    verify: VerifyOption
+    trust_env: bool
+
+
+class Siblings:
+    """Mixed into both faces, which set these attributes."""
+
+    _api_key: str
+    base_url: str
+    num_retries: int
+    model_core: str | None
+    timeout: float
+    max_concurrent_requests: int
+    requests_per_minute: float | None
+    cache: Any
+    proxy: ProxyOption
+    verify: VerifyOption
+    trust_env: bool
+
+    def _own_kind(self) -> dict[str, Any]:
+        """What only a client of the same kind can take over (a supplied ``http_client``...)."""
+        return {}
+
+    def _settings(self, same_kind: bool) -> dict[str, Any]:
+        settings = ClientSettings(
+            api_key=self._api_key,
+            base_url=self.base_url,
+            num_retries=self.num_retries,
+            model_core=self.model_core,
+            timeout=self.timeout,
+            max_concurrent_requests=self.max_concurrent_requests,
+            cache=self.cache,
+            requests_per_minute=self.requests_per_minute,
+            proxy=self.proxy,
+            verify=self.verify,
+            trust_env=self.trust_env,
+        )
+        return {**settings, **(self._own_kind() if same_kind else {})}
+
+    @classmethod
+    def from_client(cls, client: Siblings, **changes: Unpack[ClientSettings]) -> Self:
+        """A new client of this class with the settings of ``client`` (a ``Composo`` or an
+        ``AsyncComposo``: key, URL, retries, model core, timeout, concurrency, pace, cache,
+        proxy and CA settings), except ``changes``.
+
+        It has its own connections and pace, and is closed on its own. A supplied
+        ``http_client`` (and ``Composo``'s ``permits``) come along only when ``client`` is of
+        this same class; for the other kind the new client makes its own connections with
+        ``client``'s ``proxy``, ``verify`` and ``trust_env``.
+
+        Args:
+            client: The client whose settings to copy.
+            **changes: Constructor keywords to set differently (``timeout=120``...).
+
+        Raises:
+            ComposoValidationError: ``client`` is not a Composo client, or a change is unusable.
+        """
+        if not isinstance(client, Siblings):
+            raise ComposoValidationError(
+                "client: expected a composo.Composo or composo.AsyncComposo, "
+                f"got {type(client).__name__}"
+            )
+        settings = client._settings(same_kind=type(client) is cls)
+        settings.update(changes)
+        maker: Any = cls
+        out: Self = maker(**settings)
+        return out
