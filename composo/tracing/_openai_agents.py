@@ -19,10 +19,12 @@ tracer's ``TraceRecorder``:
 - a function span adds the tool call and its result when the model calls do not carry them
   (matched to the call's id by name and arguments; the recorder keeps one of each id).
 
-The SDK's processors can be added or all replaced, not listed or removed, so ours is added once
-per SDK trace provider and is idle (one attribute read per span) while the instrument is off.
-While it is on, OpenTelemetry spans of the same calls (OpenInference's Agents SDK instrumentor,
-or an OpenAI client instrumentor under an SDK model call) are left out of the live recording.
+The SDK's processors can be added or all replaced, not listed or removed: ours is added each
+time the instrument is switched on (an event it receives twice counts once) and is idle (one
+attribute read per event) while the instrument is off. While it is on, OpenTelemetry spans of the
+same calls (OpenInference's Agents SDK instrumentor, or an OpenAI client instrumentor under an SDK
+model call) are left out of the live recording; if OpenInference's instrumentor has replaced ours,
+its spans are recorded instead (with a warning).
 """
 
 from __future__ import annotations
@@ -31,7 +33,6 @@ import functools
 import logging
 import os
 import threading
-import weakref
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -45,7 +46,7 @@ from agents.tracing import (
     Trace,
     TracingProcessor,
     get_current_span,
-    get_trace_provider,
+    get_current_trace,
 )
 
 from composo._core import convert
@@ -66,6 +67,11 @@ _log = logging.getLogger("composo.tracing")
 OPENINFERENCE_SCOPE = "openinference.instrumentation.openai_agents"
 """The instrumentation scope of OpenInference's Agents SDK spans (the same calls, again)."""
 
+_DISPLACED = (
+    "OpenInference's OpenAI Agents SDK instrumentor replaced Composo's trace processor (its "
+    "exclusive mode), so AgentTracer records the runs from its spans instead; switch it on "
+    "before Instruments.OPENAI_AGENTS, or with instrument(exclusive_processor=False)"
+)
 _NO_DATA = (
     "an OpenAI Agents SDK model call carried no messages (the run has "
     "trace_include_sensitive_data off), so it is left out of the trace; turn it on with "
@@ -95,6 +101,9 @@ class AgentsSDKProcessor(TracingProcessor):
     def __init__(self) -> None:
         self.active = False
         self._lock = threading.Lock()
+        # ids of the SDK traces that started while this was on (their spans are ours to record)
+        self._traces: set[str] = set()
+        self._warned_displaced = False
         # SDK span id -> the run it belongs to (an agent span: its own), while the span is open
         self._open: dict[str, _Run] = {}
         # model-call span id -> its place in the agent's history
@@ -103,14 +112,19 @@ class AgentsSDKProcessor(TracingProcessor):
     # -- the SDK's events -------------------------------------------------------------------------
 
     def on_trace_start(self, trace: Trace) -> None:
-        return None  # spans say everything; a trace started outside a tracer may hold one
+        if self.active:
+            # a trace started outside any tracer may still hold runs inside one
+            with self._lock:
+                self._traces.add(trace.trace_id)
 
     def on_trace_end(self, trace: Trace) -> None:
-        return None
+        if self._traces:
+            with self._lock:
+                self._traces.discard(trace.trace_id)
 
     def on_span_start(self, span: Span[Any]) -> None:
-        if not self.active:
-            return
+        if not self.active or span.trace_id not in self._traces or span.span_id in self._open:
+            return  # not ours, or the same span again (the processor is registered twice)
         parent_id = span.parent_id
         run = self._open.get(parent_id) if parent_id is not None else None
         tracer = context.current_tracer()
@@ -160,22 +174,29 @@ class AgentsSDKProcessor(TracingProcessor):
     # -- for the OpenTelemetry span processor and tests ----------------------------------------
 
     def recorded_here(self, span: OtelSpan) -> bool:
-        """Whether an OpenTelemetry span starting now reports a call this processor records:
-        any span of OpenInference's Agents SDK instrumentor, or any span started inside an SDK
-        model call being recorded (the OpenAI client's own span of that call)."""
+        """Whether an OpenTelemetry span starting now reports what this processor records:
+        OpenInference's Agents SDK spans of a run it sees (a trace's own span starts before
+        the trace is current: it is left out too), or any span started inside an SDK model call
+        being recorded (the OpenAI client's own span of that call)."""
         if not self.active:
             return False
         scope = span.instrumentation_scope
         if scope is not None and scope.name == OPENINFERENCE_SCOPE:
-            return True
+            trace = get_current_trace()
+            if trace is None or trace.trace_id in self._traces:
+                return True
+            if not self._warned_displaced:
+                self._warned_displaced = True
+                _log.warning(_DISPLACED)
+            return False
         if not self._calls:
             return False
         current = get_current_span()
         return current is not None and current.span_id in self._calls
 
     def pending(self) -> int:
-        """SDK spans open inside a tracer (for tests of bounded memory)."""
-        return len(self._open)
+        """SDK traces and spans open (for tests of bounded memory)."""
+        return len(self._traces) + len(self._open)
 
 
 def _top(tracer: Any) -> _Run | None:
@@ -349,25 +370,9 @@ def _match(run: _Run, name: str, arguments: str) -> str | None:
 
 
 PROCESSOR = AgentsSDKProcessor()
-"""The one processor; added to each SDK trace provider it has been switched on with."""
+"""The one processor, added to the SDK's trace provider each time the instrument is switched on."""
 
 _lock = threading.Lock()
-_providers: weakref.WeakSet[Any] = weakref.WeakSet()
-_kept: list[Any] = []  # providers that take no weak reference
-
-
-def _with_processor(provider: Any) -> bool:
-    try:
-        return provider in _providers
-    except TypeError:
-        return any(p is provider for p in _kept)
-
-
-def _remember(provider: Any) -> None:
-    try:
-        _providers.add(provider)
-    except TypeError:
-        _kept.append(provider)
 
 
 class AgentsSDKCapture:
@@ -381,10 +386,10 @@ class AgentsSDKCapture:
     def instrument(self, tracer_provider: Any = None, **kwargs: Any) -> None:
         """Add the processor to the SDK's trace provider (once) and start recording."""
         with _lock:
-            provider = get_trace_provider()
-            if not _with_processor(provider):
-                add_trace_processor(PROCESSOR)
-                _remember(provider)
+            # The SDK cannot say whether a processor is still registered (set_trace_processors,
+            # or OpenInference's exclusive instrumentor, replaces them all), so it is added
+            # again each time; the same event delivered twice is recorded once.
+            add_trace_processor(PROCESSOR)
             PROCESSOR.active = True
             hooks = _processor.recorded_elsewhere
             if PROCESSOR.recorded_here not in hooks:
