@@ -12,6 +12,7 @@ PydanticAI's first format) read to one and the same trace.
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import sys
 import time
@@ -21,6 +22,7 @@ from typing import Any
 
 import pytest
 from google.protobuf.json_format import MessageToDict, ParseDict
+from opentelemetry import trace as trace_api
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
@@ -560,3 +562,280 @@ def test_structured_attribute_values_decode_from_otlp_json_and_protobuf() -> Non
         id="call_rome", name="get_weather", parameters=json.dumps(ARGS)
     )
     assert [t.name for t in call.tools_available or []] == ["get_weather"]
+
+
+@pytest.mark.parametrize("version", [2, 3, 4, 5, 6])
+def test_every_pydantic_ai_data_format_gives_the_two_agent_trace(version: int) -> None:
+    """PydanticAI's formats: version 2 names spans ``agent run`` / ``running tool``; from
+    version 6 tool results come in ``tool`` messages instead of ``user`` ones."""
+    from pydantic_ai.models.instrumented import InstrumentationSettings
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    with pytest.warns() if version < 5 else contextlib.nullcontext():  # older formats warn
+        settings = InstrumentationSettings(tracer_provider=provider, version=version)  # type: ignore[arg-type]
+    Agent.instrument_all(settings)
+    try:
+        run_two_agents()
+    finally:
+        Agent.instrument_all(False)
+    check_two_agents(trace_from_otlp(otlp_json(exporter.get_finished_spans())))
+
+
+def span_tree(
+    provider: TracerProvider, spans: list[tuple[int, str, dict[str, Any], list[Any]]]
+) -> None:
+    """Spans given as (depth, name, attributes, events), each under the last one less deep."""
+    app = provider.get_tracer("app")
+    open_spans: list[Any] = []
+    for depth, name, attrs, events in spans:
+        while len(open_spans) > depth:
+            open_spans.pop().end()
+        parent = open_spans[-1] if open_spans else None
+        context = trace_api.set_span_in_context(parent) if parent is not None else None
+        span = app.start_span(name, context=context, attributes=attrs)
+        for event_name, body in events:
+            span.add_event(event_name, attributes=body)
+        open_spans.append(span)
+    while open_spans:
+        open_spans.pop().end()
+
+
+def _blocks(*items: Any) -> str:
+    return json.dumps(list(items))
+
+
+FRAMEWORKS: dict[str, list[tuple[int, str, dict[str, Any], list[Any]]]] = {
+    # Strands Agents: Bedrock content blocks as JSON text in span events
+    "strands": [
+        (
+            0,
+            "invoke_agent planner",
+            {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "planner"},
+            [],
+        ),
+        (1, "execute_event_loop_cycle", {}, []),
+        (
+            2,
+            "chat",
+            {"gen_ai.operation.name": "chat"},
+            [
+                ("gen_ai.system.message", {"content": _blocks({"text": SYSTEM})}),
+                ("gen_ai.user.message", {"content": _blocks({"text": ASK})}),
+                (
+                    "gen_ai.choice",
+                    {
+                        "finish_reason": "tool_use",
+                        "message": _blocks(
+                            {
+                                "toolUse": {
+                                    "toolUseId": "call_rome",
+                                    "name": "get_weather",
+                                    "input": ARGS,
+                                }
+                            }
+                        ),
+                    },
+                ),
+            ],
+        ),
+        (
+            2,
+            "execute_tool get_weather",
+            {
+                "gen_ai.operation.name": "execute_tool",
+                "gen_ai.tool.name": "get_weather",
+                "gen_ai.tool.call.id": "call_rome",
+            },
+            [
+                (
+                    "gen_ai.tool.message",
+                    {"role": "tool", "content": json.dumps(ARGS), "id": "call_rome"},
+                ),
+                ("gen_ai.choice", {"message": _blocks({"text": RESULT}), "id": "call_rome"}),
+            ],
+        ),
+        (1, "execute_event_loop_cycle", {}, []),
+        (
+            2,
+            "chat",
+            {"gen_ai.operation.name": "chat"},
+            [
+                ("gen_ai.system.message", {"content": _blocks({"text": SYSTEM})}),
+                ("gen_ai.user.message", {"content": _blocks({"text": ASK})}),
+                (
+                    "gen_ai.assistant.message",
+                    {
+                        "content": _blocks(
+                            {
+                                "toolUse": {
+                                    "toolUseId": "call_rome",
+                                    "name": "get_weather",
+                                    "input": ARGS,
+                                }
+                            }
+                        )
+                    },
+                ),
+                (
+                    "gen_ai.tool.message",
+                    {
+                        "content": _blocks(
+                            {
+                                "toolResult": {
+                                    "toolUseId": "call_rome",
+                                    "content": [{"text": RESULT}],
+                                    "status": "success",
+                                }
+                            }
+                        )
+                    },
+                ),
+                (
+                    "gen_ai.choice",
+                    {"finish_reason": "end_turn", "message": _blocks({"text": REPLY})},
+                ),
+            ],
+        ),
+    ],
+    # Semantic Kernel: the whole prompt and completion as JSON in one event each
+    "semantic kernel": [
+        (
+            0,
+            "invoke_agent planner",
+            {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "planner"},
+            [],
+        ),
+        (
+            1,
+            "chat.completions gpt-4.1",
+            {"gen_ai.operation.name": "chat.completions"},
+            [
+                (
+                    "gen_ai.content.prompt",
+                    {
+                        "gen_ai.prompt": json.dumps(
+                            [
+                                {"role": "system", "content": SYSTEM},
+                                {"role": "user", "content": ASK},
+                            ]
+                        )
+                    },
+                ),
+                (
+                    "gen_ai.content.completion",
+                    {
+                        "gen_ai.completion": json.dumps(
+                            [
+                                {
+                                    "role": "assistant",
+                                    "content": None,
+                                    "tool_calls": [
+                                        {
+                                            "id": "call_rome",
+                                            "type": "function",
+                                            "function": {
+                                                "name": "get_weather",
+                                                "arguments": json.dumps(ARGS),
+                                            },
+                                        }
+                                    ],
+                                }
+                            ]
+                        )
+                    },
+                ),
+            ],
+        ),
+        (
+            1,
+            "execute_tool get_weather",
+            {
+                "gen_ai.operation.name": "execute_tool",
+                "gen_ai.tool.name": "get_weather",
+                "gen_ai.tool.call.id": "call_rome",
+                "gen_ai.tool.call.result": RESULT,
+            },
+            [],
+        ),
+        (
+            1,
+            "chat.completions gpt-4.1",
+            {"gen_ai.operation.name": "chat.completions"},
+            [
+                (
+                    "gen_ai.content.prompt",
+                    {
+                        "gen_ai.prompt": json.dumps(
+                            [
+                                {"role": "system", "content": SYSTEM},
+                                {"role": "user", "content": ASK},
+                                {
+                                    "role": "assistant",
+                                    "content": None,
+                                    "tool_calls": [
+                                        {
+                                            "id": "call_rome",
+                                            "type": "function",
+                                            "function": {
+                                                "name": "get_weather",
+                                                "arguments": json.dumps(ARGS),
+                                            },
+                                        }
+                                    ],
+                                },
+                                {"role": "tool", "tool_call_id": "call_rome", "content": RESULT},
+                            ]
+                        )
+                    },
+                ),
+                (
+                    "gen_ai.content.completion",
+                    {"gen_ai.completion": json.dumps([{"role": "assistant", "content": REPLY}])},
+                ),
+            ],
+        ),
+    ],
+    # OpenLLMetry: its own span kinds and entity attributes around indexed model calls
+    "openllmetry": [
+        (
+            0,
+            "planner.agent",
+            {"traceloop.span.kind": "agent", "traceloop.entity.name": "planner"},
+            [],
+        ),
+        (1, "openai.chat", {"llm.request.type": "chat", **as_indexed(FIRST)[0]}, []),
+        (
+            1,
+            "get_weather.tool",
+            {
+                "traceloop.span.kind": "tool",
+                "traceloop.entity.name": "get_weather",
+                "traceloop.entity.input": json.dumps({"args": [], "kwargs": ARGS}),
+                "traceloop.entity.output": RESULT,
+            },
+            [],
+        ),
+        (1, "openai.chat", {"llm.request.type": "chat", **as_indexed(SECOND)[0]}, []),
+    ],
+}
+
+
+@pytest.mark.parametrize("framework", list(FRAMEWORKS))
+def test_other_frameworks_genai_spans_become_an_agent_with_its_tool_call(framework: str) -> None:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    span_tree(provider, FRAMEWORKS[framework])
+    trace = trace_from_otlp(otlp_json(exporter.get_finished_spans()))
+    planner = trace.agent_instance_by_id[trace.root_agent_instance_id]
+    assert planner.name == "planner"
+    first, second = planner.interactions
+    call = ToolCall(id="call_rome", name="get_weather", parameters=json.dumps(ARGS))
+    assert [m.content for m in first.input_messages] == [SYSTEM, ASK]
+    assert [m.content for m in first.output_messages] == [call]
+    responses = [m.content for m in second.input_messages if isinstance(m.content, ToolResponse)]
+    assert [(r.id, r.response) for r in responses] == [("call_rome", RESULT)]
+    assert call in [m.content for m in second.input_messages]
+    assert [m.content for m in second.output_messages] == [REPLY]
