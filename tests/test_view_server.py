@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from composo.cli._page import conversation
+from composo.cli._report import conversation
 from tests.support.browser import Viewer, start_view
 from tests.support.cli import page_data, run_composo
 from tests.test_view import BINARY, SCORED, write_run
@@ -135,7 +135,7 @@ def test_a_trace_shows_as_its_agent_tree() -> None:
 
 
 def test_items_sharing_an_id_stay_apart(tmp_path: Path) -> None:
-    from composo.cli._page import load_run, page_data
+    from composo.cli._report import load_run, page_data
     from tests.support.cli import write_rows
 
     rows = [
@@ -155,7 +155,7 @@ def test_items_sharing_an_id_stay_apart(tmp_path: Path) -> None:
 
 
 def test_rows_set_aside_are_listed_for_the_page(tmp_path: Path) -> None:
-    from composo.cli._page import load_run, page_data
+    from composo.cli._report import load_run, page_data
 
     out = write_run(tmp_path, "out.jsonl")
     with out.open("a") as f:
@@ -169,7 +169,7 @@ def test_rows_set_aside_are_listed_for_the_page(tmp_path: Path) -> None:
 
 
 def test_changes_name_items_as_the_table_does(tmp_path: Path) -> None:
-    from composo.cli._page import load_run, page_data
+    from composo.cli._report import load_run, page_data
     from tests.support.cli import write_rows
 
     def rows(score: float, with_ids: bool) -> list[dict[str, object]]:

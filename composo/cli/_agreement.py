@@ -10,6 +10,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from composo.cli._compare import fig
+
 if TYPE_CHECKING:
     from composo._agreement import Agreement, CriterionAgreement
 
@@ -48,14 +50,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
 
 
-def _f(value: float | None, signed: bool = False) -> str:
-    if value is None:
-        return "-"
-    return f"{value:+.3f}" if signed else f"{value:.3f}"
-
-
 def _span(interval: tuple[float, float] | None) -> str:
-    return "" if interval is None else f" [{_f(interval[0], True)}, {_f(interval[1], True)}]"
+    return "" if interval is None else f" [{fig(interval[0], True)}, {fig(interval[1], True)}]"
 
 
 def _criterion_lines(c: CriterionAgreement, worst: int) -> list[str]:
@@ -63,12 +59,12 @@ def _criterion_lines(c: CriterionAgreement, worst: int) -> list[str]:
 
     lines = [f"{label(c.criterion, 72)}  ({c.kind}, n={c.n})"]
     if c.kind == "reward":
-        lines.append(f"  Spearman {_f(c.spearman, True)}{_span(c.spearman_interval)}")
-        lines.append(f"  Kendall  {_f(c.kendall, True)}{_span(c.kendall_interval)}")
-        lines.append(f"  mean absolute error {_f(c.mean_absolute_error)}")
+        lines.append(f"  Spearman {fig(c.spearman, True)}{_span(c.spearman_interval)}")
+        lines.append(f"  Kendall  {fig(c.kendall, True)}{_span(c.kendall_interval)}")
+        lines.append(f"  mean absolute error {fig(c.mean_absolute_error)}")
     else:
         table = c.confusion
-        lines.append(f"  accuracy {_f(c.accuracy)}  Cohen's kappa {_f(c.kappa, True)}")
+        lines.append(f"  accuracy {fig(c.accuracy)}  Cohen's kappa {fig(c.kappa, True)}")
         if table is not None:
             lines += [
                 "                 human pass  human fail",
@@ -80,7 +76,7 @@ def _criterion_lines(c: CriterionAgreement, worst: int) -> list[str]:
         lines.append("  largest disagreements:")
     for d in shown:
         note = f"  ({' '.join(d.comment.split())[:100]})" if d.comment else ""
-        lines.append(f"    {d.id}: judge {_f(d.judge)}, human {_f(d.human)}{note}")
+        lines.append(f"    {d.id}: judge {fig(d.judge)}, human {fig(d.human)}{note}")
     return lines
 
 

@@ -132,13 +132,8 @@ class CriterionComparison:
 
     def regression(self, tolerance: float) -> bool:
         """The mean dropped by more than ``tolerance`` and the interval lies below 0."""
-        d = self.mean_diff
-        return (
-            d is not None
-            and self.interval is not None
-            and d < -tolerance
-            and self.interval[1] < 0.0
-        )
+        d, interval = self.mean_diff, self.interval
+        return d is not None and interval is not None and d < -tolerance and interval[1] < 0.0
 
 
 @dataclass
@@ -228,7 +223,8 @@ def _usage(message: str) -> int:
     return EXIT_USAGE
 
 
-def _f(value: float | None, signed: bool = False) -> str:
+def fig(value: float | None, signed: bool = False) -> str:
+    """A figure to three decimals (``+`` on a difference), ``-`` when there is none."""
     if value is None:
         return "-"
     return f"{value:+.3f}" if signed else f"{value:.3f}"
@@ -245,28 +241,26 @@ def render_text(result: Comparison, worst: int, tolerance: float | None) -> str:
     lines: list[str] = []
     for c in result.criteria:
         lo, hi = c.interval if c.interval else (None, None)
-        lines.append(label(c.criterion, 72))
-        lines.append(
-            f"  mean  base {_f(c.base_mean)} (n={c.base_count})  new {_f(c.new_mean)} "
-            f"(n={c.new_count})"
-        )
-        lines.append(
-            f"  paired difference {_f(c.mean_diff, True)} over {len(c.pairs)} item(s), "
-            f"95% interval [{_f(lo, True)}, {_f(hi, True)}]"
-        )
-        lines.append(f"  improved {c.improved}  regressed {c.regressed}  unchanged {c.unchanged}")
+        lines += [
+            label(c.criterion, 72),
+            f"  mean  base {fig(c.base_mean)} (n={c.base_count})  new {fig(c.new_mean)} "
+            f"(n={c.new_count})",
+            f"  paired difference {fig(c.mean_diff, True)} over {len(c.pairs)} item(s), "
+            f"95% interval [{fig(lo, True)}, {fig(hi, True)}]",
+            f"  improved {c.improved}  regressed {c.regressed}  unchanged {c.unchanged}",
+        ]
         if tolerance is not None and c.regression(tolerance):
             lines.append(f"  REGRESSION: the mean dropped by more than {tolerance:g}")
         shown = c.worst(worst)
         if shown:
             lines.append("  regressed most:")
         for p in shown:
-            lines.append(
-                f"    {p.key}: {_f(float(p.base['score']))} -> {_f(float(p.new['score']))} "
-                f"({_f(p.diff, True)})"
-            )
-            lines.append(f"      base: {_one_line(p.base.get('explanation'))}")
-            lines.append(f"      new:  {_one_line(p.new.get('explanation'))}")
+            lines += [
+                f"    {p.key}: {fig(float(p.base['score']))} -> {fig(float(p.new['score']))} "
+                f"({fig(p.diff, True)})",
+                f"      base: {_one_line(p.base.get('explanation'))}",
+                f"      new:  {_one_line(p.new.get('explanation'))}",
+            ]
         lines.append("")
     return "\n".join(lines)
 
@@ -286,14 +280,14 @@ def render_markdown(result: Comparison, tolerance: float | None) -> str:
         lo, hi = c.interval if c.interval else (None, None)
         flag = " ❌" if tolerance is not None and c.regression(tolerance) else ""
         lines.append(
-            f"| {md_cell(label(c.criterion, 60))} | {_f(c.base_mean)} | {_f(c.new_mean)} | "
-            f"{_f(c.mean_diff, True)}{flag} | [{_f(lo, True)}, {_f(hi, True)}] | {c.improved} | "
+            f"| {md_cell(label(c.criterion, 60))} | {fig(c.base_mean)} | {fig(c.new_mean)} | "
+            f"{fig(c.mean_diff, True)}{flag} | [{fig(lo, True)}, {fig(hi, True)}] | {c.improved} | "
             f"{c.regressed} | {c.unchanged} |"
         )
     return "\n".join(lines) + "\n\n"
 
 
-def load(path: Path, name: str, command: str = "compare") -> tuple[list[dict[str, Any]], int]:
+def load(path: Path, name: str) -> tuple[list[dict[str, Any]], int]:
     """A results file's usable rows and how many were set aside (said on stderr; the command
     then exits with ``EXIT_BAD_ROWS`` unless a gate failed)."""
     from composo.cli._results import read_results
@@ -305,7 +299,7 @@ def load(path: Path, name: str, command: str = "compare") -> tuple[list[dict[str
     except OSError as exc:
         raise CompareError(f"{name}: {exc}") from None
     if rows:  # a file of no results at all is one usage error, said by the caller
-        checked.report(command)
+        checked.report("compare")
     return rows, checked.bad
 
 
@@ -343,8 +337,8 @@ def run(args: argparse.Namespace) -> int:
     for c in dropped:
         lo, hi = c.interval or (0.0, 0.0)
         print(
-            f"regression: {label(c.criterion, 60)}: mean {_f(c.base_mean)} -> {_f(c.new_mean)}, "
-            f"paired difference {_f(c.mean_diff, True)} (95% interval [{lo:+.3f}, {hi:+.3f}]), "
+            f"regression: {label(c.criterion, 60)}: mean {fig(c.base_mean)} -> {fig(c.new_mean)}, "
+            f"paired difference {fig(c.mean_diff, True)} (95% interval [{lo:+.3f}, {hi:+.3f}]), "
             f"more than the tolerance {args.fail_on_regression:g}",
             file=sys.stderr,
         )

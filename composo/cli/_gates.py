@@ -95,21 +95,18 @@ class GateOutcome:
     def describe(self) -> str:
         from composo.cli._criteria import label
 
-        name = label(self.gate.criterion, 48)
-        what = "mean" if self.gate.kind == "fail-under" else "pass rate"
+        gate = self.gate
+        said = f"{gate.option}: {label(gate.criterion, 48)}"
         if self.value is None:
-            return f"{self.gate.option}: {name}: no scored items to measure"
-        shown = _pct(self.value) if self.gate.kind == "min-pass-rate" else f"{self.value:.3f}"
-        goal = (
-            _pct(self.gate.threshold)
-            if self.gate.kind == "min-pass-rate"
-            else f"{self.gate.threshold:.3f}"
-        )
+            return f"{said}: no scored items to measure"
+
+        def shown(x: float) -> str:
+            return _pct(x) if gate.kind == "min-pass-rate" else f"{x:.3f}"
+
+        said += f": {'mean' if gate.kind == 'fail-under' else 'pass rate'} {shown(self.value)}"
         if self.passed:
-            return f"{self.gate.option}: {name}: {what} {shown} meets {goal}"
-        gap = self.gate.threshold - self.value
-        by = _pct(gap) if self.gate.kind == "min-pass-rate" else f"{gap:.3f}"
-        return f"{self.gate.option}: {name}: {what} {shown} is {by} below {goal}"
+            return f"{said} meets {shown(gate.threshold)}"
+        return f"{said} is {shown(gate.threshold - self.value)} below {shown(gate.threshold)}"
 
 
 def _pct(value: float) -> str:

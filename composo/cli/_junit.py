@@ -2,8 +2,9 @@
 test suite per criterion, a ``<failure>`` carrying the judge's explanation when an item scored
 below what it needed, an ``<error>`` when it could not be evaluated, ``<skipped>`` when the
 criterion did not apply; each case's properties name the judge that scored it and whether the
-score came fresh or from the cache. The suites, their order and thresholds come from the run's
-:class:`~composo.cli._summary.Summary` (its criteria and gates); the cases from the rows."""
+score came fresh or from the cache. The suites, their order, counts and thresholds come from the
+run's :class:`~composo.cli._summary.Summary` (its criteria, figures and gates); the cases from the
+rows, less those the summary sets aside (scores that are not numbers from 0 to 1)."""
 
 from __future__ import annotations
 
@@ -34,13 +35,8 @@ def _provenance(row: dict[str, Any]) -> dict[str, str]:
     """A row's judge (with the platform's model core) and where its score came from."""
     from composo.cli._provenance import judge_key
 
-    out = {}
-    judge = judge_key(row)
-    if judge is not None:
-        out["judge"] = judge
-    if isinstance(row.get("source"), str):
-        out["source"] = str(row["source"])
-    return out
+    said = {"judge": judge_key(row), "source": row.get("source")}
+    return {k: v for k, v in said.items() if isinstance(v, str)}
 
 
 def write_junit(path: Path, rows: Iterable[dict[str, Any]], summary: Summary) -> None:
@@ -50,19 +46,23 @@ def write_junit(path: Path, rows: Iterable[dict[str, Any]], summary: Summary) ->
 
     from composo.cli._criteria import label
     from composo.cli._gates import item_threshold
+    from composo.cli._results import valid_score
+    from composo.cli._summary import CriterionStats
 
     gates = [o.gate for o in summary.outcomes]
     by_criterion: dict[str, list[dict[str, Any]]] = {c: [] for c in summary.info.criteria}
     for row in rows:
-        if row["criterion"] in by_criterion:
+        score, scored = row.get("score"), row.get("error") is None
+        set_aside = scored and isinstance(score, (int, float)) and not valid_score(score)
+        if row["criterion"] in by_criterion and not set_aside:  # as the summary counts them
             by_criterion[row["criterion"]].append(row)
     root = ET.Element("testsuites", name="composo evaluate")
     totals = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
     for criterion, found in by_criterion.items():
         found.sort(key=lambda r: (r["index"], _item(r)))
-        name = label(criterion, 80)
-        needed = item_threshold(criterion, gates)
-        counts = {"tests": len(found), "failures": 0, "errors": 0, "skipped": 0}
+        name, needed = label(criterion, 80), item_threshold(criterion, gates)
+        s = summary.criteria.get(criterion) or CriterionStats()
+        counts = {"tests": s.count, "failures": 0, "errors": s.errors, "skipped": s.not_applicable}
         suite = ET.SubElement(root, "testsuite", name=xml_text(name))
         props = ET.SubElement(suite, "properties")
         ET.SubElement(props, "property", name="criterion", value=xml_text(criterion))
@@ -79,20 +79,14 @@ def write_junit(path: Path, rows: Iterable[dict[str, Any]], summary: Summary) ->
             score = row.get("score")
             explanation = xml_text(row.get("explanation"))
             if row.get("error") is not None:
-                counts["errors"] += 1
                 error = ET.SubElement(case, "error", message=xml_text(row["error"]), type="error")
                 error.text = xml_text(row["error"])
             elif not isinstance(score, (int, float)):
-                counts["skipped"] += 1
                 ET.SubElement(case, "skipped", message="not applicable: " + explanation[:200])
             elif score < needed - 1e-12:
                 counts["failures"] += 1
-                failure = ET.SubElement(
-                    case,
-                    "failure",
-                    message=f"score {score:g} below {needed:g}",
-                    type="ScoreBelowThreshold",
-                )
+                failure = ET.SubElement(case, "failure", type="ScoreBelowThreshold")
+                failure.set("message", f"score {score:g} below {needed:g}")
                 failure.text = explanation
             if explanation and row.get("error") is None:
                 out = ET.SubElement(case, "system-out")

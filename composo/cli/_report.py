@@ -1,17 +1,439 @@
-"""``composo report``: a results file as one HTML page that works offline, from ``file://``: the
-page ``composo view`` serves (:mod:`composo.cli._page`), written with its data, every
-conversation and its script inlined. The run's judge and figures per criterion, the lowest
-scores, errors, rows set aside and means by tag, then every item in a table to search, sort and
-filter, each item's conversation and explanations. With ``--baseline`` an earlier run comes first
-and what changed between them is shown, as ``composo compare`` measures it."""
+"""``composo report`` and the one page it writes, which ``composo view`` serves
+(:mod:`composo.cli._view`). The page's data is plain JSON: each run's
+:class:`~composo.cli._summary.Summary` (judge, figures per criterion, rows set aside), the means by
+tag, every item with each criterion's score, explanation and provenance, what changed between
+runs as ``composo compare`` measures it, and the conversations. Its HTML inlines the page script
+and style under a content security policy that lets only them run; the script draws the data as
+text: the runs, the lowest scores and errors, then every item in a table to search, sort and
+filter, each item's conversation and explanations behind a link (``#item=KEY``). The report
+writes it with every conversation inlined, so it works offline, from ``file://``."""
 
 from __future__ import annotations
 
 import argparse
+import base64
+import hashlib
+import html
+import json
 import sys
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from functools import cache
+from importlib import resources
 from pathlib import Path
+from typing import Any
 
-__all__ = ["add_arguments", "run"]
+from composo.cli._results import CheckedRows, item_keys
+from composo.cli._summary import RunInfo, Summary
+
+__all__ = [
+    "Run",
+    "ViewError",
+    "add_arguments",
+    "conversation",
+    "load_run",
+    "load_runs",
+    "page_data",
+    "page_html",
+    "page_policy",
+    "record_of",
+    "run",
+    "script_json",
+]
+
+_TEXT_CAP = 20_000  # one message's text shown up to this many characters
+_TAG_VALUES = 12  # a tag with more distinct values than this is an id, not a group
+
+
+class ViewError(ValueError):
+    """A results file or a review that cannot be used (one line, naming the fix)."""
+
+
+@dataclass
+class Run:
+    """One results file read for the page, and its summary."""
+
+    path: Path
+    rows: list[dict[str, Any]]
+    checked: CheckedRows
+    info: RunInfo
+    dataset: dict[int, dict[str, Any]] = field(default_factory=dict)
+    dataset_note: str | None = None
+    keys: list[str] = field(default_factory=list)  # each row's item name (item_keys)
+    summary: Summary = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.keys = item_keys(self.rows)
+        problems = (self.checked.problems, self.checked.bad)
+        self.summary = Summary.of(self.rows, self.info, self.path.name, problems)
+
+
+def load_run(path: Path, data: Path | None = None) -> Run:
+    """A results file, its run record and (when found) the dataset it was evaluated from."""
+    from composo.cli._results import read_results
+
+    if not path.is_file():
+        raise ViewError(f"no such file: {path}")
+    try:
+        rows, checked = read_results(path)
+    except OSError as exc:
+        raise ViewError(str(exc)) from None
+    if not rows:
+        first = checked.problems[0].describe() if checked.problems else ""
+        why = f" ({checked.bad} line(s) are not results, the first {first})" if first else ""
+        raise ViewError(f"{path} holds no result rows{why}")
+    info = RunInfo.load(path) or RunInfo()
+    source = data
+    if source is None and info.input and Path(info.input).is_file():
+        source = Path(info.input)
+    run = Run(path, rows, checked, info)
+    if source is None:
+        run.dataset_note = "the dataset was not found (pass --data), so conversations are not shown"
+    else:
+        run.dataset, run.dataset_note = _read_dataset(source, {int(r["index"]) for r in rows})
+    return run
+
+
+def load_runs(paths: list[Path], data: Path | None, command: str) -> list[Run]:
+    """Each results file as a run (:func:`load_run`); the rows each sets aside said on stderr
+    once all are read. Raises :class:`ViewError`."""
+    if data is not None and not data.is_file():
+        raise ViewError(f"--data: no such file: {data}")
+    runs = [load_run(path, data) for path in paths]
+    for run in runs:
+        run.checked.report(command)
+    return runs
+
+
+def _read_dataset(path: Path, wanted: set[int]) -> tuple[dict[int, dict[str, Any]], str | None]:
+    from composo._data.readers import BadRow, UnreadableInput, open_records
+
+    out: dict[int, dict[str, Any]] = {}
+    try:
+        with open_records(path) as records:
+            for index, record in records:
+                if index in wanted and not isinstance(record, BadRow):
+                    out[index] = record
+    except (UnreadableInput, ValueError, OSError) as exc:
+        return out, f"the dataset {path.name} could not be read in full: {exc}"
+    return out, None
+
+
+# -- conversations as display data ----------------------------------------------------------
+
+
+def _cut(text: str, cap: int) -> str:
+    return text if len(text) <= cap else text[:cap] + f"… ({len(text) - cap} more characters)"
+
+
+def _text(value: Any, cap: int) -> str:
+    """Readable text of a content value: a string, text parts, or anything else as JSON."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return _cut(value, cap)
+    if isinstance(value, list):
+        parts = [
+            p.get("text") if isinstance(p, dict) and isinstance(p.get("text"), str) else p
+            for p in value
+            if not (isinstance(p, dict) and p.get("type") in ("tool_use", "tool_result"))
+        ]
+        return _cut(" ".join(p if isinstance(p, str) else _json(p) for p in parts), cap)
+    return _cut(_json(value), cap)
+
+
+def _json(value: Any) -> str:
+    try:
+        return json.dumps(value, ensure_ascii=False, default=str)
+    except (TypeError, ValueError):
+        return str(value)
+
+
+def _call(name: Any, arguments: Any, cap: int) -> dict[str, str]:
+    """A tool call as the page shows it: its name and arguments (as sent, or as JSON)."""
+    shown = arguments if isinstance(arguments, str) else _json(arguments)
+    return {"name": str(name or ""), "arguments": _cut(shown, cap)}
+
+
+def _message(m: Any, cap: int) -> dict[str, Any]:
+    """One message as {role, text, calls: [{name, arguments}], result_of?}."""
+    if not isinstance(m, dict):
+        return {"role": "?", "text": _text(m, cap), "calls": []}
+    calls: list[dict[str, str]] = []
+    listed = m.get("tool_calls")
+    for c in listed if isinstance(listed, list) else []:
+        if isinstance(c, dict):
+            calls.append(_call(_function(c).get("name"), _function(c).get("arguments"), cap))
+    content = m.get("content")
+    results: list[str] = []
+    if isinstance(content, list):  # Anthropic blocks
+        for block in content:
+            if isinstance(block, dict) and block.get("type") == "tool_use":
+                calls.append(_call(block.get("name"), block.get("input"), cap))
+            elif isinstance(block, dict) and block.get("type") == "tool_result":
+                results.append(_text(block.get("content"), cap))
+    out: dict[str, Any] = {"role": str(m.get("role", "?")), "text": _text(content, cap)}
+    if results:
+        out["text"] = " ".join([out["text"], *results]).strip()
+        out["role"] = "tool"
+    out["calls"] = calls
+    if m.get("role") == "tool" or m.get("tool_call_id") is not None:
+        out["result_of"] = str(m.get("name") or m.get("tool_call_id") or "")
+    return out
+
+
+def _trace(trace: Any, cap: int) -> dict[str, Any] | None:
+    """A multi-agent trace as a tree: {id, name, steps: [...], children: [...]}."""
+    if not isinstance(trace, dict) or not isinstance(trace.get("agent_instance_by_id"), dict):
+        return None
+    agents: dict[str, Any] = trace["agent_instance_by_id"]
+
+    def node(agent_id: str, seen: frozenset[str]) -> dict[str, Any]:
+        agent = agents.get(agent_id)
+        if not isinstance(agent, dict) or agent_id in seen:
+            return {"id": agent_id, "name": "(missing agent)", "steps": [], "children": []}
+        steps: list[dict[str, Any]] = []
+        children: list[dict[str, Any]] = []
+        interactions = agent.get("interactions")
+        for step in interactions if isinstance(interactions, list) else []:
+            if isinstance(step, str):
+                children.append(node(step, seen | {agent_id}))
+            elif isinstance(step, dict):
+                said = {k: _list(step.get(f"{k}_messages")) for k in ("input", "output")}
+                steps.append({k: [_trace_message(x, cap) for x in v] for k, v in said.items()})
+        name = str(agent.get("name", ""))
+        return {"id": agent_id, "name": name, "steps": steps, "children": children}
+
+    return node(str(trace.get("root_agent_instance_id", "")), frozenset())
+
+
+def _function(value: dict[str, Any]) -> dict[str, Any]:
+    """An OpenAI tool call's or tool's ``function`` part, or the object itself (other shapes)."""
+    inner = value.get("function")
+    return inner if isinstance(inner, dict) else value
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _trace_message(m: Any, cap: int) -> dict[str, Any]:
+    if not isinstance(m, dict):
+        return {"role": "?", "text": _text(m, cap), "calls": []}
+    content = m.get("content")
+    out: dict[str, Any] = {"role": str(m.get("role", "assistant")), "calls": [], "text": ""}
+    if isinstance(content, dict) and "parameters" in content:
+        out["calls"] = [_call(content.get("name"), content["parameters"], cap)]
+    elif isinstance(content, dict) and "response" in content:
+        out["role"], out["text"] = "tool", _text(content.get("response"), cap)
+        out["result_of"] = str(content.get("name") or content.get("id") or "")
+    else:
+        out["text"] = _text(content, cap)
+    return out
+
+
+def conversation(record: dict[str, Any] | None, cap: int = _TEXT_CAP) -> dict[str, Any] | None:
+    """A dataset record as what the item view shows: the messages (system first) and the
+    tools offered, or the agent tree of a trace."""
+    if record is None:
+        return None
+    tree = _trace(record.get("trace"), cap) if "trace" in record else None
+    if tree is not None:
+        return {"trace": tree}
+    messages = record.get("messages")
+    if not isinstance(messages, list):
+        inp, res = record.get("input"), record.get("result")
+        messages = (inp if isinstance(inp, list) else [{"role": "user", "content": inp}]) + (
+            res if isinstance(res, list) else [{"role": "assistant", "content": res}]
+        )
+    shown = [_message(m, cap) for m in messages]
+    if record.get("system") is not None:
+        shown.insert(0, {"role": "system", "text": _text(record["system"], cap), "calls": []})
+    tools = [
+        str(_function(t).get("name", "")) for t in _list(record.get("tools")) if isinstance(t, dict)
+    ]
+    return {"messages": shown, "tools": tools}
+
+
+# -- the page's data ----------------------------------------------------------------------------
+
+
+def _run_data(run: Run) -> dict[str, Any]:
+    """A run as the page shows it: its summary, the dataset's note and the means by tag."""
+    tag_means: dict[str, dict[str, dict[str, list[float]]]] = {}
+    for r in run.rows:
+        tags = run.dataset.get(int(r["index"]), {}).get("tags")
+        if r.get("error") is not None or r.get("score") is None or not isinstance(tags, dict):
+            continue
+        for k, v in tags.items():
+            per = tag_means.setdefault(str(k), {}).setdefault(str(v), {})
+            per.setdefault(r["criterion"], []).append(float(r["score"]))
+    by_tag = {
+        k: {v: {c: [sum(s) / len(s), len(s)] for c, s in per.items()} for v, per in values.items()}
+        for k, values in tag_means.items()
+        if 2 <= len(values) <= _TAG_VALUES
+    }
+    return {**run.summary.page(), "dataset_note": run.dataset_note, "by_tag": by_tag}
+
+
+_COMPARED = ("criterion", "base_mean", "new_mean", "improved", "regressed", "unchanged")
+
+
+def _changes(runs: list[Run]) -> list[dict[str, Any]]:
+    """Each later run against the first: ``composo compare``'s paired summary and every item
+    whose score changed, most regressed first."""
+    from composo.cli._compare import CompareError, compare_rows
+
+    out: list[dict[str, Any]] = []
+    for run in runs[1:]:
+        try:
+            result = compare_rows(runs[0].rows, run.rows)
+        except CompareError as exc:
+            out.append({"run": run.path.name, "error": str(exc), "summary": [], "changed": []})
+            continue
+        summary, changed = [], []
+        named = {id(r): k for r, k in zip(run.rows, run.keys, strict=True)}
+        for c in result.criteria:
+            lo, hi = c.interval if c.interval is not None else (None, None)
+            figures = {k: getattr(c, k) for k in _COMPARED}
+            summary.append(
+                {**figures, "pairs": len(c.pairs), "diff": c.mean_diff, "low": lo, "high": hi}
+            )
+            changed += [
+                {
+                    # the name the item table uses (compare may pair by line)
+                    "key": named.get(id(p.new), p.key),
+                    "criterion": c.criterion,
+                    "base": float(p.base["score"]),
+                    "new": float(p.new["score"]),
+                    "diff": p.diff,
+                }
+                for p in c.pairs
+                if abs(p.diff) > 1e-9
+            ]
+        changed.sort(key=lambda x: (x["diff"], x["key"]))
+        out.append(
+            {
+                "run": run.path.name,
+                "base": runs[0].path.name,
+                "paired_by": result.paired_by,
+                "summary": summary,
+                "changed": changed,
+            }
+        )
+    return out
+
+
+def page_data(
+    runs: list[Run],
+    *,
+    mode: str,
+    title: str,
+    conversations: bool = False,
+    cap: int = _TEXT_CAP,
+    lowest: int = 8,
+    reviews: list[Any] | None = None,
+) -> dict[str, Any]:
+    """Everything the page's script renders. ``conversations`` embeds each item's conversation
+    (the report); the viewer sends one when it is opened, and gives each run's ``reviews``.
+    ``lowest``: the lowest-scoring items listed per criterion."""
+    from composo._core.wire import is_binary
+    from composo.cli._criteria import label
+
+    criteria = list(dict.fromkeys(c for run in runs for c in run.summary.criteria))
+    at = {c: i for i, c in enumerate(criteria)}
+    items: dict[str, dict[str, Any]] = {}
+    for n, run in enumerate(runs):
+        for r, key in zip(run.rows, run.keys, strict=True):
+            item = items.setdefault(
+                key, {"key": key, "index": int(r["index"]), "tags": {}, "runs": [{} for _ in runs]}
+            )
+            tags = run.dataset.get(int(r["index"]), {}).get("tags")
+            if isinstance(tags, dict) and not item["tags"]:
+                item["tags"] = {str(k): str(v) for k, v in tags.items()}
+            # score, error, explanation, and who judged it, fresh or from the cache
+            cell = [r.get("score"), r.get("error"), _cut(r.get("explanation") or "", cap)]
+            cell += [r.get(k) if isinstance(r.get(k), str) else None for k in ("judge", "source")]
+            item["runs"][n][str(at[r["criterion"]])] = cell
+    names = " compared with ".join(run.path.name for run in reversed(runs))
+    stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    data: dict[str, Any] = {
+        "mode": mode,
+        "title": title,
+        "note": names + (f" · generated {stamp}" if mode == "report" else ""),
+        "lowest": lowest,
+        "criteria": [{"text": c, "label": label(c, 60), "binary": is_binary(c)} for c in criteria],
+        "runs": [_run_data(run) for run in runs],
+        "items": list(items.values()),
+        "changes": _changes(runs),
+        "reviews": reviews or [],
+    }
+    if conversations:
+        data["conversations"] = {
+            key: conversation(record_of(runs, item), cap) for key, item in items.items()
+        }
+    return data
+
+
+def record_of(runs: list[Run], item: dict[str, Any]) -> dict[str, Any] | None:
+    """An item's line of the dataset (the first run that has it), for its conversation."""
+    for n, run in enumerate(runs):
+        if item["runs"][n]:
+            found = run.dataset.get(item["index"])
+            if found is not None:
+                return found
+    return None
+
+
+def script_json(data: Any) -> str:
+    """JSON that can sit inside a ``<script type="application/json">`` element: no ``<``, ``>``
+    or ``&`` can end the element or start markup."""
+    text = json.dumps(data, ensure_ascii=False, allow_nan=False)  # JSON.parse takes U+2028
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+@cache
+def _asset(name: str) -> str:
+    """``page.js`` or ``page.css``, as shipped in the package."""
+    return (resources.files("composo.cli") / "_page_static" / name).read_text(encoding="utf-8")
+
+
+def _digest(text: str) -> str:
+    return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode()).digest()).decode() + "'"
+
+
+def page_policy() -> str:
+    """What the page may do: run its own script and style, fetch from where it was served (the
+    viewer's answers; a file has nowhere to fetch from), show data: images; nothing else."""
+    return (
+        f"default-src 'none'; script-src {_digest(_asset('page.js'))}; "
+        f"style-src {_digest(_asset('page.css'))}; img-src data:; connect-src 'self'; "
+        "base-uri 'none'; form-action 'none'"
+    )
+
+
+_ICON = (  # the page's tab icon: a green square
+    "data:image/svg+xml,%3Csvg xmlns='http://www.w3.org/2000/svg' viewBox='0 0 16 16'%3E"
+    "%3Crect width='16' height='16' rx='4' fill='%2315803d'/%3E%3C/svg%3E"
+)
+
+
+def page_html(data: dict[str, Any]) -> str:
+    """The whole page: the data in a JSON element, the script and style inline."""
+    return (
+        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width,initial-scale=1">'
+        f'<meta http-equiv="Content-Security-Policy" content="{page_policy()}">'
+        f'<link rel="icon" href="{_ICON}"><title>{html.escape(str(data["title"]))}</title>'
+        f"<style>{_asset('page.css')}</style></head><body>"
+        '<main id="composo-app"><noscript>This page is drawn by its own script, inlined; allow '
+        "scripts for it to see the results.</noscript></main>"
+        '<script type="application/json" id="composo-data">'
+        f"{script_json(data)}</script><script>{_asset('page.js')}</script></body></html>\n"
+    )
+
+
+# -- composo report ---------------------------------------------------------------------------
 
 _ITEM_TEXT_CAP = 4000  # a message or explanation kept in the page up to this many characters
 
@@ -51,15 +473,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="BASE.jsonl",
         help="an earlier run's results, shown beside this one with what changed",
     )
-    parser.add_argument(
-        "--items",
-        action="store_true",
-        help="accepted for older scripts: the item table is always there",
-    )
 
 
 def run(args: argparse.Namespace) -> int:
-    from composo.cli._page import ViewError, load_run, page_data, page_html
     from composo.cli._results import EXIT_BAD_ROWS
 
     def usage(message: str) -> int:
@@ -68,18 +484,11 @@ def run(args: argparse.Namespace) -> int:
 
     if args.lowest < 0:
         return usage("--lowest must be 0 or more")
-    if args.data is not None and not args.data.is_file():
-        return usage(f"--data: no such file: {args.data}")
-    runs = []
-    for path, name in ((args.baseline, "--baseline: "), (args.results, "")):
-        if path is None:
-            continue
-        try:
-            runs.append(load_run(path, args.data))
-        except ViewError as exc:
-            return usage(f"{name}{exc}")
-    for each in runs:
-        each.checked.report("report")
+    paths = [args.results] if args.baseline is None else [args.baseline, args.results]
+    try:
+        runs = load_runs(paths, args.data, "report")
+    except ViewError as exc:
+        return usage(str(exc))
     data = page_data(
         runs,
         mode="report",

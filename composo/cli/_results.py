@@ -26,6 +26,7 @@ __all__ = [
     "valid_score",
 ]
 
+
 def json_object(line: bytes) -> dict[str, Any] | None:
     """A JSON lines file's line as the object it holds, or ``None`` (blank, torn, not an object)."""
     try:
@@ -67,6 +68,28 @@ class Resume:
         return criteria if not finished else [c for c in criteria if c not in finished]
 
 
+def _verdicts(
+    f: IO[bytes], criteria: Collection[str]
+) -> Iterator[tuple[bytes, str, dict[str, Any] | None]]:
+    """Each whole line of a results file with what a resume makes of it: ``keep``, ``blank``,
+    ``bad`` (not a row), ``retry`` (an error row of ``criteria``) or ``twice`` (a pair seen
+    before); a torn last line (a run killed mid-write) ends them."""
+    seen: dict[int, set[str]] = {}
+    for line in f:
+        if not line.endswith(b"\n"):
+            return
+        row = _row(line) if line.strip() else None
+        if row is None:
+            yield line, "bad" if line.strip() else "blank", None
+        elif row.get("error") is not None and row["criterion"] in criteria:
+            yield line, "retry", row
+        elif row["criterion"] in seen.setdefault(row["index"], set()):
+            yield line, "twice", row
+        else:
+            seen[row["index"]].add(row["criterion"])
+            yield line, "keep", row
+
+
 def prepare_resume(path: Path, criteria: Collection[str]) -> Resume:
     """Read an existing results file and leave it holding each pair once, scored ones kept.
 
@@ -78,60 +101,30 @@ def prepare_resume(path: Path, criteria: Collection[str]) -> Resume:
     state = Resume()
     if not path.exists():
         return state
-    rewrite = False
-    good_end = 0
+    rewrite, whole = False, 0  # whole: the bytes up to the end of the last whole line
     with path.open("rb") as f:
-        offset = 0
-        for line in f:
-            offset += len(line)
-            if not line.endswith(b"\n"):
-                state.repaired = True  # torn tail: everything after good_end goes
-                break
-            good_end = offset
-            if not line.strip():
-                continue
-            row = _row(line)
-            if row is None:
-                rewrite = state.repaired = True
-                continue
-            if row.get("error") is not None and row["criterion"] in criteria:
-                state.dropped_errors += 1
-                rewrite = True
-                continue
-            pairs = state.done.setdefault(row["index"], set())
-            if row["criterion"] in pairs:
-                rewrite = state.repaired = True
-                continue
-            pairs.add(row["criterion"])
-            state.kept += row.get("error") is None
+        for line, verdict, row in _verdicts(f, criteria):
+            whole += len(line)
+            rewrite |= verdict in ("bad", "retry", "twice")
+            state.repaired |= verdict in ("bad", "twice")
+            state.dropped_errors += verdict == "retry"
+            if verdict == "keep" and row is not None:
+                state.done.setdefault(row["index"], set()).add(row["criterion"])
+                state.kept += row.get("error") is None
+        state.repaired |= whole < os.fstat(f.fileno()).st_size  # a torn tail
     if rewrite:
-        _rewrite(path, criteria)
+        tmp = path.with_name(path.name + ".tmp")
+        with path.open("rb") as src, tmp.open("wb") as dst:
+            dst.writelines(x for x, verdict, _ in _verdicts(src, criteria) if verdict == "keep")
+            dst.flush()
+            os.fsync(dst.fileno())
+        os.replace(tmp, path)
     elif state.repaired:
         with path.open("r+b") as f:
-            f.truncate(good_end)
+            f.truncate(whole)
             f.flush()
             os.fsync(f.fileno())
     return state
-
-
-def _rewrite(path: Path, criteria: Collection[str]) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    seen: dict[int, set[str]] = {}
-    with path.open("rb") as src, tmp.open("wb") as dst:
-        for line in src:
-            if not line.endswith(b"\n"):
-                break
-            row = _row(line) if line.strip() else None
-            if row is None or (row.get("error") is not None and row["criterion"] in criteria):
-                continue
-            pairs = seen.setdefault(row["index"], set())
-            if row["criterion"] in pairs:
-                continue
-            pairs.add(row["criterion"])
-            dst.write(line)
-        dst.flush()
-        os.fsync(dst.fileno())
-    os.replace(tmp, path)
 
 
 class RowWriter:

@@ -13,7 +13,7 @@ import os
 import statistics
 from array import array
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
@@ -22,7 +22,6 @@ if TYPE_CHECKING:
     from composo.cli._results import RowProblem
 
 __all__ = [
-    "BINS",
     "CriterionStats",
     "RunInfo",
     "Summary",
@@ -34,6 +33,7 @@ __all__ = [
 ]
 
 _log = logging.getLogger("composo")
+_TEXTS = ("judge", "model_core", "input")  # a run record's fields of text
 BINS = 10  # the score distribution's bins (a binary criterion uses the first and the last)
 
 
@@ -71,6 +71,11 @@ class CriterionStats:
         if not s:
             return {"mean": None, "median": None, "min": None, "max": None}
         return {"mean": self.mean, "median": statistics.median(s), "min": min(s), "max": max(s)}
+
+    def page(self) -> dict[str, Any]:
+        """The counts and figures as the page reads them."""
+        shown = {k: getattr(self, k) for k in ("count", "scored", "errors", "bins", "judges")}
+        return shown | self.figures() | {"pass_rate": self.pass_rate(), "na": self.not_applicable}
 
     def add(self, row: Mapping[str, Any]) -> None:
         from composo.cli._provenance import judge_key
@@ -123,23 +128,17 @@ class RunInfo:
         ``written``: this run's rows per criterion and source (the rest were resumed);
         ``earlier``: the record of the run before, for rows that do not name their judge
         (written by an older version, whose record named one judge for the run)."""
-        judges: dict[str, int] = {}
         for criterion, s in stats.items():
-            for judge, n in s.judges.items():
-                judges[judge] = judges.get(judge, 0) + n
             mine = written.get(criterion, {})
             resumed = sum(s.sources.values()) - sum(mine.values())
             s.sources = {**mine, **({"resumed": resumed} if resumed > 0 else {})}
-        unknown = judges.pop("unknown", 0)
-        if unknown:
-            told = earlier.judge if earlier is not None else None
-            fallback = told if told and told != "mixed" else "unknown"
-            judges[fallback] = judges.get(fallback, 0) + unknown
+        told = earlier.judge if earlier is not None else None
+        judges = Summary(stats, RunInfo(judge=told)).judges()  # the rows', else the record's
         if judges:
             self.judges = judges
             self.judge = next(iter(judges)) if len(judges) == 1 else "mixed"
-        elif earlier is not None and earlier.judge and self.judge is None:
-            self.judge = earlier.judge
+        elif told and self.judge is None:
+            self.judge = told
         self.sources = _total(s.sources for s in stats.values())
 
     @staticmethod
@@ -163,19 +162,11 @@ class RunInfo:
         if not isinstance(data, dict):
             return None
 
-        def text(name: str) -> str | None:
-            return data[name] if isinstance(data.get(name), str) else None
-
+        said: dict[str, Any] = {k: _counts(data.get(k)) for k in ("judges", "sources")}
+        said |= {k: data[k] for k in _TEXTS if isinstance(data.get(k), str)}
         crit = data.get("criteria")
-        return cls(
-            judge=text("judge"),
-            judges=_counts(data.get("judges")),
-            sources=_counts(data.get("sources")),
-            local=data.get("local") is True,
-            model_core=text("model_core"),
-            criteria=[c for c in crit if isinstance(c, str)] if isinstance(crit, list) else [],
-            input=text("input"),
-        )
+        criteria = [c for c in crit if isinstance(c, str)] if isinstance(crit, list) else []
+        return cls(**said, local=data.get("local") is True, criteria=criteria)
 
 
 def _counts(value: Any) -> dict[str, int]:
@@ -261,12 +252,6 @@ class Summary:
             return "not recorded (no run record beside the results)"
         return judge_text(info.judge, info.local)
 
-    @property
-    def dev(self) -> bool:
-        """Judged by the heuristic stand-in, whose scores are not quality judgements."""
-        judges, info = self.judges(), self.info
-        return "heuristic" in judges or (not judges and (info.local or info.judge == "heuristic"))
-
     def header_lines(self) -> list[tuple[str, str]]:
         """(label, text) pairs: judge, how the scores came, model core."""
         lines = [("judge", self.judge_description())]
@@ -281,39 +266,19 @@ class Summary:
         from composo.cli._criteria import label
 
         criteria = [
-            {
-                "text": c,
-                "label": label(c, 60),
-                "binary": is_binary(c),
-                "count": s.count,
-                "scored": s.scored,
-                **s.figures(),
-                "pass_rate": s.pass_rate(),
-                "na": s.not_applicable,
-                "errors": s.errors,
-                "bins": s.bins,
-                "judges": s.judges,
-            }
+            {"text": c, "label": label(c, 60), "binary": is_binary(c), **s.page()}
             for c, s in self.criteria.items()
         ]
-        problems = [
-            {
-                "line": p.line,
-                "id": p.id,
-                "criterion": label(p.criterion, 60) if p.criterion else None,
-                "problem": p.problem,
-            }
-            for p in self.problems[:problems_shown]
-        ]
+        judges, info = self.judges(), self.info  # the heuristic stand-in is shown as such
+        dev = "heuristic" in judges or (not judges and (info.local or info.judge == "heuristic"))
         return {
             "name": self.name,
             "facts": [[k, v] for k, v in self.header_lines()],
-            "dev": self.dev,
+            "dev": dev,
             "items": self.items,
             "criteria": criteria,
             "set_aside": self.set_aside,
-            "problems": problems,
-            "gates": [{"passed": o.passed, "text": o.describe()} for o in self.outcomes],
+            "problems": [asdict(p) for p in self.problems[:problems_shown]],
         }
 
 
@@ -384,16 +349,13 @@ def _legend(criteria: Iterable[str], width: int) -> list[str]:
 
     from composo.cli._criteria import label
 
-    lines = []
+    lines, indent = [], " " * 6
     for criterion in criteria:
         short = label(criterion, 48)
         lines.append(f"  {short}" if short == criterion else f"  {short}:")
         if short != criterion:
-            indent = " " * 6
-            wrap = max(40, width - 6)
-            lines += textwrap.wrap(
-                criterion, width=wrap, initial_indent=indent, subsequent_indent=indent
-            )
+            wrap = textwrap.TextWrapper(max(40, width - 6), indent, indent)
+            lines += wrap.wrap(criterion)
     return lines
 
 
@@ -417,15 +379,8 @@ def print_summary(summary: Summary, written_to: str | None, stream: IO[str] | No
     except ImportError:  # core install without the `cli` extra: a plain table
         grid = [list(_HEADERS), *rows]
         widths = [max(len(r[i]) for r in grid) for i in range(len(_HEADERS))]
-        table = [
-            "  ".join(
-                [
-                    r[0].ljust(widths[0]),
-                    *(c.rjust(w) for c, w in zip(r[1:], widths[1:], strict=True)),
-                ]
-            )
-            for r in grid
-        ]
+        pad = [str.ljust] + [str.rjust] * (len(_HEADERS) - 1)  # names left, figures right
+        table = ["  ".join(p(c, w) for p, c, w in zip(pad, r, widths, strict=True)) for r in grid]
         body = ["composo evaluate: summary", *(f"  {x}" for x in head), _NOTE, *table, *lines]
         print("\n".join(body), file=out)
         return

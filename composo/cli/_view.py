@@ -1,19 +1,24 @@
-"""``composo view RESULTS...``: serves the page ``composo report`` writes (:mod:`composo.cli._page`)
-on loopback, for one or more results files, with what a file cannot do: each conversation sent
-when its item is opened, and human reviews saved beside the results (``RESULTS.reviews.jsonl``,
-which ``composo agreement --labels`` reads)."""
+"""``composo view RESULTS...``: serves the page ``composo report`` writes
+(:mod:`composo.cli._report`) on loopback, for one or more results files, with what a file cannot
+do: each conversation sent when its item is opened, and human reviews saved beside the results
+(``RESULTS.reviews.jsonl``, which ``composo agreement --labels`` reads)."""
 
 # No `from __future__ import annotations`: FastAPI reads the routes' annotations at runtime,
 # and the classes they name are imported inside build_app.
 import argparse
+import json
+import os
 import sys
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:
-    from composo.cli._page import Run
+from composo.cli import _report as report  # the page it writes, its data and conversations
 
-__all__ = ["add_arguments", "build_app", "run"]
+if TYPE_CHECKING:
+    from composo.cli._report import Run
+
+__all__ = ["add_arguments", "append_review", "build_app", "read_reviews", "review_record", "run"]
 
 DEFAULT_PORT = 8765
 _LOOPBACK = ("127.0.0.1", "localhost", "::1")
@@ -62,23 +67,13 @@ def build_app(runs: "list[Run]", title: str, hosts: list[str]) -> Any:
     from fastapi.responses import HTMLResponse, JSONResponse
     from starlette.middleware.trustedhost import TrustedHostMiddleware
 
-    from composo.cli._page import (
-        ViewError,
-        append_review,
-        item_conversation,
-        page_data,
-        page_html,
-        page_policy,
-        read_reviews,
-        review_record,
-    )
-
     app = FastAPI(docs_url=None, redoc_url=None, openapi_url=None)
     # a page elsewhere cannot reach the viewer through a name it controls (DNS rebinding)
     app.add_middleware(TrustedHostMiddleware, allowed_hosts=hosts)
-    base = page_data(runs, mode="view", title=title)
+    base = report.page_data(runs, mode="view", title=title)
+    items = {item["key"]: item for item in base["items"]}
     headers = {
-        "Content-Security-Policy": page_policy() + "; frame-ancestors 'none'",
+        "Content-Security-Policy": report.page_policy() + "; frame-ancestors 'none'",
         "X-Content-Type-Options": "nosniff",
         "Referrer-Policy": "no-referrer",
         "Cache-Control": "no-store",
@@ -87,11 +82,13 @@ def build_app(runs: "list[Run]", title: str, hosts: list[str]) -> Any:
     @app.get("/", response_class=HTMLResponse)
     def page() -> HTMLResponse:
         data = {**base, "reviews": [read_reviews(r.path) for r in runs]}
-        return HTMLResponse(page_html(data), headers=headers)
+        return HTMLResponse(report.page_html(data), headers=headers)
 
     @app.get("/api/item")
     def item(key: str) -> JSONResponse:
-        return JSONResponse({"conversation": item_conversation(runs, key)}, headers=headers)
+        found = items.get(key)
+        shown = report.conversation(report.record_of(runs, found)) if found is not None else None
+        return JSONResponse({"conversation": shown}, headers=headers)
 
     @app.post("/api/review")
     async def review(request: Request) -> JSONResponse:
@@ -104,15 +101,13 @@ def build_app(runs: "list[Run]", title: str, hosts: list[str]) -> Any:
         raw = await request.body()
         if len(raw) > _MAX_REVIEW_BYTES:
             return JSONResponse({"detail": "a review is at most 64 KiB"}, 413)
-        import json
-
         try:
             body = json.loads(raw)
             if not isinstance(body, dict):
-                raise ViewError("a review is a JSON object")
+                raise report.ViewError("a review is a JSON object")
             at = body.get("run", 0)
             if not isinstance(at, int) or isinstance(at, bool) or not 0 <= at < len(runs):
-                raise ViewError(f"run {at!r}: a run's position, from 0 to {len(runs) - 1}")
+                raise report.ViewError(f"run {at!r}: a run's position, from 0 to {len(runs) - 1}")
             record = review_record(runs[at], body)
         except ValueError as exc:  # ViewError, or JSON that does not parse
             return JSONResponse({"detail": str(exc)}, 400)
@@ -123,27 +118,20 @@ def build_app(runs: "list[Run]", title: str, hosts: list[str]) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
-    from composo.cli._page import ViewError, load_run
-
     def usage(message: str) -> int:
         print(f"composo view: error: {message}", file=sys.stderr)
         return 2
 
     if not 0 <= args.port <= 65535:
         return usage(f"--port {args.port}: use 0 to 65535")
-    if args.data is not None and not args.data.is_file():
-        return usage(f"--data: no such file: {args.data}")
     try:
         import uvicorn
     except ImportError:
         return usage("the viewer needs the cli extra: pip install 'composo[cli]'")
-    runs = []
-    for path in args.results:
-        try:
-            runs.append(load_run(path, args.data))
-        except ViewError as exc:
-            return usage(str(exc))
-        runs[-1].checked.report("view")
+    try:
+        runs = report.load_runs(args.results, args.data, "view")
+    except report.ViewError as exc:
+        return usage(str(exc))
     hosts = sorted({*_LOOPBACK, args.host})
     app = build_app(runs, args.title, hosts)
     from composo.server._local import _bind  # the local server's: one clear error per cause
@@ -175,3 +163,89 @@ def run(args: argparse.Namespace) -> int:
     finally:
         sock.close()
     return 0
+
+
+# -- reviews ------------------------------------------------------------------------------------
+
+VERDICTS = ("agree", "disagree")
+_COMMENT_CAP = 4000
+
+
+def reviews_path(results: Path) -> Path:
+    """Reviews live beside the results, never inside them."""
+    return results.with_name(results.name + ".reviews.jsonl")
+
+
+def read_reviews(results: Path) -> dict[str, dict[str, dict[str, Any]]]:
+    """key -> criterion -> the latest review (a later line replaces an earlier one)."""
+    from composo.cli._results import json_object
+
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    path = reviews_path(results)
+    if not path.is_file():
+        return out
+    with path.open("rb") as f:
+        for line in f:
+            record = json_object(line) if line.strip() else None
+            if record is None:
+                continue
+            ident, criterion = record.get("id"), record.get("criterion")
+            if isinstance(ident, str) and isinstance(criterion, str):
+                out.setdefault(ident, {})[criterion] = record
+    return out
+
+
+def review_record(run: "Run", body: Any) -> dict[str, Any]:
+    """A review posted by the page, checked against the run, as the line to append. Its
+    ``label`` is what ``composo agreement`` reads: the reviewer's own score, the judge's score
+    when they agreed, the other verdict of a pass/fail criterion when they disagreed."""
+    from composo._core.wire import is_binary
+    from composo.cli._results import valid_score
+
+    if not isinstance(body, dict):
+        raise report.ViewError("a review is a JSON object")
+    key, criterion = body.get("id"), body.get("criterion")
+    rows = zip(run.rows, run.keys, strict=True)
+    row = next((r for r, k in rows if k == key and r["criterion"] == criterion), None)
+    if row is None:
+        raise report.ViewError(f"id {key!r} with that criterion is not an item of {run.path.name}")
+    verdict = body.get("verdict")
+    if verdict is not None and verdict not in VERDICTS:
+        raise report.ViewError(f"verdict {verdict!r}: use 'agree', 'disagree' or null")
+    score = body.get("score")
+    if score is not None and not valid_score(score):
+        raise report.ViewError(f"score {score!r}: your score is a number from 0 to 1, or null")
+    comment = body.get("comment") or ""
+    if not isinstance(comment, str) or len(comment) > _COMMENT_CAP:
+        raise report.ViewError(f"comment: text of at most {_COMMENT_CAP} characters")
+    judged = row.get("score")
+    label: float | None = None
+    if score is not None:
+        label = float(score)
+    elif verdict == "agree" and judged is not None:
+        label = float(judged)
+    elif verdict == "disagree" and judged is not None and is_binary(str(criterion)):
+        label = 0.0 if float(judged) >= 0.5 else 1.0
+    return {
+        "id": key,
+        "criterion": criterion,
+        "label": label,
+        "verdict": verdict,
+        "score": None if score is None else float(score),
+        "judge_score": judged,
+        "comment": comment,
+        "at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    }
+
+
+def append_review(run: "Run", record: dict[str, Any]) -> None:
+    """One line, one write, appended and synced: a review is on disk once the page says so."""
+    data = (json.dumps(record, ensure_ascii=False) + "\n").encode()
+    fd = os.open(reviews_path(run.path), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
