@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import httpx
@@ -329,11 +329,13 @@ class SyncClient(BaseClient):
         concurrency: int | None = None,
         progress: bool | Callable[[int, int | None], None] = False,
         **options: Unpack[EvaluateOptions],
-    ) -> Iterator[BatchResult]:
+    ) -> Generator[BatchResult, None, None]:
         """Like :meth:`evaluate_many`, but yield each result as it finishes, holding nothing.
 
         Items are read only as request slots free up, so a dataset of any size streams in flat
         memory; results come in no set order (``result.index`` is the item's position).
+        Closing the generator, or leaving a ``for`` loop over it early (``break``, an
+        exception, Ctrl-C), stops the requests in flight at once.
 
         The arguments and the errors raised when it is called are :meth:`evaluate_many`'s;
         it returns an iterator of :class:`~composo.BatchResult`.

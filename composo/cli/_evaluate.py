@@ -4,6 +4,7 @@ criterion as results arrive; re-running with the same ``-o`` resumes where the l
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import importlib.util
 import os
@@ -169,11 +170,12 @@ class _Run:
                     progress=(lambda done, total: bar.advance()) if bar is not None else False,
                     **self.options,
                 )
-                for result in stream:
-                    if bar is None:
-                        pace.note()
-                    line, where = self.lines.take(result.index)
-                    self.record(dataclasses.replace(result, index=line), where)
+                with contextlib.closing(stream):  # Ctrl-C: requests in flight end now
+                    for result in stream:
+                        if bar is None:
+                            pace.note()
+                        line, where = self.lines.take(result.index)
+                        self.record(dataclasses.replace(result, index=line), where)
             finally:
                 if bar is not None:
                     bar.close()

@@ -10,6 +10,7 @@ carry the trace's position in the export as ``index`` and its trace id as ``id``
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 import threading
 from collections.abc import Iterator
@@ -71,8 +72,9 @@ def run(args: argparse.Namespace) -> int:
                 concurrency=args.concurrency,
                 **common.options(args, tags),
             )
-            for result in stream:
-                state.record(result, state.positions.index(result.index))
+            with contextlib.closing(stream):  # Ctrl-C: requests in flight end now
+                for result in stream:
+                    state.record(result, state.positions.index(result.index))
     except ComposoValidationError as exc:
         return common.usage("evaluate-traces", str(exc))
     except KeyboardInterrupt:
