@@ -30,6 +30,7 @@ from typing import Any, Literal
 
 from composo._async_client import AsyncComposo
 from composo._client import Composo
+from composo._core import forks
 from composo._core.batch_async import ASend, astream
 from composo._core.options import OPTION_NAMES
 from composo._core.plan import BatchResult, Job, Plan
@@ -201,6 +202,14 @@ class _Worker:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._pid = 0
+        forks.register(self)
+
+    def _after_fork(self) -> None:
+        """In a forked child the loop's thread does not exist: a new loop starts on first use
+        (the parent's is left as it is), and the lock may have been held by a parent thread."""
+        forks.leave_behind(self._loop)
+        self._lock = threading.Lock()
+        self._loop = self._thread = None
 
     def loop(self) -> asyncio.AbstractEventLoop:
         loop = self.running_loop()
@@ -344,6 +353,20 @@ class BackgroundEvaluator:
             else None
         )
         _live.add(self)
+        forks.register(self)
+
+    def _after_fork(self) -> None:
+        """In a forked child: what the parent had pending stays the parent's (its loop and
+        threads do not exist here); the child starts with nothing in flight and its own loop
+        (its client resets itself)."""
+        self._cond = threading.Condition()
+        self._pending = 0
+        self._pump = None
+        self._busy = False
+        self._inbox.clear()
+        self._wake_pending = False
+        self._wake = None
+        self._running.clear()
 
     def __enter__(self) -> BackgroundEvaluator:
         return self
