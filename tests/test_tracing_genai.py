@@ -839,3 +839,35 @@ def test_other_frameworks_genai_spans_become_an_agent_with_its_tool_call(framewo
     assert [(r.id, r.response) for r in responses] == [("call_rome", RESULT)]
     assert call in [m.content for m in second.input_messages]
     assert [m.content for m in second.output_messages] == [REPLY]
+
+
+def test_a_tool_span_adds_the_call_its_model_call_did_not_show() -> None:
+    """Some frameworks record a model call's text only; the tool span, with its call id, then
+    says which call was made. An output function that no tool call ran (no call id) adds none."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    chat = {"gen_ai.operation.name": "chat"}
+    first = {**chat, **as_attributes((SYSTEM, [("user", ASK)], ["Let me check."]))[0]}
+    second = {**chat, **as_attributes((SYSTEM, [("user", ASK)], [REPLY]))[0]}
+    tool = {
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.name": "get_weather",
+        "gen_ai.tool.call.id": "call_rome",
+        "gen_ai.tool.call.arguments": json.dumps(ARGS),
+        "gen_ai.tool.call.result": RESULT,
+    }
+    output = {**tool, "gen_ai.tool.name": "final_result", "gen_ai.tool.call.arguments": "{}"}
+    del output["gen_ai.tool.call.id"]
+    planner = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "planner"}
+    tree = [(0, "invoke_agent planner", planner, []), (1, "chat", first, [])]
+    tree += [(1, "tool", tool, []), (1, "chat", second, []), (1, "output", output, [])]
+    span_tree(provider, tree)
+    trace = trace_from_otlp(otlp_json(exporter.get_finished_spans()))
+    asked, answered = by_name(trace, "planner").interactions
+    call = ToolCall(id="call_rome", name="get_weather", parameters=json.dumps(ARGS))
+    assert [m.content for m in asked.output_messages] == ["Let me check.", call]
+    assert answered.input_messages[-1].content == ToolResponse(
+        id="call_rome", response=RESULT, name="get_weather"
+    )
+    assert [m.content for m in answered.output_messages] == [REPLY]

@@ -235,8 +235,11 @@ class _Walk:
             call_id = match.id
         else:
             call_id = known or ""
-            arguments = tool_arguments(attrs) if "gen_ai.tool.name" in attrs else None
-            if arguments is not None:  # a call its model call did not show: keep it
+            # a GenAI call its model call did not show: keep it (an output function that no
+            # tool call ran has no call id, and is no call of the model's)
+            genai = known and "gen_ai.tool.name" in attrs
+            arguments = tool_arguments(attrs) if genai else None
+            if arguments is not None:
                 self.recorder.tool_called(
                     agent, ToolCall(id=call_id, name=name, parameters=arguments)
                 )
