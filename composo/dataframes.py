@@ -107,11 +107,12 @@ class BatchEvaluator:
         self._lock = threading.Lock()
 
     def client(self) -> Composo:
-        """This worker's client, made on first use: its limiter paces the worker to
-        ``requests_per_minute`` and takes its permits from :meth:`_permits` (a cluster budget)."""
+        """This worker's client, made on first use: it paces the worker to
+        ``requests_per_minute`` and takes its ``permits=`` from :meth:`_permits` (a cluster
+        budget)."""
         with self._lock:
             if self._client is None:
-                client = Composo(
+                self._client = Composo(
                     api_key=self._api_key,
                     base_url=self.base_url,
                     num_retries=self.num_retries,
@@ -120,9 +121,8 @@ class BatchEvaluator:
                     max_concurrent_requests=self.max_concurrent_requests,
                     cache=self.cache,
                     requests_per_minute=self.requests_per_minute,
+                    permits=self._permits(),
                 )
-                client._throttle.permits = self._permits()
-                self._client = client
             return self._client
 
     def _permits(self) -> Permits | None:

@@ -9,7 +9,9 @@ release. The import contract checked in CI keeps the bundled integrations to thi
   (on one background thread shared by the process) and keeps an :class:`EvaluationRecord` per
   outcome, saying what was evaluated (never raising into the caller); :func:`criterion_kind`
   tells a criterion's kind (:data:`CriterionKind`) by its prefix.
-- Option checking: the same checks the clients make, for options taken at construction time.
+- Option checking: the same checks the clients make, for options taken at construction time
+  (:func:`check_options`: every evaluate option, with what a trace evaluation refuses when
+  asked; :func:`check_model_core`, :func:`normalize_tags`); :data:`LIGHTNING_MODEL_CORES`.
 - Message conversion: what the plugins turn a foreign object into, or a clear error.
 - Traces: :class:`TraceRecorder` turns a framework's events (agent started and finished, model
   call recorded or reserved and filled, tool called and answered) into a ``MultiAgentTrace``;
@@ -40,7 +42,12 @@ if TYPE_CHECKING:
         EvaluationRecord,
         criterion_kind,
     )
-    from composo._core.build import check_model_core, normalize_criteria, normalize_tags
+    from composo._core.build import (
+        check_model_core,
+        check_options,
+        normalize_criteria,
+        normalize_tags,
+    )
     from composo._core.convert import (
         to_input_messages,
         to_item,
@@ -50,8 +57,9 @@ if TYPE_CHECKING:
         to_trace,
         unsupported,
     )
+    from composo._core.cores import LIGHTNING_MODEL_CORES
     from composo._core.trace import trace_from_messages
-    from composo._core.wire import LIGHTNING_MODEL_CORES, check_criterion, is_binary
+    from composo._core.wire import check_criterion, is_binary
     from composo.tracing._context import current_tracer, record_interaction
     from composo.tracing._instruments import Instrument, OpenInferenceInstrument
     from composo.tracing._recorder import Agent, Capture, Interaction, Step, TraceRecorder
@@ -74,6 +82,7 @@ __all__ = [
     "TraceRecorder",
     "check_criterion",
     "check_model_core",
+    "check_options",
     "criterion_kind",
     "current_tracer",
     "is_binary",
@@ -107,6 +116,7 @@ __getattr__, __dir__ = lazy_exports(
         "EvaluationRecord": _BACKGROUND,
         "criterion_kind": _BACKGROUND,
         "check_model_core": "composo._core.build",
+        "check_options": "composo._core.build",
         "normalize_criteria": "composo._core.build",
         "normalize_tags": "composo._core.build",
         "to_input_messages": _CONVERT,
@@ -117,7 +127,7 @@ __getattr__, __dir__ = lazy_exports(
         "to_trace": _CONVERT,
         "unsupported": _CONVERT,
         "trace_from_messages": "composo._core.trace",
-        "LIGHTNING_MODEL_CORES": "composo._core.wire",
+        "LIGHTNING_MODEL_CORES": "composo._core.cores",
         "check_criterion": "composo._core.wire",
         "is_binary": "composo._core.wire",
         "current_tracer": "composo.tracing._context",

@@ -91,3 +91,14 @@ def test_submit_after_close_is_refused(client: Composo) -> None:
     ev.close()
     with pytest.raises(RuntimeError, match="closed"):
         ev.submit("r", "evaluate", lambda: {"messages": MESSAGES, "result": "Paris."})
+
+
+def test_requests_take_the_clients_model_core_as_its_calls_do(live: ServerProcess) -> None:
+    with (
+        Composo(live.api_key, live.base_url, model_core="align-20250529") as client,
+        BackgroundEvaluator("Reward brevity", client=client) as ev,
+    ):
+        ev.submit("r", "evaluate", lambda: {"messages": MESSAGES, "result": "Paris."})
+        assert ev.flush(timeout=30)
+    [sent] = [r["body"] for r in live.requests() if r["path"].startswith("/api/v1/evals/")]
+    assert sent["model_core"] == "align-20250529"

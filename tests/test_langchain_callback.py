@@ -244,6 +244,21 @@ def test_async_client_is_accepted(live: ServerProcess) -> None:
     cb.close()
 
 
+def test_every_evaluate_option_reaches_the_requests(client: Composo, live: ServerProcess) -> None:
+    with ComposoCallback(
+        criteria=CRITERION,
+        client=client,
+        data_retention="none",
+        explanation_cleaning="end_user",
+        evaluate_latest=True,
+    ) as cb:
+        EchoChat().invoke("Is this scored?", config={"callbacks": [cb]})
+    [record] = cb.results
+    body = body_of(record, live)
+    assert (body["data_retention"], body["explanation_cleaning"]) == ("none", "end_user")
+    assert body["evaluate_latest"] is True
+
+
 def test_on_result_sees_each_record_and_its_errors_do_not_escape(
     client: Composo, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -376,6 +391,15 @@ def test_bad_arguments_fail_fast(client: Composo) -> None:
         )
     with pytest.raises(ComposoValidationError, match="client"):
         ComposoCallback(criteria=CRITERION, client="http://x")  # type: ignore[arg-type]
+    # the options are the clients' own, checked as they check them
+    with pytest.raises(TypeError, match="unexpected keyword argument 'tagz'"):
+        ComposoCallback(criteria=CRITERION, client=client, tagz={"k": "v"})  # type: ignore[call-arg]
+    with pytest.raises(ComposoValidationError, match="evaluate_latest"):
+        ComposoCallback(criteria=CRITERION, client=client, mode="trace", evaluate_latest=True)
+    lightning = Composo.from_client(client, model_core="align-lightning-20251127")
+    with pytest.raises(ComposoValidationError, match="cannot evaluate traces"):
+        ComposoCallback(criteria=BINARY, client=lightning, mode="trace")
+    lightning.close()
 
 
 def test_backlog_smaller_than_the_criteria_of_one_run_is_refused(client: Composo) -> None:

@@ -229,6 +229,36 @@ def test_bad_input_is_refused_before_any_request(client: Composo, live) -> None:
     assert live.requests() == []
 
 
+def test_options_are_the_clients_and_settings_go_to_the_client_made_here(
+    client: Composo, live
+) -> None:
+    with pytest.raises(TypeError, match="unexpected keyword argument 'tagz'"):
+        ComposoEvaluator(criteria.rag_relevance, client=client, tagz={"a": "b"})
+    with pytest.raises(ComposoValidationError, match="data_retention"):
+        ComposoEvaluator(criteria.rag_relevance, client=client, data_retention="forever")
+    with pytest.raises(ComposoValidationError, match="timeout: set it on the client"):
+        ComposoEvaluator(criteria.rag_relevance, client=client, timeout=5)
+    evaluator = ComposoEvaluator(
+        criteria.rag_relevance, client=client, evaluate_latest=True, tags={"suite": "rag"}
+    )
+    assert evaluator.evaluate(query=QUESTION, response=ANSWER).score is not None
+    [body] = reward_bodies(live)
+    assert body["evaluate_latest"] is True and body["tags"] == {"suite": "rag"}
+
+
+async def test_aevaluate_with_a_blocking_client_uses_that_client(live) -> None:
+    """Its calls go through the client as given (its own httpx client here), off the loop."""
+    threads: list[int] = []
+    http = httpx.Client(event_hooks={"request": [lambda r: threads.append(threading.get_ident())]})
+    with Composo(api_key=live.api_key, base_url=live.base_url, http_client=http) as given:
+        result = await ComposoRelevancyEvaluator(client=given).aevaluate(
+            query=QUESTION, response=ANSWER
+        )
+    http.close()
+    assert result.score is not None
+    assert len(threads) == 1 and threads[0] != threading.get_ident()
+
+
 def test_missing_api_key_fails_when_the_evaluator_is_made(monkeypatch) -> None:
     monkeypatch.delenv("COMPOSO_API_KEY", raising=False)
     with pytest.raises(ComposoValidationError, match="COMPOSO_API_KEY"):

@@ -8,18 +8,19 @@ words a refusal with the caller's own argument names. Everything here runs befor
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any, TypeVar, get_args
 
 from pydantic import BaseModel, ValidationError
 
 from composo._core import convert, wire
 from composo._core.limits import MIN_MESSAGES
-from composo._core.options import set_options
-from composo._core.wire import RewardRequest, TraceRequest
+from composo._core.options import ExplanationCleaning, check_names, set_options
+from composo._core.wire import RequestOptions, RewardRequest, TraceRequest
 from composo.errors import ComposoValidationError, validation_error
 
 __all__ = [
     "check_model_core",
+    "check_options",
     "conversation",
     "normalize_criteria",
     "normalize_tags",
@@ -76,6 +77,33 @@ def check_model_core(model_core: Any) -> str | None:
     """``model_core`` if it is one of :data:`~composo._core.wire.MODEL_CORES`, else refused."""
     out: str | None = _refused(wire.check_model_core, model_core)
     return out
+
+
+def check_options(options: Mapping[str, Any], where: str, *, trace: bool = False) -> dict[str, Any]:
+    """Evaluate options taken ahead of the calls (a framework handler's, an evaluator's),
+    checked as the clients check them: an unknown name is a ``TypeError``, as an unknown
+    keyword is; a bad value a :class:`ComposoValidationError` naming it; with ``trace=True``,
+    what a trace evaluation refuses too. Returns the options that are set (``None`` is "not
+    given")."""
+    check_names(options, where)
+    given = set_options(options)
+    cleaning = given.get("explanation_cleaning")
+    if cleaning is not None and cleaning not in get_args(ExplanationCleaning):
+        raise ComposoValidationError(
+            f"explanation_cleaning: {cleaning!r} is not a cleaning; use one of "
+            f"{', '.join(map(repr, get_args(ExplanationCleaning)))} or None"
+        )
+    try:
+        RequestOptions.model_validate(
+            {k: v for k, v in given.items() if k != "explanation_cleaning"}
+        )
+        if trace:
+            wire.check_trace_options(given)
+    except ValidationError as exc:
+        raise validation_error(exc) from None
+    except ValueError as exc:
+        raise ComposoValidationError(str(exc)) from None
+    return given
 
 
 def conversation(

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-__all__ = ["MODEL_CORES", "ModelCore", "check_model_core"]
+__all__ = ["LIGHTNING_MODEL_CORES", "MODEL_CORES", "ModelCore", "check_model_core"]
 
 ModelCore = Literal[
     "align-20251111",
@@ -16,6 +16,9 @@ ModelCore = Literal[
     "align-lightning-20250731",
 ]
 MODEL_CORES: tuple[str, ...] = ModelCore.__args__  # type: ignore[attr-defined]
+# Lightning cores evaluate only the latest response of a conversation, only against binary
+# criteria, and never a trace (the rules are the wire models', composo._core.wire).
+LIGHTNING_MODEL_CORES = frozenset(c for c in MODEL_CORES if "lightning" in c)
 
 
 def check_model_core(model_core: object) -> str | None:

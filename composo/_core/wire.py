@@ -12,7 +12,7 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
 
 # The model-core names and their rule are in cores.py, which needs no pydantic: the clients
 # check model_core= when constructed, before this module is loaded.
-from composo._core.cores import MODEL_CORES, ModelCore, check_model_core
+from composo._core.cores import LIGHTNING_MODEL_CORES, MODEL_CORES, ModelCore, check_model_core
 from composo._core.limits import (
     MAX_CRITERION_LENGTH,
     MAX_EVALUATOR_NAME_LENGTH,
@@ -38,11 +38,11 @@ __all__ = [
     "check_evaluator_name",
     "check_model_core",
     "check_tags",
+    "check_trace_options",
     "is_binary",
 ]
 
 DEFAULT_MODEL_CORE = "align-20251111"
-LIGHTNING_MODEL_CORES = frozenset(c for c in MODEL_CORES if "lightning" in c)
 
 # The platform does not check roles; these are the ones a chat conversation has, and the
 # client refuses others as a likely mistake.
@@ -121,6 +121,25 @@ def check_tags(tags: object) -> dict[str, str] | None:
             )
         out[key] = text
     return out
+
+
+def check_trace_options(options: Mapping[str, Any]) -> None:
+    """Refuse, with a ``ValueError``, the options a trace evaluation cannot take: an
+    ``explanation_cleaning`` (reward evaluations only), ``evaluate_latest=True`` and a
+    lightning model core."""
+    if options.get("explanation_cleaning") is not None:
+        raise ValueError(
+            "explanation_cleaning: only reward evaluations take it; a trace evaluation "
+            "refuses it, so drop it"
+        )
+    if options.get("evaluate_latest"):
+        raise ValueError("evaluate_latest must be false for traces")
+    core = options.get("model_core")
+    if core in LIGHTNING_MODEL_CORES:
+        raise ValueError(
+            f"model_core {core!r} cannot evaluate traces; use a non-lightning core such as "
+            f"{DEFAULT_MODEL_CORE!r}"
+        )
 
 
 def is_binary(criterion: str) -> bool:
@@ -232,20 +251,13 @@ class TraceRequest(RequestBase):
     @model_validator(mode="before")
     @classmethod
     def _no_cleaning(cls, data: Any) -> Any:
-        if isinstance(data, Mapping) and data.get("explanation_cleaning") is not None:
-            raise ValueError(
-                "explanation_cleaning: only reward evaluations take it; a trace evaluation "
-                "refuses it, so drop it"
-            )
+        if isinstance(data, Mapping):
+            check_trace_options({"explanation_cleaning": data.get("explanation_cleaning")})
         return data
 
     @model_validator(mode="after")
     def _trace_rules(self) -> TraceRequest:
-        if self.evaluate_latest:
-            raise ValueError("evaluate_latest must be false for traces")
-        if self.model_core in LIGHTNING_MODEL_CORES:
-            raise ValueError(
-                f"model_core {self.model_core!r} cannot evaluate traces; "
-                "use a non-lightning core such as 'align-20251111'"
-            )
+        check_trace_options(
+            {"evaluate_latest": self.evaluate_latest, "model_core": self.model_core}
+        )
         return self

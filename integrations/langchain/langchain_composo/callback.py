@@ -5,21 +5,20 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Sequence
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 from uuid import UUID
 
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.outputs import LLMResult
 
 from composo import AsyncComposo, Composo, ComposoValidationError
-from composo.ext import (
-    LIGHTNING_MODEL_CORES,
-    BackgroundEvaluator,
-    EvaluationRecord,
-    check_model_core,
-    normalize_tags,
-)
+from composo.ext import BackgroundEvaluator, EvaluationRecord, check_options
 from langchain_composo.runs import Run, error_note, llm_evaluation, trace_of
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from composo.types import EvaluateOptions
 
 __all__ = ["ComposoCallback", "EvaluationRecord"]
 
@@ -43,20 +42,20 @@ class ComposoCallback(BaseCallbackHandler):
     ``max_results``), ``on_result`` is called with each as it arrives (on a background thread),
     and :meth:`flush` waits for pending ones. Failures are logged and recorded; with
     ``raise_error=True`` they are raised by :meth:`flush` and by the next run instead.
-    ``tags`` are Composo tags (string to string) sent with every evaluation.
 
     Args:
         criteria: One criterion or several (``"Reward ..."``, ``"Penalize ..."``, ...).
         client: A ``Composo`` or ``AsyncComposo`` (default: one made from the environment).
         mode: ``"llm"`` (each chat model call) or ``"trace"`` (each whole run).
-        tags: Composo tags sent with every evaluation.
         on_result: Called with each :class:`EvaluationRecord` as it arrives.
         raise_error: Raise recorded failures from :meth:`flush` and the next run.
-        evaluator_name: Saved evaluators to run, instead of or beside ``criteria``.
-        model_core: The Composo model core (lightning cores only with ``mode="llm"``).
+        evaluator_name: Saved evaluators to run, instead of ``criteria``.
         max_results: How many records ``results`` keeps (``None``: all).
         max_pending: How many evaluations may wait; beyond it new ones are skipped and
             recorded with a ``BacklogFullError``.
+        **options: :class:`~composo.types.EvaluateOptions` for every evaluation (``tags``,
+            ``model_core``...), checked as the clients check them; with ``mode="trace"``,
+            what a trace evaluation refuses (a lightning core...) is refused here.
 
     Raises:
         ComposoValidationError: An argument is invalid (named in the message).
@@ -71,29 +70,21 @@ class ComposoCallback(BaseCallbackHandler):
         *,
         client: Composo | AsyncComposo | None = None,
         mode: Mode = "llm",
-        tags: dict[str, Any] | None = None,
         on_result: Callable[[EvaluationRecord], Any] | None = None,
         raise_error: bool = False,
         evaluator_name: str | Sequence[str] | None = None,
-        model_core: str | None = None,
         max_results: int | None = 1000,
         max_pending: int = 1000,
+        **options: Unpack[EvaluateOptions],
     ) -> None:
         if mode not in ("llm", "trace"):
             raise ComposoValidationError(
                 f"mode: {mode!r} is not a mode; use 'llm' (each model call) or 'trace' (whole runs)"
             )
-        options: dict[str, Any] = {}
-        composo_tags = normalize_tags(tags)
-        if composo_tags:
-            options["tags"] = composo_tags
-        if check_model_core(model_core) is not None:
-            if mode == "trace" and model_core in LIGHTNING_MODEL_CORES:
-                raise ComposoValidationError(
-                    f"model_core: {model_core!r} cannot evaluate traces; use mode='llm' or a "
-                    "non-lightning core such as 'align-20251111'"
-                )
-            options["model_core"] = model_core
+        given = check_options(options, "ComposoCallback")
+        if mode == "trace":  # the model core its evaluations will have, the client's included
+            core = given.get("model_core") or getattr(client, "model_core", None)
+            check_options({**given, "model_core": core}, "ComposoCallback", trace=True)
         self._evaluator = BackgroundEvaluator(
             criteria,
             evaluator_name=evaluator_name,
@@ -101,7 +92,7 @@ class ComposoCallback(BaseCallbackHandler):
             on_result=on_result,
             max_results=max_results,
             max_pending=max_pending,
-            options=options,
+            options=given,
             name="composo-langchain",
         )
         self.mode: Mode = mode

@@ -11,9 +11,8 @@ import asyncio
 import logging
 import statistics
 import threading
-import weakref
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from llama_index.core.evaluation import BaseEvaluator, EvaluationResult
 from llama_index.core.prompts.mixin import PromptDictType
@@ -27,8 +26,13 @@ from llama_index.evaluation.composo.messages import (
 
 from composo import AsyncComposo, Composo, ext
 from composo.errors import ComposoError, ComposoValidationError
-from composo.ext import check_criterion
+from composo.ext import check_criterion, check_options
 from composo.types import EvaluationResponse, MultiAgentTraceResponse
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from composo.types import EvaluateOptions
 
 __all__ = ["ComposoEvaluator"]
 
@@ -41,26 +45,29 @@ class ComposoEvaluator(BaseEvaluator):
     Args:
         criteria: one criterion (``"Reward ..."``, ``"Penalize ..."``, ``"Passes if ..."``,
             ``"Fails if ..."``) or several; several give the mean of the applicable scores.
-        client: a ``Composo`` or ``AsyncComposo``; by default one is made from ``api_key`` /
-            ``base_url`` or the ``COMPOSO_API_KEY`` / ``COMPOSO_BASE_URL`` environment variables.
-            An ``AsyncComposo`` is tied to one event loop; with a ``Composo`` (or none) the
-            evaluator keeps one async client per loop, as ``BatchEvalRunner`` may start several,
-            each with the given client's ``proxy``, ``verify`` and ``cache`` settings.
+        client: a ``Composo`` or ``AsyncComposo``, used as given (its limits, pace, cache and
+            connections are shared by every call). ``aevaluate`` awaits an ``AsyncComposo``
+            on its event loop (so use it from one loop) and runs a ``Composo``'s call on a
+            worker thread; ``evaluate`` with an ``AsyncComposo`` uses a ``Composo`` made with
+            its settings (``Composo.from_client``). By default one is made from ``api_key`` /
+            ``base_url`` or the ``COMPOSO_API_KEY`` / ``COMPOSO_BASE_URL`` environment
+            variables.
         threshold: ``passing`` is ``score >= threshold``.
-        api_key: The Composo API key for clients made here.
-        base_url: The Composo server for clients made here.
+        api_key: The Composo API key for the client made here.
+        base_url: The Composo server for the client made here.
         raise_on_error: raise API failures instead of returning ``invalid_result=True``.
-        model_core: The Composo model core to evaluate with.
-        tags: Composo tags (string to string) sent with every evaluation.
-        explanation_cleaning: ``"end_user"`` for explanations written for end users.
-        data_retention: ``"standard"`` or ``"none"``.
-        timeout: Seconds each evaluation may take, retries included.
-        num_retries: Retries after the first attempt.
-        max_concurrent_requests: cap on requests in flight for clients made here (the
-            ``BatchEvalRunner`` ``workers`` setting is the usual knob; keep this at least as high).
+        timeout: Seconds each evaluation may take, retries included (client made here;
+            default: the client's).
+        num_retries: Retries after the first attempt (client made here; default: the
+            client's).
+        max_concurrent_requests: cap on requests in flight for the client made here (default:
+            the client's; the ``BatchEvalRunner`` ``workers`` setting is the usual knob).
+        **options: :class:`~composo.types.EvaluateOptions` sent with every evaluation
+            (``model_core``, ``tags``, ``explanation_cleaning``...), checked here.
 
     Raises:
         ComposoValidationError: An argument is invalid (named in the message).
+        TypeError: An option that does not exist.
 
     ``contexts`` (the retrieved chunks) are sent as one ``system`` message placed just before the
     answer, headed "Source material retrieved for the answer that follows:" and numbered ``[1]``,
@@ -84,13 +91,10 @@ class ComposoEvaluator(BaseEvaluator):
         api_key: str | None = None,
         base_url: str | None = None,
         raise_on_error: bool = False,
-        model_core: str | None = None,
-        tags: dict[str, Any] | None = None,
-        explanation_cleaning: str | None = None,
-        data_retention: str | None = None,
-        timeout: float = 60.0,
-        num_retries: int = 1,
-        max_concurrent_requests: int = 8,
+        timeout: float | None = None,
+        num_retries: int | None = None,
+        max_concurrent_requests: int | None = None,
+        **options: Unpack[EvaluateOptions],
     ) -> None:
         items = [criteria] if isinstance(criteria, str) else list(criteria)
         if not items:
@@ -108,54 +112,34 @@ class ComposoEvaluator(BaseEvaluator):
             or not (0.0 <= threshold <= 1.0)
         ):
             raise ComposoValidationError(f"threshold: a number between 0 and 1, got {threshold!r}")
-        if client is not None and not isinstance(client, (Composo, AsyncComposo)):
-            raise ComposoValidationError(
-                f"client: expected composo.Composo or composo.AsyncComposo, got "
-                f"{type(client).__name__}"
-            )
+        self._options = check_options(options, type(self).__name__)
+        settings: dict[str, Any] = {
+            "api_key": api_key,
+            "base_url": base_url,
+            "timeout": timeout,
+            "num_retries": num_retries,
+            "max_concurrent_requests": max_concurrent_requests,
+        }
+        settings = {k: v for k, v in settings.items() if v is not None}  # else the client's
+        if client is not None:
+            if not isinstance(client, (Composo, AsyncComposo)):
+                raise ComposoValidationError(
+                    f"client: expected composo.Composo or composo.AsyncComposo, got "
+                    f"{type(client).__name__}"
+                )
+            if settings:
+                raise ComposoValidationError(
+                    f"{next(iter(settings))}: set it on the client you pass (or use "
+                    "Composo.from_client(client, ...)); it is for the client made here"
+                )
         self.threshold = float(threshold)
         self.raise_on_error = raise_on_error
-        self._options: dict[str, Any] = {
-            "tags": tags,
-            "model_core": model_core,
-            "explanation_cleaning": explanation_cleaning,
-            "data_retention": data_retention,
-        }
         self._given = client
-        settings: Composo | AsyncComposo
-        if client is not None:
-            settings = client
-        else:
-            # Made now so that a missing API key fails here, not in the middle of a batch.
-            settings = Composo(
-                api_key=api_key,
-                base_url=base_url,
-                timeout=timeout,
-                num_retries=num_retries,
-                max_concurrent_requests=max_concurrent_requests,
-            )
-        self._settings: dict[str, Any] = {
-            "api_key": settings._api_key,
-            "base_url": settings.base_url,
-            "num_retries": settings.num_retries,
-            "model_core": settings.model_core,
-            "timeout": settings.timeout,
-            "max_concurrent_requests": settings.max_concurrent_requests,
-            # the clients made here reach the server the way the one given does
-            "proxy": settings.proxy,
-            "verify": settings.verify,
-            "trust_env": settings.trust_env,
-            "cache": settings.cache,
-        }
-        self._sync: Composo | None = None
-        if isinstance(client, Composo):
-            self._sync = client
-        elif isinstance(settings, Composo):
-            self._sync = settings
         self._lock = threading.Lock()
-        # AsyncComposo holds loop-bound resources, so one per event loop.
-        self._async_by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncComposo]
-        self._async_by_loop = weakref.WeakKeyDictionary()
+        self._settings = settings
+        # The blocking client made here when none is given: now, so that a missing API key
+        # fails here, not in the middle of a batch (with an AsyncComposo: on first use).
+        self._made = Composo(**settings) if client is None else None
 
     def __repr__(self) -> str:
         shown = self.criteria[0][:40] + ("..." if len(self.criteria[0]) > 40 else "")
@@ -174,42 +158,25 @@ class ComposoEvaluator(BaseEvaluator):
     # -- clients ---------------------------------------------------------------------------------
 
     def _sync_client(self) -> Composo:
-        with self._lock:
-            if self._sync is None:
-                self._sync = Composo(**self._settings)
-            return self._sync
-
-    def _async_client(self) -> AsyncComposo:
-        if isinstance(self._given, AsyncComposo):
+        if isinstance(self._given, Composo):
             return self._given
-        loop = asyncio.get_running_loop()
         with self._lock:
-            # A client holds its loop, so the weak key alone never lets a finished loop go
-            # (each ``asyncio.run`` would keep a loop and its open connections for good).
-            for done in [old for old in self._async_by_loop if old.is_closed()]:
-                del self._async_by_loop[done]
-            client = self._async_by_loop.get(loop)
-            if client is None:
-                client = AsyncComposo(**self._settings)
-                self._async_by_loop[loop] = client
-            return client
+            if self._made is None:
+                given = self._given
+                self._made = (
+                    Composo(**self._settings) if given is None else Composo.from_client(given)
+                )
+            return self._made
 
     def close(self) -> None:
-        """Close the clients this evaluator made (never one that was passed in)."""
+        """Close the client this evaluator made (never one that was passed in)."""
         with self._lock:
-            if self._given is None and self._sync is not None:
-                self._sync.close()
-                self._sync = None
-            self._async_by_loop.clear()
+            made, self._made = self._made, None
+        if made is not None:
+            made.close()
 
     async def aclose(self) -> None:
-        """Close the clients this evaluator made, including the one for this event loop."""
-        client = None
-        if not isinstance(self._given, AsyncComposo):
-            with self._lock:
-                client = self._async_by_loop.pop(asyncio.get_running_loop(), None)
-        if client is not None:
-            await client.aclose()
+        """:meth:`close`, for async code."""
         self.close()
 
     # -- evaluation ------------------------------------------------------------------------------
@@ -254,7 +221,8 @@ class ComposoEvaluator(BaseEvaluator):
         sleep_time_in_seconds: float = 0,
         **kwargs: Any,
     ) -> EvaluationResult:
-        """Score on the running event loop with ``AsyncComposo``.
+        """Score without blocking the event loop: an ``AsyncComposo`` given is awaited on it,
+        a ``Composo``'s call runs on a worker thread.
 
         Args:
             query: The user's question (or pass ``messages=`` for a whole chat history).
@@ -273,7 +241,10 @@ class ComposoEvaluator(BaseEvaluator):
         if sleep_time_in_seconds:
             await asyncio.sleep(sleep_time_in_seconds)
         try:
-            out = await call.run_async(self._async_client())
+            if isinstance(self._given, AsyncComposo):
+                out = await call.run_async(self._given)
+            else:
+                out = await asyncio.to_thread(call.run_sync, self._sync_client())
         except ComposoValidationError:
             raise
         except ComposoError as exc:
@@ -372,7 +343,7 @@ class ComposoEvaluator(BaseEvaluator):
             isinstance(contexts, str) or not all(isinstance(c, str) for c in contexts)
         ):
             raise ComposoValidationError("contexts: expected a list of strings (retrieved chunks)")
-        options = {k: v for k, v in self._options.items() if v is not None}
+        options = self._options
         result = EvaluationResult(
             query=query, response=response, contexts=list(contexts) if contexts else None
         )
