@@ -21,6 +21,7 @@ __all__ = [
     "content_text",
     "json_text",
     "reward_case",
+    "tool_results",
     "tool_uses",
 ]
 
@@ -98,6 +99,23 @@ def tool_uses(messages: tuple[Mapping[str, Any], ...]) -> list[ToolUse]:
                 if isinstance(block, Mapping) and block.get("type") == "tool_use":
                     name, args = block.get("name", ""), block.get("input", {})
                     out.append(ToolUse(json_text(name), json_text(args), i))
+    return out
+
+
+def tool_results(messages: tuple[Mapping[str, Any], ...]) -> list[tuple[int, str]]:
+    """Every tool result with the index of its message: ``tool`` / ``function`` turns and
+    Anthropic ``tool_result`` blocks (which arrive inside user turns)."""
+    out: list[tuple[int, str]] = []
+    for i, m in enumerate(messages):
+        content = m.get("content")
+        if m.get("role") in ("tool", "function"):
+            out.append((i, content_text(content)))
+        elif isinstance(content, list):
+            out += [
+                (i, content_text(b.get("content")))
+                for b in content
+                if isinstance(b, Mapping) and b.get("type") == "tool_result"
+            ]
     return out
 
 

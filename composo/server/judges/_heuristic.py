@@ -1,200 +1,28 @@
 """A transparent, deterministic development stand-in for the platform's judge. It is NOT a
-quality judge: it combines a few surface signals and names each one in the explanation, so a
-developer can see why a score came out as it did and wire up pipelines offline."""
+quality judge: it reads the criterion for words it has a rule for (``_RULES``, with their words
+in ``_words.TRAITS``) or for a "Passes if the answer names X" check, reads the answer for the
+matching surface signals, and says in the explanation what it looked for and what it found.
+Where it cannot judge (source material or tool calls that are not there) it answers ``None``,
+as the platform does for "not applicable"."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import re
-from collections.abc import Iterable, Mapping, Set
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache, partial
 from typing import Any
 
 from composo._core.wire import is_binary
-from composo.server._cases import Case, ToolUse, content_text, tool_uses
+from composo.server._cases import Case, content_text, tool_results, tool_uses
 from composo.server.judges import Verdict
+from composo.server.judges import _words as w
 
 __all__ = ["HeuristicJudge", "score_case"]
 
-_WORD = re.compile(r"[a-z0-9]+")
-_REFUSAL = re.compile(
-    r"\b(?:i\s+(?:can\s*not|can't|cannot|won't|will\s+not|am\s+(?:unable|not\s+able))"
-    r"|i'm\s+(?:unable|not\s+able|sorry)|sorry,?\s+(?:but\s+)?i|as\s+an\s+ai)\b",
-    re.IGNORECASE,
-)
-_STOP = frozenset(
-    [
-        "a",
-        "an",
-        "the",
-        "and",
-        "or",
-        "but",
-        "if",
-        "then",
-        "than",
-        "that",
-        "this",
-        "these",
-        "those",
-        "is",
-        "are",
-        "was",
-        "were",
-        "be",
-        "been",
-        "being",
-        "to",
-        "of",
-        "in",
-        "on",
-        "at",
-        "by",
-        "for",
-        "with",
-        "from",
-        "as",
-        "into",
-        "about",
-        "over",
-        "under",
-        "it",
-        "its",
-        "it's",
-        "their",
-        "there",
-        "they",
-        "them",
-        "he",
-        "she",
-        "his",
-        "her",
-        "you",
-        "your",
-        "we",
-        "our",
-        "i",
-        "me",
-        "my",
-        "do",
-        "does",
-        "did",
-        "done",
-        "not",
-        "no",
-        "so",
-        "such",
-        "very",
-        "more",
-        "most",
-        "less",
-        "least",
-        "any",
-        "all",
-        "each",
-        "every",
-        "some",
-        "can",
-        "could",
-        "should",
-        "would",
-        "will",
-        "may",
-        "might",
-        "must",
-        "has",
-        "have",
-        "had",
-        "which",
-        "who",
-        "whom",
-        "whose",
-        "what",
-        "when",
-        "where",
-        "why",
-        "how",
-        "also",
-        "only",
-        "just",
-        "both",
-        "either",
-        "neither",
-        "other",
-        "others",
-        "own",
-        "same",
-        "too",
-        "up",
-        "down",
-        "out",
-        "off",
-        "again",
-        "further",
-        "once",
-        "here",
-        "s",
-        "t",
-        "don't",
-        "doesn't",
-    ]
-)
-# Words of the criterion that describe the verdict, not what to look for.
-_CRITERION_NOISE = frozenset(
-    [
-        "reward",
-        "rewards",
-        "penalize",
-        "penalizes",
-        "penalise",
-        "passes",
-        "pass",
-        "fails",
-        "fail",
-        "response",
-        "responses",
-        "answer",
-        "answers",
-        "reply",
-        "replies",
-        "assistant",
-        "assistants",
-        "agent",
-        "agents",
-        "model",
-        "output",
-        "outputs",
-        "message",
-        "messages",
-        "good",
-        "well",
-        "better",
-        "best",
-        "clearly",
-        "clear",
-        "appropriate",
-        "appropriately",
-        "directly",
-        "user",
-        "users",
-    ]
-)
-# Dismissive or rude phrasing, and hedging that leaves the user without an answer.
-_RUDE = re.compile(
-    r"\b(?:calm\s+down|read\s+the\s+(?:terms|manual|docs|faq)|next\s+time|obviously|"
-    r"figure\s+it\s+out|not\s+my\s+problem|stupid|whatever)\b",
-    re.IGNORECASE,
-)
-_HEDGE = re.compile(
-    r"\b(?:maybe|probably|possibly|not\s+sure|i\s+think|i\s+guess|or\s+something|perhaps)\b",
-    re.IGNORECASE,
-)
-_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
-_TOOL_TERMS = frozenset({"tool", "tools", "function", "functions"})
-_REFUSE_TERMS = frozenset({"refuse", "refuses", "refusal", "refusals", "decline", "declines"})
-_NEGATIVE_PREFIXES = ("penalize", "penalise", "fails if")
+TAIL = " (Heuristic stand-in: surface signals, not a quality judgement.)"
 
 
 def _strip(word: str) -> str:
@@ -207,290 +35,488 @@ def _strip(word: str) -> str:
 
 def _term(word: str) -> str:
     """A word's term: its stem, or ``""`` for a stop word or a single letter."""
-    return "" if word in _STOP or len(word) < 2 else _strip(word)
+    return "" if word in w.STOP or len(word) < 2 else _strip(word)
 
 
-# Words and texts up to these sizes keep what was worked out of them (a conversation repeats
-# its words, one request asks for the same answer's terms several times, a run repeats its
-# question and system prompt); longer ones, rare and a way to fill memory, are worked out again.
-_CACHED_WORD = 32
-_CACHED_TEXT = 4096
-_term_cached = lru_cache(maxsize=1 << 16)(_term)
-
-
-def _stem(word: str) -> str:
-    return _term_cached(word) if len(word) <= _CACHED_WORD else _term(word)
+# A run repeats its words and texts (questions, system prompts, criteria), so what is worked out
+# of them is kept; long ones, rare and a way to fill memory, are worked out again.
+_term_kept = lru_cache(maxsize=1 << 16)(_term)
 
 
 def _terms_of(text: str) -> frozenset[str]:
-    stems = frozenset(map(_stem, _WORD.findall(text.lower())))
-    return stems - {""} if "" in stems else stems
+    words = w.WORD.findall(text.lower())
+    return frozenset(_term_kept(x) if len(x) <= 32 else _term(x) for x in words) - {""}
 
 
-_terms_cached = lru_cache(maxsize=1024)(_terms_of)
+_terms_kept = lru_cache(maxsize=1024)(_terms_of)
 
 
 def _terms(text: str) -> frozenset[str]:
-    return _terms_cached(text) if len(text) <= _CACHED_TEXT else _terms_of(text)
+    return _terms_kept(text) if len(text) <= 4096 else _terms_of(text)
 
 
-@dataclass(frozen=True)
-class _Criterion:
-    """What scoring needs of a criterion, worked out once per distinct criterion."""
-
-    binary: bool
-    negative: bool
-    key_terms: frozenset[str]
-    about_tools: bool
-    about_refusal: bool
-
-
-_NOISE_STEMS = frozenset(map(_strip, _CRITERION_NOISE))
-
-
-def _criterion(criterion: str) -> _Criterion:
-    return _criterion_cached(criterion) if len(criterion) <= _CACHED_TEXT else _read(criterion)
-
-
-def _read(criterion: str) -> _Criterion:
-    lowered = criterion.lower()
-    words = set(_WORD.findall(lowered))
-    return _Criterion(
-        binary=is_binary(criterion),
-        negative=lowered.startswith(_NEGATIVE_PREFIXES),
-        key_terms=_terms_of(criterion) - _NOISE_STEMS,
-        about_tools=bool(words & _TOOL_TERMS) or "function call" in lowered,
-        about_refusal=bool(words & _REFUSE_TERMS),
-    )
-
-
-_criterion_cached = lru_cache(maxsize=512)(_read)
-
-
-@dataclass(frozen=True)
-class _Parts:
-    question: str
-    answer: str
-    calls: list[ToolUse]
-    all_calls: list[ToolUse]
-    # What the answer could draw on besides the question: system prompt, tool results.
-    material: str = ""
-    tool_results: str = ""
-
-
-def _split(case: Case) -> _Parts:
-    """The question, the judged answer and the judged tool calls."""
-    messages = case.messages
-    assistant_idx = [i for i, m in enumerate(messages) if m.get("role") == "assistant"]
-    all_calls = tool_uses(messages)
-    if not assistant_idx:
-        judged: Iterable[int] = ()
-        first = len(messages)
-    elif case.evaluate_latest:
-        judged = assistant_idx[-1:]
-        first = assistant_idx[-1]
-    else:
-        judged = assistant_idx
-        first = assistant_idx[0]
-    judged = set(judged)
-    answer = " ".join(content_text(messages[i].get("content")) for i in sorted(judged)).strip()
-    users = [content_text(m.get("content")) for m in messages[:first] if m.get("role") == "user"]
-    if not users:
-        users = [content_text(m.get("content")) for m in messages if m.get("role") == "user"]
-    question = users[-1] if users else ""
-    calls = [c for c in all_calls if c.message_index in judged]
-    last = max(judged) if judged else len(messages)
-    before = messages[:last]
-    tool_results = " ".join(
-        content_text(m.get("content")) for m in before if m.get("role") in ("tool", "function")
-    )
-    systems = [case.system or ""]
-    systems += [content_text(m.get("content")) for m in before if m.get("role") == "system"]
-    # Anthropic-style tool results arrive inside user turns; all user turns are material too.
-    users_text = " ".join(content_text(m.get("content")) for m in before if m.get("role") == "user")
-    material = " ".join([*systems, tool_results, users_text]).strip()
-    return _Parts(question, answer, calls, all_calls, material, tool_results)
-
-
-def _tool_names(tools: Iterable[Mapping[str, Any]]) -> set[str]:
-    names: set[str] = set()
-    for t in tools:
-        fn = t.get("function", t)
-        if isinstance(fn, Mapping) and fn.get("name"):
-            names.add(str(fn["name"]))
-    return names
+_NOISE = frozenset(map(_term, w.NOISE))
 
 
 def _numbers(text: str) -> set[str]:
-    """Figures in ``text``, normalised (``1,500`` and ``1500`` are the same figure)."""
-    return {n.replace(",", "") for n in _NUMBER.findall(text)}
+    """Figures in ``text``, normalised (``1,500`` is ``1500``, ``39.0`` is ``39``)."""
+    found = (n.replace(",", "") for n in w.NUMBER.findall(text))
+    return {n.rstrip("0").rstrip(".") if "." in n else n for n in found}
 
 
-def _ratio(found: int, total: int) -> float:
-    return found / total if total else 0.0
+def _original(terms: Iterable[str], text: str) -> list[str]:
+    """The words of ``text`` behind ``terms``, as written rather than stemmed."""
+    wanted = set(terms)
+    return list(dict.fromkeys(x for x in w.WORD.findall(text.lower()) if _term(x) in wanted))
+
+
+def _quote(found: Iterable[str], limit: int = 4) -> str:
+    shown = list(dict.fromkeys(" ".join(f.split()) for f in found))
+    return ", ".join(f"'{f}'" for f in shown[:limit]) or "none"
+
+
+@dataclass(frozen=True)
+class _Reading:
+    """How strongly the answer shows a trait (0 to 1), and what was looked for and found."""
+
+    value: float
+    found: str
+
+
+def _present(found: list[str], what: str) -> _Reading:
+    return _Reading(0.9 if found else 0.1, f"looked for {what}, found {_quote(found)}")
+
+
+# -- the conversation as the readings see it ----------------------------------------------------
+
+
+def _text(message: Mapping[str, Any]) -> str:
+    return content_text(message.get("content"))
+
+
+def _holds_facts(text: str) -> bool:
+    """A system prompt with something to check against (a figure, a source, some length, or
+    anything but a role and instructions: "You are a helpful assistant" is not)."""
+    if w.NUMBER.search(text) or w.DOCUMENT.search(text) or len(text.split()) >= 25:
+        return True
+    return bool(text.strip()) and not w.ROLE_ONLY.match(text)
+
+
+class _View:
+    """The parts of a case the readings look at: the judged answer and calls, the question, the
+    tool results before the answer; the rest worked out when first asked for."""
+
+    def __init__(self, case: Case) -> None:
+        messages = case.messages
+        assistant = [i for i, m in enumerate(messages) if m.get("role") == "assistant"]
+        judged = assistant[-1:] if case.evaluate_latest else assistant
+        self.last = judged[-1] if judged else len(messages)
+        self.case = case
+        self.answer = " ".join(_text(messages[i]) for i in judged).strip()
+        users = [
+            _text(m) for m in messages[: judged[0] if judged else None] if m.get("role") == "user"
+        ]
+        asked = users[-1] if users else ""
+        docs = w.DOCUMENT.search(asked)  # a question with documents after it is the text before
+        self.question = asked[: docs.start()] if docs and docs.start() else asked
+        self.all_calls = tool_uses(messages)
+        self.judged_calls = [c for c in self.all_calls if c.message_index in judged]
+        self.calls = self.judged_calls or self.all_calls
+        self.tool_results = " ".join(t for i, t in tool_results(messages) if i < self.last)
+
+    @cached_property
+    def context(self) -> str:
+        """What the answer can be checked against: a system prompt with facts, tool results,
+        documents pasted into a user turn."""
+        before = self.case.messages[: self.last]
+        systems = [self.case.system or ""] + [_text(m) for m in before if m.get("role") == "system"]
+        users = [_text(m) for m in before if m.get("role") == "user"]
+        docs = [u for u in users if w.DOCUMENT.search(u) or len(u.split()) >= 80]
+        return " ".join([*filter(_holds_facts, systems), self.tool_results, *docs]).strip()
+
+    @cached_property
+    def words(self) -> int:
+        return len(w.WORD.findall(self.answer.lower()))
+
+    @cached_property
+    def answer_terms(self) -> frozenset[str]:
+        return _terms(self.answer + " " + " ".join(c.name.replace("_", " ") for c in self.calls))
+
+    def before(self, index: int) -> str:
+        """Everything but the assistant's turns before message ``index``."""
+        shown = [_text(m) for m in self.case.messages[:index] if m.get("role") != "assistant"]
+        return " ".join([self.case.system or "", *shown])
+
+
+# -- readings: one per trait the stand-in can notice --------------------------------------------
+
+
+def _found(pattern: re.Pattern[str], text: str) -> list[str]:
+    return [m.group() for m in pattern.finditer(text)]
+
+
+def _politeness(v: _View) -> _Reading:
+    rude, kind = _found(w.RUDE, v.answer), _found(w.COURTESY, v.answer)
+    value = max(0.0, 0.3 - 0.1 * len(rude)) if rude else 0.7 + 0.1 * min(2, len(kind))
+    courtesy = f" (courtesy: {_quote(kind)})"
+    return _Reading(
+        value, f"looked for rude or dismissive phrasing, found {_quote(rude)}{courtesy}"
+    )
+
+
+def _apology(v: _View) -> _Reading:
+    return _present(_found(w.APOLOGY, v.answer), "an apology")
+
+
+def _refusal(v: _View) -> _Reading:
+    return _present(_found(w.REFUSAL, v.answer), "a refusal")
+
+
+def _citation(v: _View) -> _Reading:
+    return _present(_found(w.CITATION, v.answer), "citations ([1], 'according to', a link)")
+
+
+def _clarifying(v: _View) -> _Reading:
+    asked = [q.strip() for q in w.QUESTION.findall(v.answer)]
+    value = 0.9 if any(map(w.CLARIFYING.search, asked)) else 0.4 if asked else 0.1
+    return _Reading(value, f"looked for a question back to the user, found {_quote(asked, 2)}")
+
+
+def _brevity(v: _View) -> _Reading:
+    value = 0.1 + 0.8 * min(1.0, max(0.0, (160 - v.words) / 120))
+    return _Reading(value, f"counted {v.words} word(s) (short up to 40, long from 160)")
+
+
+def _confidence(v: _View) -> _Reading:
+    hedges = _found(w.HEDGE, v.answer)
+    return _Reading(
+        max(0.1, 0.9 - 0.25 * len(hedges)), f"looked for hedging, found {_quote(hedges)}"
+    )
+
+
+def _support(v: _View, material: str, what: str) -> _Reading:
+    """How much of the answer ``material`` (and the question) supports: its words, its figures of
+    two digits or more, and no simple contradiction ("hasn't shipped" against "shipped")."""
+    support = _terms(material) | _terms(v.question)
+    share = len(v.answer_terms & support) / len(v.answer_terms) if v.answer_terms else 0.0
+    figures = {n for n in _numbers(v.answer) if len(n.replace(".", "")) > 1}
+    unfounded = sorted(figures - _numbers(material + " " + v.question))
+    denied = {_term(x.lower()) for x in w.DENIED.findall(v.answer) if len(x) > 4}
+    denied -= {_term(x.lower()) for x in w.DENIED.findall(material)}
+    contradicted = sorted(denied & _terms(material))
+    value = 0.15 + 0.75 * share - 0.15 * min(2, len(unfounded)) - 0.2 * bool(contradicted)
+    found = f"{share:.0%} of the answer's words are in {what}"
+    found += f", figure(s) not there: {', '.join(unfounded[:4])}" if unfounded else ""
+    found += (
+        f", it denies what {what} states ({', '.join(contradicted[:3])})" if contradicted else ""
+    )
+    return _Reading(min(1.0, max(0.0, value)), found)
+
+
+def _grounding(v: _View) -> _Reading:
+    return _support(v, v.context, "the context")
+
+
+def _tool_result_use(v: _View) -> _Reading:
+    reading = _support(v, v.tool_results, "the tool results")
+    if v.answer and not v.answer_terms & _terms(v.tool_results):
+        return _Reading(min(reading.value, 0.2), reading.found + ", so the results are ignored")
+    return reading
+
+
+def _relevance(v: _View) -> _Reading:
+    """General answer quality: the question's words answered, substance, no refusal, rudeness
+    or hedging, and support by the context where there is one."""
+    asked = _terms(v.question)
+    shared = v.answer_terms & asked
+    value = 0.3 + 0.45 * (len(shared) / len(asked) if asked else 0.5) + 0.25 * min(1, v.words / 25)
+    shown = _quote(_original(shared, v.question), 3)
+    found = [f"{len(shared)} of the question's {len(asked)} key words answered ({shown})"]
+    found.append(f"{v.words} word(s)")
+    for seen, cut, label in _FAULTS:
+        if seen(v.answer):
+            value, found = cut(value), [*found, label]
+    if v.context:
+        support = _grounding(v)
+        value, found = 0.5 * value + 0.5 * support.value, [*found, support.found]
+    return _Reading(min(1.0, max(0.0, value)), ", ".join(found))
+
+
+# What lowers the general reading: (seen in the answer, how it lowers it, what it is called).
+_FAULTS: tuple[tuple[Callable[[str], object], Callable[[float], float], str], ...] = (
+    (w.REFUSAL.search, lambda x: x * 0.5, "it refuses"),
+    (w.RUDE.search, lambda x: x - 0.3, "rude phrasing"),
+    (lambda a: len(w.HEDGE.findall(a)) >= 2, lambda x: x - 0.2, "hedging"),
+)
+
+
+def _accuracy(v: _View) -> _Reading:
+    if v.context:
+        return _grounding(v)
+    general = _relevance(v)
+    return _Reading(general.value, "nothing to check facts against, so " + general.found)
+
+
+def _tool_defs(tools: Iterable[Mapping[str, Any]]) -> dict[str, str]:
+    """Each offered tool's name and the words that describe it."""
+    fns = [t.get("function", t) for t in tools]
+    return {
+        str(f["name"]): f"{f['name']} {f.get('description') or ''}".replace("_", " ")
+        for f in fns
+        if isinstance(f, Mapping) and f.get("name")
+    }
+
+
+def _values(value: Any) -> str:
+    """The values inside a call's parsed arguments, as text (keys say nothing of grounding)."""
+    if isinstance(value, Mapping):
+        value = list(value.values())
+    if isinstance(value, list):
+        return " ".join(map(_values, value))
+    if value is None:
+        return ""
+    return format(value, "g") if isinstance(value, float) else str(value)
+
+
+def _arguments(arguments: str) -> Any:
+    try:
+        return json.loads(arguments or "{}")
+    except ValueError:
+        return None
+
+
+def _tool_faults(v: _View, offered: dict[str, str]) -> list[str]:
+    """Calls to tools not offered, arguments that are not JSON, repeats, a tool the criterion
+    names left uncalled."""
+    calls, criterion = v.calls, v.case.criterion
+    faults = [f"{c.name} was not offered" for c in calls if offered and c.name not in offered]
+    faults += [
+        f"{c.name}'s arguments are not JSON" for c in calls if _arguments(c.arguments) is None
+    ]
+    repeated = len(calls) - len({(c.name, c.arguments) for c in calls})
+    faults += [f"{repeated} repeated call(s)"] if repeated else []
+    named = {n for n in offered if re.search(rf"\b{re.escape(n)}\b", criterion)}
+    return faults + [
+        f"{n} (named by the criterion) was not called"
+        for n in sorted(named - {c.name for c in calls})
+    ]
+
+
+def _better_tool(v: _View, offered: dict[str, str]) -> list[str]:
+    """An offered tool that shares words with the question when no called tool does."""
+    asked = _terms(v.question)
+    fit = {name: len(asked & _terms(words)) for name, words in offered.items()}
+    best = max(sorted(fit), key=fit.__getitem__, default="")
+    if not best or not fit[best] or any(fit.get(c.name) for c in v.calls):
+        return []
+    return [f"{best} fits the question better"]
+
+
+def _tool_use(v: _View) -> _Reading:
+    """Calls to offered tools with JSON arguments whose values come from the conversation before
+    the call, no repeats, the tool the question is about."""
+    offered = _tool_defs(v.case.tools)
+    faults, worse = _tool_faults(v, offered), _better_tool(v, offered)
+    values = [(_terms(_values(_arguments(c.arguments))), c.message_index) for c in v.calls]
+    grounded = [len(t & _terms(v.before(i))) / len(t) for t, i in values if t]
+    share = sum(grounded) / len(grounded) if grounded else 1.0
+    value = 0.1 + 0.2 * share if faults else 0.4 + 0.5 * share - 0.3 * bool(worse)
+    names = ", ".join(dict.fromkeys(c.name for c in v.calls))
+    found = f"calls {names}; {share:.0%} of argument values found earlier in the conversation"
+    return _Reading(value, found + "".join(f"; {f}" for f in faults + worse))
+
+
+# -- "Passes if the answer names X" -------------------------------------------------------------
+
+
+def _content_kind(what: str, verb: str) -> tuple[str, Callable[[str], list[str]]] | None:
+    """What to look for in the answer when the criterion asks for ``what``: quoted phrases, a
+    kind of thing (``_words.KINDS``), a proper name ("names a city"), else X's own words."""
+    quoted = w.QUOTED.findall(what)
+    if quoted:
+        return " and ".join(f"'{q}'" for q in quoted), partial(_phrases, quoted)
+    for words, label, pattern in w.KINDS:
+        if words.search(what):
+            return label, partial(_found, pattern)
+    if verb.startswith("name") and re.match(r"(?:an?|the|some)\s", what, re.I):
+        return "a proper name", partial(_found, w.PROPER_NAME)
+    terms = _terms(what) - _NOISE
+    strict = verb.startswith(w.STRICT_VERBS)
+    label = f"the words {', '.join(_original(terms, what))}"
+    return (label, partial(_words_in, terms, strict)) if terms else None
+
+
+def _phrases(quoted: list[str], answer: str) -> list[str]:
+    found = [q for q in quoted if q.lower() in answer.lower()]
+    return found if len(found) == len(quoted) else []
+
+
+def _words_in(terms: frozenset[str], strict: bool, answer: str) -> list[str]:
+    found = terms & _terms(answer)
+    enough = len(found) == len(terms) if strict else len(found) * 2 >= len(terms)
+    return _original(found, answer) if enough and found else []
+
+
+def _content(label: str, find: Callable[[str], list[str]], v: _View) -> _Reading:
+    return _present(find(v.answer), label + " in the answer")
+
+
+# -- the criterion ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Rule:
+    """A trait a criterion may name (its words: ``_words.TRAITS[label]``), how the answer is read
+    for it, what the conversation must hold for it to apply, and whether it is then the
+    criterion's only reading."""
+
+    label: str
+    read: Callable[[_View], _Reading]
+    needs: str = ""
+    alone: bool = False
+
+    @cached_property
+    def words(self) -> tuple[re.Pattern[str], re.Pattern[str] | None]:
+        good, bad = w.TRAITS[self.label]
+        return w.phrases(good), w.phrases(bad) if bad else None
+
+
+# In order: the first ``alone`` rule a criterion names is its only reading; the others combine.
+_RULES = (
+    _Rule("use of tool results", _tool_result_use, "tool", alone=True),
+    _Rule("citations", _citation, alone=True),
+    _Rule("support by the context", _grounding, "context", alone=True),
+    _Rule("tool use", _tool_use, "tool", alone=True),
+    _Rule("politeness", _politeness),
+    _Rule("apology", _apology),
+    _Rule("a clarifying question", _clarifying),
+    _Rule("refusal", _refusal),
+    _Rule("brevity", _brevity),
+    _Rule("confidence", _confidence),
+    _Rule("accuracy", _accuracy),
+    _Rule("answering the question", _relevance),
+)
+
+
+@dataclass(frozen=True)
+class _Check:
+    label: str
+    read: Callable[[_View], _Reading]
+    polarity: int  # -1 when the criterion names the opposite of what ``read`` measures
+    needs: str = ""
+
+
+@dataclass(frozen=True)
+class _Plan:
+    binary: bool
+    sign: int  # -1 for Penalize and Fails if
+    checks: tuple[_Check, ...]
+
+
+def _polarity(rule: _Rule, text: str) -> int | None:
+    """+1 if ``text`` names the rule's trait, -1 its opposite (a negation turns either round)."""
+    good, bad = rule.words
+    for pattern, sign in ((bad, -1), (good, 1)):
+        m = pattern.search(text) if pattern else None
+        if m:
+            return -sign if w.NEGATION.search(text[: m.start()]) else sign
+    return None
+
+
+def _content_check(criterion: str) -> _Check | None:
+    """A check for "Passes if the answer names X"; graded criteria only for a kind of thing."""
+    m = w.CONTENT.match(criterion)
+    kind = _content_kind(m["what"], m["verb"].lower()) if m else None
+    if m is None or kind is None or (kind[0].startswith("the words") and not is_binary(criterion)):
+        return None
+    return _Check(f"{m['verb']} {m['what']}", partial(_content, *kind), -1 if m["neg"] else 1)
+
+
+def _rule_checks(body: str) -> list[_Check]:
+    """A check for each rule the criterion's words name; an ``alone`` rule is the only one."""
+    checks: list[_Check] = []
+    for rule in _RULES:
+        polarity = _polarity(rule, body)
+        if polarity is not None:
+            checks.append(_Check(rule.label, rule.read, polarity, rule.needs))
+            if rule.alone:
+                return checks[-1:]
+    return checks
+
+
+@lru_cache(maxsize=512)
+def _plan(criterion: str) -> _Plan:
+    """What to read for ``criterion``: a content check, the rules its words name, or (none
+    matching) its own words as a topic."""
+    text = criterion.strip()
+    sign = -1 if text.lower().startswith(("penalize", "penalise", "fails if")) else 1
+    content = _content_check(text)
+    checks = [content] if content else _rule_checks(w.SUBJECT.sub("", text, count=1))
+    if not checks:
+        checks.append(_Check("the criterion's own words", partial(_topic, text, sign), 1))
+    return _Plan(is_binary(text), sign, tuple(checks))
+
+
+def _topic(criterion: str, sign: int, v: _View) -> _Reading:
+    """No rule reads the criterion: its own words as a topic when the answer has some of them;
+    when it has none, general answer quality (for Penalize too: nothing it names was seen)."""
+    terms = _terms(criterion) - _NOISE
+    found = terms & v.answer_terms
+    if not found:
+        general = _relevance(v)
+        value = general.value if sign > 0 else 1 - general.value
+        return _Reading(value, "no rule for its words, read as general quality: " + general.found)
+    shown = _quote(_original(found, v.answer))
+    return _Reading(
+        0.3 + 0.6 * len(found) / len(terms), f"found {shown} of its words in the answer"
+    )
+
+
+# -- the verdict --------------------------------------------------------------------------------
+
+_MISSING = {
+    "tool": "it is about tool use and {who} made no tool call",
+    "context": "it is about source material and the conversation holds none to check against "
+    "(no system prompt with facts, tool result or document in a user turn)",
+}
+
+
+def _not_applicable(plan: _Plan, v: _View, who: str) -> str | None:
+    held = {"tool": bool(v.all_calls), "context": bool(v.context)}
+    missing = [c.needs for c in plan.checks if c.needs and not held[c.needs]]
+    return f"Not applicable: {_MISSING[missing[0]].format(who=who)}." if missing else None
+
+
+def _read(plan: _Plan, v: _View) -> tuple[float | None, list[tuple[_Check, _Reading]]]:
+    """The mean reading in the direction of the criterion's words (before Penalize / Fails if
+    turns it round) and each reading; ``None`` for an empty answer."""
+    if v.words == 0 and not v.judged_calls:
+        return None, [(plan.checks[0], _Reading(0.0, "the judged answer is empty"))]
+    readings = [(c, c.read(v)) for c in plan.checks]
+    oriented = [r.value if c.polarity > 0 else 1 - r.value for c, r in readings]
+    return min(1.0, max(0.0, sum(oriented) / len(oriented))), readings
 
 
 def score_case(case: Case) -> Verdict:
-    """Score ``case`` from surface signals; the same input always gives the same verdict."""
-    crit = _criterion(case.criterion.strip())
-    binary, negative, key_terms = crit.binary, crit.negative, crit.key_terms
-    about_tools, about_refusal = crit.about_tools, crit.about_refusal
-    parts = _split(case)
+    """Score ``case`` by the rules its criterion names; the same input gives the same verdict.
+    Reward and Penalize of one trait are mirror images, as are Passes if and Fails if; an empty
+    answer scores 0 whatever the criterion."""
+    plan = _plan(case.criterion)
+    v = _View(case)
     who = f"agent {case.agent_name!r}" if case.agent_name else "the response"
-    tail = " (Heuristic signals, not a quality judgement.)"
-
-    if about_tools and not parts.all_calls:
-        reason = f"Not applicable: the criterion is about tool use and {who} made no tool call."
-        return Verdict(None, reason + tail, reason)
-
-    signals: list[str] = []
-    answer_terms = _terms(parts.answer)
-    for call in parts.calls:
-        answer_terms |= _terms(call.name.replace("_", " ") + " " + call.arguments)
-    words = len(_WORD.findall(parts.answer))
-    empty = words == 0 and not parts.calls
-    refused = _REFUSAL.search(parts.answer) is not None
-
-    if empty:
-        signals.append("the judged answer is empty")
-        quality = 0.0
+    reason = _not_applicable(plan, v, who)
+    if reason:
+        return Verdict(None, reason + TAIL, reason)
+    value, readings = _read(plan, v)
+    if plan.binary:
+        score = float(value is not None and (value >= 0.5) == (plan.sign > 0))
+        head = f"{who.capitalize()} {'passes' if score else 'fails'}"
     else:
-        signals.append(
-            f"answer of {words} word(s)"
-            + (f" and {len(parts.calls)} tool call(s)" if parts.calls else "")
-        )
-        q_terms = _terms(parts.question)
-        q_overlap = _ratio(len(answer_terms & q_terms), len(q_terms))
-        if q_terms:
-            signals.append(f"overlap with the question {q_overlap:.2f}")
-        else:
-            q_overlap = 0.5
-            signals.append("no user question to compare with")
-        found = sorted(answer_terms & key_terms)
-        coverage = _ratio(len(found), len(key_terms))
-        if key_terms:
-            shown = ", ".join(found[:6]) if found else "none"
-            signals.append(f"criterion key terms present {len(found)}/{len(key_terms)} ({shown})")
-        length_ok = 1.0 if words >= 5 or parts.calls else 0.4
-        if length_ok < 1:
-            signals.append("very short answer")
-        penalty, grounded = _grounding(parts, answer_terms, signals)
-        if negative:
-            # The criterion names what is bad: the more of it the answer shows, the lower the score.
-            quality = 0.85 - 0.55 * coverage + 0.15 * q_overlap
-        elif grounded is None:
-            quality = 0.2 + 0.4 * q_overlap + 0.3 * coverage + 0.1 * length_ok - penalty
-        else:
-            # Context to draw on: how much of the answer it supports weighs most, then how much
-            # the answer says (a few words rarely resolve anything).
-            substance = min(1.0, words / 25)
-            quality = (
-                0.15
-                + 0.2 * q_overlap
-                + 0.15 * coverage
-                + 0.15 * substance
-                + 0.35 * grounded
-                - penalty
-            )
-        if refused:
-            signals.append("the answer refuses")
-            if about_refusal:
-                quality = 0.1 if negative else 0.95
-            else:
-                quality *= 0.25 if grounded is None else 0.6
-        elif about_refusal and not negative:
-            signals.append("no refusal found")
-            quality = min(quality, 0.3)
-        if about_tools:
-            quality = _tool_adjust(case, parts, q_terms, negative, quality, signals)
-
-    quality = min(1.0, max(0.0, quality))
-    if binary:
-        score = 1.0 if quality >= 0.5 else 0.0
-        verdict = "passes" if score else "fails"
-        summary = f"{who.capitalize()} {verdict} (signal strength {quality:.2f})"
-    else:
-        score = round(quality, 3)
-        summary = f"Score {score:.3f} for {who}"
-    # The verdict first, then the signals behind it; the caveat last and short.
-    body = summary + ": " + "; ".join(signals) + "."
-    return Verdict(score, body + tail, body)
-
-
-def _grounding(
-    parts: _Parts, answer_terms: Set[str], signals: list[str]
-) -> tuple[float, float | None]:
-    """Signals of an answer that is unfounded or unhelpful: figures and words not found in what
-    it could draw on (system prompt, user turns, tool results), tool results it ignores, rude or
-    hedging phrasing. Returns the penalty and the grounded share (``None`` when the question is
-    all there is to draw on)."""
-    penalty = 0.0
-    grounded: float | None = None
-    material_terms = _terms(parts.material)
-    if parts.material and material_terms - _terms(parts.question):
-        grounded = _ratio(len(answer_terms & material_terms), len(answer_terms))
-        signals.append(f"words found in the context {grounded:.2f}")
-        # Figures of two digits or more: single digits are too often counts and steps.
-        figures = {n for n in _numbers(parts.answer) if len(n.replace(".", "")) > 1}
-        unfounded = sorted(figures - _numbers(parts.material))
-        if unfounded:
-            signals.append(f"figure(s) not in the context: {', '.join(unfounded[:4])}")
-            penalty += min(0.2, 0.1 * len(unfounded))
-    if parts.tool_results and parts.answer:
-        used = _ratio(
-            len(_terms(parts.answer) & _terms(parts.tool_results)), len(_terms(parts.answer))
-        )
-        if used < 0.2:
-            signals.append(f"little of the tool results used ({used:.2f})")
-            penalty += 0.15
-    if _RUDE.search(parts.answer):
-        signals.append("dismissive or rude phrasing")
-        penalty += 0.3
-    hedges = len(_HEDGE.findall(parts.answer))
-    if hedges >= 2:
-        signals.append(f"hedging ({hedges} hedges)")
-        penalty += 0.2
-    return penalty, grounded
-
-
-def _tool_adjust(
-    case: Case,
-    parts: _Parts,
-    q_terms: Set[str],
-    negative: bool,
-    quality: float,
-    signals: list[str],
-) -> float:
-    """Tool criteria look at the calls: offered tools, arguments that parse, grounded arguments."""
-    calls = parts.calls or parts.all_calls
-    offered = _tool_names(case.tools)
-    unknown = sorted({c.name for c in calls if offered and c.name not in offered})
-    bad_args = 0
-    for c in calls:
-        try:
-            json.loads(c.arguments or "{}")
-        except ValueError:
-            bad_args += 1
-    arg_terms: Set[str] = frozenset()
-    for c in calls:
-        arg_terms |= _terms(c.arguments)
-    grounded = _ratio(len(arg_terms & q_terms), len(arg_terms)) if arg_terms else 1.0
-    names = ", ".join(sorted({c.name for c in calls}))
-    signals.append(f"tool calls: {names}")
-    if unknown:
-        signals.append(f"called tool(s) not offered: {', '.join(unknown)}")
-    if bad_args:
-        signals.append(f"{bad_args} call(s) with arguments that are not JSON")
-    signals.append(f"arguments grounded in the question {grounded:.2f}")
-    repeated = len(calls) - len({(c.name, c.arguments) for c in calls})
-    if repeated:
-        signals.append(f"{repeated} repeated call(s)")
-    good = 0.4 + 0.3 * grounded + (0.0 if unknown else 0.2) + (0.0 if bad_args else 0.1)
-    good -= 0.15 * repeated
-    if negative:
-        # Negative tool criteria name a fault; any fault found decides the verdict.
-        return min(quality, 0.2) if (unknown or bad_args or repeated) else max(quality, good)
-    return 0.5 * quality + 0.5 * good
+        base = 0.0 if value is None else round(value, 3)
+        score = base if plan.sign > 0 or value is None else round(1 - base, 3)
+        head = f"Score {score:.3f} for {who}"
+    body = head + ": " + "; ".join(f"{c.label}: {r.found}" for c, r in readings) + "."
+    return Verdict(score, body + TAIL, body)
 
 
 # Above this many characters of conversation, scoring takes long enough (about 0.2 s a MiB) to
