@@ -6,8 +6,11 @@ against the loopback OpenAI stand-in (the Responses API, and Chat Completions th
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
+import sys
+import weakref
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -336,13 +339,49 @@ def test_runs_outside_a_tracer_and_after_shutdown_are_not_kept(sdk: Replies) -> 
         agents.Runner.run_sync(agent, "Hi")
     with pytest.raises(ComposoValidationError, match="captured no LLM call"):
         _ = tracer.trace
-    # on again: the one processor records again, once
+    # on again: the processor is added again (now twice) and records each call once
     ComposoTracer.init(instruments=[Instruments.OPENAI_AGENTS])
     sdk.add(response([output_message("Hello again.")]))
     with AgentTracer("app") as tracer:
         agents.Runner.run_sync(agent, "Hi")
     assert tracer.trace.llm_interaction_count() == 1
     assert mine.spans >= 9  # the application's processor saw every run's spans
+    assert native.PROCESSOR.pending() == 0
+    gone = weakref.ref(tracer)
+    del tracer
+    gc.collect()
+    assert gone() is None  # the processor keeps nothing of a finished run
+
+
+async def test_streamed_run_in_an_async_tracer(sdk: Replies) -> None:
+    ComposoTracer.init(instruments=[Instruments.OPENAI_AGENTS])
+    sdk.add(
+        response([function_call("get_weather", {"city": "Rome"}, call_id="call_rome")]),
+        response([output_message("Sunny.")]),
+    )
+    async with AgentTracer("app") as tracer:
+        streamed = agents.Runner.run_streamed(forecaster(), "Rome?")
+        async for _ in streamed.stream_events():
+            pass
+    trace = tracer.trace
+    [agent_id] = trace.agent_instance_by_id[tracer.agent_id].interactions
+    assert isinstance(agent_id, str)
+    asking, answering = steps(trace, agent_id)
+    assert asking.output_messages[0].content == ToolCall(
+        id="call_rome", name="get_weather", parameters='{"city": "Rome"}'
+    )
+    [result] = [m.content for m in answering.input_messages if isinstance(m.content, ToolResponse)]
+    assert (result.id, result.response) == ("call_rome", "sunny in Rome")
+    assert answering.output_messages[0].content == "Sunny."
+
+
+def test_missing_sdk_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "agents", None)
+    monkeypatch.delitem(sys.modules, "composo.tracing._openai_agents")
+    with pytest.raises(ImportError, match=r"pip install 'composo\[agents\]'"):
+        ComposoTracer.init(instruments=[Instruments.OPENAI_AGENTS])
+    assert ComposoTracer.instrumented() == []
+    ComposoTracer.shutdown()
 
 
 def test_failed_model_call_gives_its_place_back(
