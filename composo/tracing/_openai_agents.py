@@ -161,7 +161,7 @@ class AgentsSDKProcessor(TracingProcessor):
             elif step is not None:
                 _call_ended(span, step, run)
             elif isinstance(data, FunctionSpanData):
-                _tool_ended(span, data, run)
+                _tool_ended(span, data, run, self._lock)
         except Exception:  # never into the user's run
             _log.warning("could not record an OpenAI Agents SDK span", exc_info=True)
 
@@ -341,13 +341,14 @@ def _from_generation(
 # -- tools --------------------------------------------------------------------------------------
 
 
-def _tool_ended(span: Span[Any], data: FunctionSpanData, run: _Run) -> None:
+def _tool_ended(span: Span[Any], data: FunctionSpanData, run: _Run, lock: threading.Lock) -> None:
     """A function tool ran: its call and result, under the id the model gave the call."""
     if data.input is None and data.output is None:
         return  # sensitive data off: nothing to show
     name = data.name
     arguments = data.input or "{}"
-    call_id = _match(run, name, arguments) or span.span_id
+    with lock:  # tools run in parallel take their ids one at a time
+        call_id = _match(run, name, arguments) or span.span_id
     run.recorder.tool_called(run.agent, ToolCall(id=call_id, name=name, parameters=arguments))
     if data.output is not None:
         answer = ToolResponse(id=call_id, response=str(data.output), name=name)
