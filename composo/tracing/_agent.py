@@ -60,9 +60,9 @@ class AgentTracer(Capture):
 
     Use as ``with AgentTracer(name="researcher") as tracer:`` (or ``async with``). A tracer
     entered while another is active becomes a sub-agent of it, referenced from the parent at the
-    point it ran; so does each agent an instrumented framework reports (an OpenInference ``AGENT``
-    span, e.g. the OpenAI Agents SDK's agents), with the calls made under it. ``tracer.trace`` can
-    be read inside the block (calls so far) or after it.
+    point it ran; so does each agent an instrumented framework reports (an agent span, or an
+    OpenAI Agents SDK agent), with the calls made under it. ``tracer.trace`` can be read inside
+    the block (calls so far) or after it.
 
     Args:
         name: The agent's name (default ``"agent"``); instances of one name are scored together.
