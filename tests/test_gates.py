@@ -91,7 +91,9 @@ def test_min_pass_rate_on_a_binary_criterion(live: ServerProcess, scored: Any) -
 def test_a_library_name_names_its_criterion(tmp_path: Path) -> None:
     from composo import criteria
 
-    data = dataset(tmp_path, 6)
+    data = tmp_path / "data.jsonl"  # with the source material rag_faithfulness checks against
+    policy = "Refund policy: returns within 30 days get a full refund."
+    data.write_text("\n".join(conversation(i, system=policy) for i in range(6)) + "\n")
     out = tmp_path / "out.jsonl"
     done = run_composo(
         "evaluate", data, "-c", "rag_faithfulness", "-o", out, "--local",

@@ -151,7 +151,11 @@ EMAIL = re.compile(r"\b[\w.+-]+@[\w-]+\.[\w.]+\b")
 PROPER_NAME = re.compile(r"(?<=[a-z0-9,;:] )[A-Z][\w-]+")
 # What X in "names X" may be, by the words that name it: (words, what is looked for, pattern).
 KINDS = (
-    (phrases("time*, duration, how long, deadline, turnaround, period"), "a time frame", TIME),
+    (
+        phrases("time*, window, duration, how long, deadline, turnaround, period"),
+        "a time frame",
+        TIME,
+    ),
     (phrases("date*, day, when"), "a date", DATE),
     (phrases("price*, cost*, fee*, how much, charge*"), "a price", MONEY),
     (phrases("source*, citation*, reference*, passage*"), "a source", CITATION),
