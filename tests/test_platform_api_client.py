@@ -243,7 +243,7 @@ def test_a_batch_paces_itself_to_the_declared_quota_and_draws_no_429() -> None:
             results = client.evaluate_many(items, CONCISE)
             elapsed = time.monotonic() - started
             limits = client.rate_limits()
-            refused = client._throttle.throttled
+            refused = client.throttled
     assert [r.error for r in results] == [None] * 40
     assert refused == 0
     assert limits is not None and limits.requests_per_minute == 600

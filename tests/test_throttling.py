@@ -61,10 +61,10 @@ def test_a_batch_over_a_spent_quota_scores_every_item(limited: ServerProcess) ->
     ):
         # More items than the bucket refills while the client starts: some meet the limit.
         results = c.evaluate_many(items(40), CRITERION, concurrency=5)
-        throttle = c._throttle
     assert [r.error for r in results if r.error is not None] == []
     assert all(r.score is not None for r in results)
-    assert throttle.throttled > 0  # it was throttled, and slowed down instead of failing
+    assert c.throttled > 0  # it was throttled, and slowed down instead of failing
+    assert (c.pace() or "").startswith("throttled")  # what a progress line shows
 
 
 async def test_an_async_stream_over_a_spent_quota_scores_every_item(limited: ServerProcess) -> None:

@@ -80,7 +80,7 @@ class AsyncClient(BaseClient):
         forks.leave_behind(self._loops)
         self._loops = {}
         self._loops_lock = threading.Lock()
-        self._throttle._reset()
+        self._throttle.reset()
 
     def _bind(self) -> tuple[httpx.AsyncClient, asyncio.Semaphore]:
         """The running loop's connections and request slots, made on its first use."""

@@ -142,6 +142,16 @@ class BaseClient:
             )
         return default if given is None else given
 
+    @property
+    def throttled(self) -> int:
+        """429 answers this client has had so far (each one slowed it down)."""
+        return self._throttle.throttled
+
+    def pace(self) -> str | None:
+        """The client's pace in words while the server throttles it (``"throttled: waiting
+        12s as the server asked, then ..."``), ``None`` otherwise: for a progress line."""
+        return self._throttle.status()
+
     def __repr__(self) -> str:
         return (
             f"{type(self).__name__}(base_url={self.base_url!r}, api_key='***', "

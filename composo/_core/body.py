@@ -8,6 +8,7 @@ the raw bytes go through :mod:`zlib` with an output bound per step instead.
 from __future__ import annotations
 
 import zlib
+from typing import Protocol
 
 from composo._core.limits import MAX_RESPONSE_BYTES
 from composo.errors import ResponseTooLargeError, UnexpectedResponseError
@@ -16,6 +17,17 @@ __all__ = ["ACCEPT_ENCODING", "Inflater"]
 
 ACCEPT_ENCODING = "gzip, deflate"
 """What the clients accept: the encodings :class:`Inflater` decodes with a bound."""
+
+
+class _Decompressor(Protocol):
+    """What ``zlib.decompressobj()`` returns (its class has no public name)."""
+
+    @property
+    def unconsumed_tail(self) -> bytes: ...
+
+    def decompress(self, data: bytes, /, max_length: int = ...) -> bytes: ...
+
+    def flush(self, length: int = ..., /) -> bytes: ...
 
 
 class Inflater:
@@ -28,7 +40,7 @@ class Inflater:
         self._limit = limit
         self._parts: list[bytes] = []
         self._size = 0
-        self._zlib: zlib._Decompress | None = None
+        self._zlib: _Decompressor | None = None
         encoding = (content_encoding or "").strip().lower()
         if encoding in ("gzip", "x-gzip"):
             self._zlib = zlib.decompressobj(16 + zlib.MAX_WBITS)

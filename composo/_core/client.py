@@ -107,7 +107,7 @@ class SyncClient(BaseClient):
         self._http_lock = threading.Lock()
         self._pool_lock = threading.Lock()
         self._slots = threading.BoundedSemaphore(self.max_concurrent_requests)
-        self._throttle._reset()
+        self._throttle.reset()
 
     # -- lifecycle ----------------------------------------------------------------------------
 

@@ -135,9 +135,9 @@ class Throttle:
     def __init__(self, requests_per_minute: float | None, concurrency: int) -> None:
         self.ceiling = None if requests_per_minute is None else requests_per_minute / 60.0
         self._concurrency = concurrency
-        self._reset()
+        self.reset()
 
-    def _reset(self) -> None:
+    def reset(self) -> None:
         """A fresh limiter (at construction, and in a forked child: a lock held by one of the
         parent's threads would never be released there)."""
         self.rate: float | None = self.ceiling

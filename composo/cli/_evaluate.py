@@ -112,18 +112,18 @@ class _Pace:
     when the server throttles the run and how fast it goes then."""
 
     def __init__(self, client: Composo) -> None:
-        self._throttle = client._throttle
+        self._client = client
         self._told = 0
         self._told_at = 0.0
 
     def status(self) -> str | None:
-        return self._throttle.status()
+        return self._client.pace()
 
     def note(self) -> None:
         """One line on stderr per throttling episode, at most every ten seconds."""
         import time
 
-        count = self._throttle.throttled
+        count = self._client.throttled
         now = time.monotonic()
         if count > self._told and now - self._told_at >= 10.0:
             self._told, self._told_at = count, now
