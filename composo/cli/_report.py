@@ -83,10 +83,8 @@ def load_run(path: Path, data: Path | None = None) -> Run:
         why = f" ({checked.bad} line(s) are not results, the first {first})" if first else ""
         raise ViewError(f"{path} holds no result rows{why}")
     info = RunInfo.load(path) or RunInfo()
-    source = data
-    if source is None and info.input and Path(info.input).is_file():
-        source = Path(info.input)
-    run = Run(path, rows, checked, info)
+    recorded = Path(info.input) if info.input and Path(info.input).is_file() else None
+    source, run = data or recorded, Run(path, rows, checked, info)
     if source is None:
         run.dataset_note = "the dataset was not found (pass --data), so conversations are not shown"
     else:

@@ -186,9 +186,7 @@ def read_reviews(results: Path) -> dict[str, dict[str, dict[str, Any]]]:
         return out
     with path.open("rb") as f:
         for line in f:
-            record = json_object(line) if line.strip() else None
-            if record is None:
-                continue
+            record = json_object(line) or {}
             ident, criterion = record.get("id"), record.get("criterion")
             if isinstance(ident, str) and isinstance(criterion, str):
                 out.setdefault(ident, {})[criterion] = record
