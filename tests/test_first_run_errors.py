@@ -54,7 +54,9 @@ def test_refused_before_any_request(live: ServerProcess, call: dict[str, Any], s
 def test_the_ready_made_criterion_itself_is_accepted(live: ServerProcess) -> None:
     with Composo(api_key=live.api_key, base_url=live.base_url) as c:
         result = c.evaluate(messages=QA, criteria=composo.criteria.rag_faithfulness)
-    assert result.score is not None
+    # Judged, not refused: with no source material to check against it does not apply.
+    assert result.criterion == composo.criteria.rag_faithfulness
+    assert result.score is None and "source material" in result.explanation
 
 
 def test_an_answer_given_as_result_is_something_to_judge(live: ServerProcess) -> None:

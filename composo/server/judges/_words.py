@@ -132,7 +132,8 @@ CLARIFYING = phrases(
 _UNITS = r"(?:seconds?|minutes?|mins?|hours?|hrs?|days?|nights?|weeks?|months?|years?)"
 TIME = re.compile(
     rf"\b\d+(?:\.\d+)?\s*(?:(?:to|-|–|or|and)\s*\d+\s*)?(?:business\s+|working\s+)?{_UNITS}\b"
-    rf"|\b(?:a|an|one|two|three|four|five|six|seven|ten|a\s+few|several)\s+{_UNITS}\b"
+    rf"|\b(?:a|an|one|two|three|four|five|six|seven|eight|nine|ten|twelve|fifteen|twenty|thirty"
+    rf"|forty|sixty|ninety|a\s+few|several|a\s+couple\s+of)\s+{_UNITS}\b"
     r"|\b(?:today|tomorrow|tonight|overnight|immediately|next\s+(?:week|month))\b",
     re.IGNORECASE,
 )
