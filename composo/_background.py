@@ -26,7 +26,7 @@ import weakref
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from composo._async_client import AsyncComposo
 from composo._client import Composo
@@ -35,6 +35,7 @@ from composo._core.batch_async import ASend, astream
 from composo._core.options import OPTION_NAMES
 from composo._core.plan import BatchResult, Job, Plan
 from composo._core.responses import EvaluationResponse, MultiAgentTraceResponse
+from composo._core.wire import CRITERION_PREFIXES
 from composo.errors import ComposoError, ComposoValidationError
 
 __all__ = [
@@ -96,20 +97,14 @@ class EvaluationRecord:
 
 
 CriterionKind = Literal["reward", "penalize", "passes_if", "fails_if", "evaluator"]
-_PREFIXES: tuple[tuple[str, CriterionKind], ...] = (
-    ("reward", "reward"),
-    ("penalize", "penalize"),
-    ("passes if", "passes_if"),
-    ("fails if", "fails_if"),
-)
 
 
 def criterion_kind(criterion: str) -> CriterionKind:
     """Which kind of criterion ``criterion`` is (by its prefix, as the platform reads it)."""
     head = criterion[:9].lower()
-    for prefix, kind in _PREFIXES:
-        if head.startswith(prefix):
-            return kind
+    for prefix in CRITERION_PREFIXES:
+        if head.startswith(prefix.lower()):
+            return cast(CriterionKind, prefix.lower().replace(" ", "_"))
     return "evaluator"
 
 
