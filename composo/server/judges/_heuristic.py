@@ -25,49 +25,10 @@ __all__ = ["HeuristicJudge", "score_case"]
 TAIL = " (Heuristic stand-in: surface signals, not a quality judgement.)"
 
 
-def _strip(word: str) -> str:
-    """The word without a plural or tense ending."""
-    for suffix in ("ing", "ed", "es", "s"):
-        if len(word) > len(suffix) + 3 and word.endswith(suffix):
-            return word[: -len(suffix)]
-    return word
-
-
-def _term(word: str) -> str:
-    """A word's term: its stem, or ``""`` for a stop word or a single letter."""
-    return "" if word in w.STOP or len(word) < 2 else _strip(word)
-
-
-# A run repeats its words and texts (questions, system prompts, criteria), so what is worked out
-# of them is kept; long ones, rare and a way to fill memory, are worked out again.
-_term_kept = lru_cache(maxsize=1 << 16)(_term)
-
-
-def _terms_of(text: str) -> frozenset[str]:
-    words = w.WORD.findall(text.lower())
-    return frozenset(_term_kept(x) if len(x) <= 32 else _term(x) for x in words) - {""}
-
-
-_terms_kept = lru_cache(maxsize=1024)(_terms_of)
-
-
-def _terms(text: str) -> frozenset[str]:
-    return _terms_kept(text) if len(text) <= 4096 else _terms_of(text)
-
-
-_NOISE = frozenset(map(_term, w.NOISE))
-
-
-def _numbers(text: str) -> set[str]:
-    """Figures in ``text``, normalised (``1,500`` is ``1500``, ``39.0`` is ``39``)."""
-    found = (n.replace(",", "") for n in w.NUMBER.findall(text))
-    return {n.rstrip("0").rstrip(".") if "." in n else n for n in found}
-
-
 def _original(terms: Iterable[str], text: str) -> list[str]:
     """The words of ``text`` behind ``terms``, as written rather than stemmed."""
     wanted = set(terms)
-    return list(dict.fromkeys(x for x in w.WORD.findall(text.lower()) if _term(x) in wanted))
+    return list(dict.fromkeys(x for x in w.WORD.findall(text.lower()) if w.term(x) in wanted))
 
 
 def _quote(found: Iterable[str], limit: int = 4) -> str:
@@ -140,7 +101,7 @@ class _View:
 
     @cached_property
     def answer_terms(self) -> frozenset[str]:
-        return _terms(self.answer + " " + " ".join(c.name.replace("_", " ") for c in self.calls))
+        return w.terms(self.answer + " " + " ".join(c.name.replace("_", " ") for c in self.calls))
 
     def before(self, index: int) -> str:
         """Everything but the assistant's turns before message ``index``."""
@@ -197,13 +158,13 @@ def _confidence(v: _View) -> _Reading:
 def _support(v: _View, material: str, what: str) -> _Reading:
     """How much of the answer ``material`` (and the question) supports: its words, its figures of
     two digits or more, and no simple contradiction ("hasn't shipped" against "shipped")."""
-    support = _terms(material) | _terms(v.question)
+    support = w.terms(material) | w.terms(v.question)
     share = len(v.answer_terms & support) / len(v.answer_terms) if v.answer_terms else 0.0
-    figures = {n for n in _numbers(v.answer) if len(n.replace(".", "")) > 1}
-    unfounded = sorted(figures - _numbers(material + " " + v.question))
-    denied = {_term(x.lower()) for x in w.DENIED.findall(v.answer) if len(x) > 4}
-    denied -= {_term(x.lower()) for x in w.DENIED.findall(material)}
-    contradicted = sorted(denied & _terms(material))
+    figures = {n for n in w.numbers(v.answer) if len(n.replace(".", "")) > 1}
+    unfounded = sorted(figures - w.numbers(material + " " + v.question))
+    denied = {w.term(x.lower()) for x in w.DENIED.findall(v.answer) if len(x) > 4}
+    denied -= {w.term(x.lower()) for x in w.DENIED.findall(material)}
+    contradicted = sorted(denied & w.terms(material))
     value = 0.15 + 0.75 * share - 0.15 * min(2, len(unfounded)) - 0.2 * bool(contradicted)
     found = f"{share:.0%} of the answer's words are in {what}"
     found += f", figure(s) not there: {', '.join(unfounded[:4])}" if unfounded else ""
@@ -219,7 +180,7 @@ def _grounding(v: _View) -> _Reading:
 
 def _tool_result_use(v: _View) -> _Reading:
     reading = _support(v, v.tool_results, "the tool results")
-    if v.answer and not v.answer_terms & _terms(v.tool_results):
+    if v.answer and not v.answer_terms & w.terms(v.tool_results):
         return _Reading(min(reading.value, 0.2), reading.found + ", so the results are ignored")
     return reading
 
@@ -227,7 +188,7 @@ def _tool_result_use(v: _View) -> _Reading:
 def _relevance(v: _View) -> _Reading:
     """General answer quality: the question's words answered, substance, no refusal, rudeness
     or hedging, and support by the context where there is one."""
-    asked = _terms(v.question)
+    asked = w.terms(v.question)
     shared = v.answer_terms & asked
     value = 0.3 + 0.45 * (len(shared) / len(asked) if asked else 0.5) + 0.25 * min(1, v.words / 25)
     shown = _quote(_original(shared, v.question), 3)
@@ -304,8 +265,8 @@ def _tool_faults(v: _View, offered: dict[str, str]) -> list[str]:
 
 def _better_tool(v: _View, offered: dict[str, str]) -> list[str]:
     """An offered tool that shares words with the question when no called tool does."""
-    asked = _terms(v.question)
-    fit = {name: len(asked & _terms(words)) for name, words in offered.items()}
+    asked = w.terms(v.question)
+    fit = {name: len(asked & w.terms(words)) for name, words in offered.items()}
     best = max(sorted(fit), key=fit.__getitem__, default="")
     if not best or not fit[best] or any(fit.get(c.name) for c in v.calls):
         return []
@@ -317,8 +278,8 @@ def _tool_use(v: _View) -> _Reading:
     the call, no repeats, the tool the question is about."""
     offered = _tool_defs(v.case.tools)
     faults, worse = _tool_faults(v, offered), _better_tool(v, offered)
-    values = [(_terms(_values(_arguments(c.arguments))), c.message_index) for c in v.calls]
-    grounded = [len(t & _terms(v.before(i))) / len(t) for t, i in values if t]
+    values = [(w.terms(_values(_arguments(c.arguments))), c.message_index) for c in v.calls]
+    grounded = [len(t & w.terms(v.before(i))) / len(t) for t, i in values if t]
     share = sum(grounded) / len(grounded) if grounded else 1.0
     value = 0.1 + 0.2 * share if faults else 0.4 + 0.5 * share - 0.3 * bool(worse)
     names = ", ".join(dict.fromkeys(c.name for c in v.calls))
@@ -340,7 +301,7 @@ def _content_kind(what: str, verb: str) -> tuple[str, Callable[[str], list[str]]
             return label, partial(_found, pattern)
     if verb.startswith("name") and re.match(r"(?:an?|the|some)\s", what, re.I):
         return "a proper name", partial(_found, w.PROPER_NAME)
-    terms = _terms(what) - _NOISE
+    terms = w.terms(what) - w.NOISE_TERMS
     strict = verb.startswith(w.STRICT_VERBS)
     label = f"the words {', '.join(_original(terms, what))}"
     return (label, partial(_words_in, terms, strict)) if terms else None
@@ -352,7 +313,7 @@ def _phrases(quoted: list[str], answer: str) -> list[str]:
 
 
 def _words_in(terms: frozenset[str], strict: bool, answer: str) -> list[str]:
-    found = terms & _terms(answer)
+    found = terms & w.terms(answer)
     enough = len(found) == len(terms) if strict else len(found) * 2 >= len(terms)
     return _original(found, answer) if enough and found else []
 
@@ -460,7 +421,7 @@ def _plan(criterion: str) -> _Plan:
 def _topic(criterion: str, sign: int, v: _View) -> _Reading:
     """No rule reads the criterion: its own words as a topic when the answer has some of them;
     when it has none, general answer quality (for Penalize too: nothing it names was seen)."""
-    terms = _terms(criterion) - _NOISE
+    terms = w.terms(criterion) - w.NOISE_TERMS
     found = terms & v.answer_terms
     if not found:
         general = _relevance(v)
@@ -497,6 +458,16 @@ def _read(plan: _Plan, v: _View) -> tuple[float | None, list[tuple[_Check, _Read
     return min(1.0, max(0.0, sum(oriented) / len(oriented))), readings
 
 
+def _explain(readings: list[tuple[_Check, _Reading]]) -> str:
+    """Each reading's label and what it found; one already told in an earlier one is not
+    repeated ("accurate and informative", with nothing to check facts against)."""
+    told: list[str] = []
+    for check, reading in readings:
+        said = any(reading.found in earlier for earlier in told)
+        told.append(f"{check.label}: {'as above' if said else reading.found}")
+    return "; ".join(told)
+
+
 def score_case(case: Case) -> Verdict:
     """Score ``case`` by the rules its criterion names; the same input gives the same verdict.
     Reward and Penalize of one trait are mirror images, as are Passes if and Fails if; an empty
@@ -515,7 +486,7 @@ def score_case(case: Case) -> Verdict:
         base = 0.0 if value is None else round(value, 3)
         score = base if plan.sign > 0 or value is None else round(1 - base, 3)
         head = f"Score {score:.3f} for {who}"
-    body = head + ": " + "; ".join(f"{c.label}: {r.found}" for c, r in readings) + "."
+    body = head + ": " + _explain(readings) + "."
     return Verdict(score, body + TAIL, body)
 
 

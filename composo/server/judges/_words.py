@@ -1,10 +1,12 @@
 """The heuristic judge's vocabulary, as tables: what a criterion's words may name and what an
-answer may show. ``phrases("a, b c, d*")`` matches the whole phrases ``a``, ``b c`` and any word
-starting with ``d``. The rules that use these live in ``_heuristic.py``."""
+answer may show, and how a text becomes terms to compare. ``phrases("a, b c, d*")`` matches the
+whole phrases ``a``, ``b c`` and any word starting with ``d``. The rules that use these live in
+``_heuristic.py``."""
 
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 WORD = re.compile(r"[a-z0-9]+")
 STOP = frozenset(
@@ -26,6 +28,46 @@ NOISE = frozenset(
         appropriate appropriately directly"""
     )
 )
+
+
+def stem(word: str) -> str:
+    """The word without a plural or tense ending."""
+    for suffix in ("ing", "ed", "es", "s"):
+        if len(word) > len(suffix) + 3 and word.endswith(suffix):
+            return word[: -len(suffix)]
+    return word
+
+
+def term(word: str) -> str:
+    """A word's term: its stem, or ``""`` for a stop word or a single letter."""
+    return "" if word in STOP or len(word) < 2 else stem(word)
+
+
+# A run repeats its words and texts (questions, system prompts, criteria), so what is worked out
+# of them is kept; long ones, rare and a way to fill memory, are worked out again.
+_term_kept = lru_cache(maxsize=1 << 16)(term)
+
+
+def _terms_of(text: str) -> frozenset[str]:
+    words = WORD.findall(text.lower())
+    return frozenset(_term_kept(x) if len(x) <= 32 else term(x) for x in words) - {""}
+
+
+_terms_kept = lru_cache(maxsize=1024)(_terms_of)
+
+
+def terms(text: str) -> frozenset[str]:
+    """The terms of ``text``: its words' stems, stop words left out."""
+    return _terms_kept(text) if len(text) <= 4096 else _terms_of(text)
+
+
+NOISE_TERMS = frozenset(map(term, NOISE))
+
+
+def numbers(text: str) -> set[str]:
+    """Figures in ``text``, normalised (``1,500`` is ``1500``, ``39.0`` is ``39``)."""
+    found = (n.replace(",", "") for n in NUMBER.findall(text))
+    return {n.rstrip("0").rstrip(".") if "." in n else n for n in found}
 
 
 def phrases(listed: str) -> re.Pattern[str]:
