@@ -138,7 +138,7 @@ def _citation(v: _View) -> _Reading:
 
 
 def _clarifying(v: _View) -> _Reading:
-    asked = [q.strip() for q in w.QUESTION.findall(v.answer)]
+    asked = [q.strip() for q in w.SENTENCE_END.split(v.answer) if q.strip().endswith("?")]
     value = 0.9 if any(map(w.CLARIFYING.search, asked)) else 0.4 if asked else 0.1
     return _Reading(value, f"looked for a question back to the user, found {_quote(asked, 2)}")
 
@@ -387,10 +387,11 @@ def _polarity(rule: _Rule, text: str) -> int | None:
 def _content_check(criterion: str) -> _Check | None:
     """A check for "Passes if the answer names X"; graded criteria only for a kind of thing."""
     m = w.CONTENT.match(criterion)
-    kind = _content_kind(m["what"], m["verb"].lower()) if m else None
+    what = m["what"].rstrip(" .") if m else ""
+    kind = _content_kind(what, m["verb"].lower()) if m and what else None
     if m is None or kind is None or (kind[0].startswith("the words") and not is_binary(criterion)):
         return None
-    return _Check(f"{m['verb']} {m['what']}", partial(_content, *kind), -1 if m["neg"] else 1)
+    return _Check(f"{m['verb']} {what}", partial(_content, *kind), -1 if m["neg"] else 1)
 
 
 def _rule_checks(body: str) -> list[_Check]:

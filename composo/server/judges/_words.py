@@ -136,7 +136,7 @@ CONTENT = re.compile(
     r"(?P<neg>does\s+not\s+|doesn't\s+|do\s+not\s+|don't\s+|never\s+|fails?\s+to\s+)?"
     r"(?P<verb>names?|mentions?|states?|includes?|contains?|gives?|lists?|quotes?|cites?"
     r"|provides?|specif(?:y|ies)|says?|explains?|describes?)"
-    r"\s+(?P<what>(?!only\b|all\b|any\b|every\b|no\b).+?)[\s.]*$",
+    r"\s+(?P<what>(?!only\b|all\b|any\b|every\b|no\b).+)$",
     re.IGNORECASE,
 )
 # Verbs that ask for every word of X; the others ("explains X") for half of them.
@@ -167,7 +167,7 @@ HEDGE = phrases("maybe, probably, possibly, not sure, i think, i guess, or somet
 CITATION = re.compile(
     r"\[\d+\]|\baccording to\b|\bsources?\s*:|https?://\S+|\bper (?:the|our) \w+", re.I
 )
-QUESTION = re.compile(r"[^.!?\n]*\?")
+SENTENCE_END = re.compile(r"(?<=[.!?\n])")
 CLARIFYING = phrases(
     "which, what, when, where, do you mean, could you, can you, would you, did you"
 )
@@ -190,7 +190,7 @@ MONEY = re.compile(
 )
 NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 URL = re.compile(r"https?://\S+|\bwww\.\S+", re.I)
-EMAIL = re.compile(r"\b[\w.+-]+@[\w-]+\.[\w.]+\b")
+EMAIL = re.compile(r"\b[\w.+-]{1,64}@[\w-]{1,63}\.[\w.]{2,63}\b")
 PROPER_NAME = re.compile(r"(?<=[a-z0-9,;:] )[A-Z][\w-]+")
 # What X in "names X" may be, by the words that name it: (words, what is looked for, pattern).
 KINDS = (
@@ -211,7 +211,7 @@ KINDS = (
 
 # Documents pasted into a turn: numbered passages, "Sources:" / "Context:" blocks, <document>.
 DOCUMENT = re.compile(
-    r"^\s*(?:\[\d+\]|(?:sources?|context|documents?|passages?)\s*:)|<document", re.I | re.M
+    r"^[ \t]*(?:\[\d+\]|(?:sources?|context|documents?|passages?)[ \t]*:)|<document", re.I | re.M
 )
 # A system prompt that only sets a role or gives instructions ("You are a helpful assistant").
 ROLE_ONLY = re.compile(
