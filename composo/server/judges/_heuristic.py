@@ -164,7 +164,7 @@ def _support(v: _View, material: str, what: str) -> _Reading:
     unfounded = sorted(figures - w.numbers(material + " " + v.question))
     denied = {w.term(x.lower()) for x in w.DENIED.findall(v.answer) if len(x) > 4}
     denied -= {w.term(x.lower()) for x in w.DENIED.findall(material)}
-    contradicted = sorted(denied & w.terms(material))
+    contradicted = _original(denied & w.terms(material), v.answer)
     value = 0.15 + 0.75 * share - 0.15 * min(2, len(unfounded)) - 0.2 * bool(contradicted)
     found = f"{share:.0%} of the answer's words are in {what}"
     found += f", figure(s) not there: {', '.join(unfounded[:4])}" if unfounded else ""
@@ -191,8 +191,9 @@ def _relevance(v: _View) -> _Reading:
     asked = w.terms(v.question)
     shared = v.answer_terms & asked
     value = 0.3 + 0.45 * (len(shared) / len(asked) if asked else 0.5) + 0.25 * min(1, v.words / 25)
-    shown = _quote(_original(shared, v.question), 3)
-    found = [f"{len(shared)} of the question's {len(asked)} key words answered ({shown})"]
+    shown = _quote(_original(shared or asked, v.question), 3)
+    count = f"{len(shared)} of the question's {len(asked)}" if shared else "none of the question's"
+    found = [f"it takes up {count} key words ({shown})" if asked else "no question to answer"]
     found.append(f"{v.words} word(s)")
     for seen, cut, label in _FAULTS:
         if seen(v.answer):
