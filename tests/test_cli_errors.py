@@ -126,7 +126,10 @@ def test_csv_error_rows_carry_the_id_and_the_file_s_line(
     rows = {r["id"]: r for r in read_rows(out)}
     assert set(rows) == {"T-1", "T-2", "T-3", "T-4"}
     assert rows["T-1"]["error"] is None and rows["T-4"]["error"] is None
-    assert "line 3, column 'answer': expected text, got an empty cell" in rows["T-2"]["error"]
+    assert (
+        "line 3, column 'answer' (--answer-column): expected text, got an empty cell"
+        in rows["T-2"]["error"]
+    )
     assert "line 5: 4 cells where the header has 3 columns" in rows["T-3"]["error"]
     assert "line 3, column 'answer'" in done.stderr and "line 5:" in done.stderr
     assert len(live.requests()) == 2
@@ -163,7 +166,7 @@ def test_parquet_error_rows_carry_the_id_and_the_row(live: ServerProcess, tmp_pa
     done = _evaluate(live, data, "--id-column", "key", "-o", out)
     assert done.returncode == 1
     rows = {r["id"]: r for r in read_rows(out)}
-    assert "row 2, column 'answer': expected text" in rows["p2"]["error"]
+    assert "row 2, column 'answer' (--answer-column): expected text" in rows["p2"]["error"]
     assert rows["p1"]["error"] is None and rows["p3"]["error"] is None
 
 
@@ -179,8 +182,25 @@ def test_jsonl_rows_mapped_by_column_carry_their_id(live: ServerProcess, tmp_pat
     done = _evaluate(live, data, "--id-column", "ref", "-o", out)
     assert done.returncode == 1
     rows = {r["id"]: r for r in read_rows(out)}
-    assert "line 3, column 'answer': expected text, got a int" in rows["j2"]["error"]
-    assert "line 3, column 'answer'" in done.stderr
+    says = "line 3, column 'answer' (--answer-column): expected text, got an int"
+    assert says in rows["j2"]["error"] and says in done.stderr
+
+
+@pytest.mark.parametrize("answer", ["", "   "])
+def test_a_blank_answer_fails_its_row_naming_the_column_and_its_flag(
+    live: ServerProcess, tmp_path: Path, answer: str
+) -> None:
+    data = tmp_path / "d.jsonl"
+    rows_in = [{"question": GOOD_Q, "reply": GOOD_A}, {"question": GOOD_Q, "reply": answer}]
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows_in))
+    out = tmp_path / "out.jsonl"
+    done = _evaluate(live, data, "--answer-column", "reply", "-o", out)
+    assert done.returncode == 1
+    blank = {r["index"]: r for r in read_rows(out)}[1]
+    says = "line 2, column 'reply' (--answer-column): expected text, got "
+    assert blank["score"] is None and blank["error"].startswith("ComposoValidationError: " + says)
+    assert says in done.stderr
+    assert len(live.requests()) == 1  # only the row with an answer was sent
 
 
 def test_a_command_loads_only_its_own_module() -> None:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-
 import pandas as pd
 import polars as pl
 import pytest
@@ -136,19 +134,22 @@ def test_a_bad_cell_fails_its_row_only_naming_row_and_column(
 ) -> None:
     df = pd.DataFrame(
         {
-            "question": ["How do refunds work?", "Q2", "Q3", "Q4"],
-            "answer": ["Full refund within 30 days.", 42, None, "Returns are free."],
+            "question": ["How do refunds work?", "Q2", "Q3", "Q4", "Q5", "Q6"],
+            "answer": ["Full refund within 30 days.", 42, None, "", "   ", "Returns are free."],
         }
     )
     out = client.evaluate_dataframe(df, {"refund": REFUND})
     assert out["error"][1] == (
-        "ComposoValidationError: row 1, column 'answer': expected text, got a int; "
+        "ComposoValidationError: row 1, column 'answer': expected text, got an int; "
         "fill it in or drop the row"
     )
     assert "row 2, column 'answer': expected text, got an empty cell" in out["error"][2]
-    assert math.isnan(out["refund_score"][1]) and math.isnan(out["refund_score"][2])
-    assert out["error"][[0, 3]].isna().all()  # what could be scored was scored
-    assert not out["refund_score"][[0, 3]].isna().any()
+    # an answer of no words is no answer: refused, never scored as a bad one
+    assert "row 3, column 'answer': expected text, got an empty string" in out["error"][3]
+    assert "row 4, column 'answer': expected text, got only whitespace" in out["error"][4]
+    assert out["refund_score"][1:5].isna().all()
+    assert out["error"][[0, 5]].isna().all()  # what could be scored was scored
+    assert not out["refund_score"][[0, 5]].isna().any()
     assert len(live.requests()) == 2
 
 

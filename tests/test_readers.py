@@ -119,7 +119,7 @@ def test_a_metadata_column_comes_back_on_each_row(live: ServerProcess, tmp_path:
     header = ["question", "answer", "metadata"]
     not_json = write_csv(tmp_path / "e.csv", header, [[QUESTIONS[0], ANSWERS[0], "vip"]])
     failed = evaluate(live, not_json, "-o", tmp_path / "e.jsonl")
-    assert "line 2, column 'metadata': not valid JSON" in failed.stderr
+    assert "line 2, column 'metadata' (--metadata-column): not valid JSON" in failed.stderr
 
     # Parquet in (a struct column) and out (its JSON text: keys vary from row to row)
     messages = [
@@ -172,9 +172,10 @@ def test_a_bad_cell_fails_its_row_and_the_others_are_scored(
     out = tmp_path / "out.jsonl"
     done = evaluate(live, data, "-o", out)
     assert done.returncode == 1
-    assert "line 3, column 'answer': expected text, got an empty cell" in done.stderr
+    says = "line 3, column 'answer' (--answer-column): expected text, got an empty cell"
+    assert says in done.stderr
     rows = {r["index"]: r for r in read_rows(out)}
-    assert rows[1]["error"].startswith("ComposoValidationError: line 3, column 'answer'")
+    assert rows[1]["error"] == f"ComposoValidationError: {says}; fill it in or drop the row"
     assert rows[0]["error"] is None and rows[2]["error"] is None
     assert len(live.requests()) == 2
 

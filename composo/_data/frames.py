@@ -32,6 +32,7 @@ FILE_ROLES = (*ROLES, "metadata")
 result row. A DataFrame has no such role: every column of the input comes back unchanged in the
 result (a ``metadata`` column as well), beside the scores, and nothing of it is sent."""
 _TEXT_ROLES = ("question", "answer", "context", "system")
+_NON_BLANK = ("question", "answer")  # blank text there is a missing question or answer
 _OPTIONAL = ("context", "system", "tools", "id", "tags", "metadata")
 _LOOKALIKES = {
     "question": ("question", "prompt", "input", "query", "user", "instruction"),
@@ -44,6 +45,16 @@ Where = int | str
 
 def _at(row: Where) -> str:
     return f"row {row}" if isinstance(row, int) else row
+
+
+def _found(value: Any) -> str:
+    """What a cell holds, for a message: ``an empty cell``, ``an empty string``, ``an int``."""
+    if _empty(value):
+        return "an empty cell"
+    if isinstance(value, str):
+        return "only whitespace" if value else "an empty string"
+    name = type(value).__name__
+    return f"{'an' if name[:1].lower() in 'aeiou' else 'a'} {name}"
 
 
 def python_spelling(role: str, column: str) -> str:
@@ -118,6 +129,7 @@ class ColumnMap:
     columns a table has."""
 
     columns: Mapping[str, str] = field(default_factory=dict)
+    flags: bool = False  # named with the command line's flags (--answer-column), in messages
 
     @classmethod
     def resolve(
@@ -171,7 +183,12 @@ class ColumnMap:
                     f"no 'messages' column and no {' or '.join(map(repr, missing))} column; "
                     f"this table has {_listing(names)}; {_mapping_hint(names, spell)}"
                 )
-        return cls(chosen)
+        return cls(chosen, spell is flag_spelling)
+
+    def cell(self, role: str, row: Where) -> str:
+        """A cell's place for a message: the row, the column and the flag that names it."""
+        flag = f" (--{role}-column)" if self.flags else ""
+        return f"{_at(row)}, column {self.columns[role]!r}{flag}"
 
     def required(self) -> list[str]:
         return list(self.columns.values())
@@ -208,34 +225,32 @@ def _listing(names: Sequence[str]) -> str:
 
 def _text(value: Any, role: str, mapping: ColumnMap, row: Where) -> str:
     value = _plain(value)
-    column = mapping.columns[role]
     if isinstance(value, list) and role == "context" and all(isinstance(v, str) for v in value):
         return "\n\n".join(value)
-    if not isinstance(value, str):
-        found = "an empty cell" if _empty(value) else f"a {type(value).__name__}"
-        raise ComposoValidationError(
-            f"{_at(row)}, column {column!r}: expected text, got {found}; fill it in or drop the row"
-        )
-    return value
+    if isinstance(value, str) and (value.strip() or role not in _NON_BLANK):
+        return value
+    raise ComposoValidationError(
+        f"{mapping.cell(role, row)}: expected text, got {_found(value)}; fill it in or drop the row"
+    )
 
 
 def _structured(value: Any, role: str, mapping: ColumnMap, row: Where, kind: type[Any]) -> Any:
     """A list (messages, tools) or dict (tags) cell, or the JSON text of one (CSV cells)."""
     value = _plain(value)
-    column = mapping.columns[role]
     if isinstance(value, str):
         try:
             value = json.loads(value)
         except json.JSONDecodeError as exc:
             raise ComposoValidationError(
-                f"{_at(row)}, column {column!r}: not valid JSON ({exc.msg} at character {exc.pos})"
+                f"{mapping.cell(role, row)}: not valid JSON ({exc.msg} at character {exc.pos})"
             ) from None
     if kind is list and isinstance(value, tuple):
         value = list(value)
     if not isinstance(value, kind):
-        found = "an empty cell" if _empty(value) else f"a {type(value).__name__}"
         want = "a list (or its JSON text)" if kind is list else "an object (or its JSON text)"
-        raise ComposoValidationError(f"{_at(row)}, column {column!r}: expected {want}, got {found}")
+        raise ComposoValidationError(
+            f"{mapping.cell(role, row)}: expected {want}, got {_found(value)}"
+        )
     if isinstance(value, list):
         value = [_plain(v) if not isinstance(v, dict) else _clean_dict(v) for v in value]
     return value
@@ -262,7 +277,7 @@ def _metadata(value: Any, mapping: ColumnMap, row: Where) -> dict[str, Any]:
         json.dumps(meta, allow_nan=False)
     except (TypeError, ValueError) as exc:
         raise ComposoValidationError(
-            f"{_at(row)}, column {mapping.columns['metadata']!r}: cannot be written as JSON "
+            f"{mapping.cell('metadata', row)}: cannot be written as JSON "
             f"({exc}); store plain values (text, numbers, lists, objects) or JSON text"
         ) from None
     return meta
@@ -303,8 +318,8 @@ def row_item(values: Mapping[str, Any], mapping: ColumnMap, row: Where) -> dict[
             ident = int(ident)
         if not isinstance(ident, (str, int)) or isinstance(ident, bool):
             raise ComposoValidationError(
-                f"{_at(row)}, column {mapping.columns['id']!r}: expected a string or an integer "
-                f"id, got a {type(ident).__name__}"
+                f"{mapping.cell('id', row)}: expected a string or an integer id, got "
+                f"{_found(ident)}"
             )
         item["id"] = ident
     return item
