@@ -28,6 +28,7 @@ __all__ = [
     "ResponseTooLargeError",
     "TaskFailedError",
     "UnexpectedResponseError",
+    "UnknownArgumentError",
     "get_exception_for_status_code",
     "status_error",
     "validation_error",
@@ -67,6 +68,11 @@ class ComposoError(Exception):
 
 class ComposoValidationError(ComposoError, ValueError):
     """Input refused on the client, before any network call. Also a ``ValueError``."""
+
+
+class UnknownArgumentError(ComposoValidationError, TypeError):
+    """A keyword the method does not take (``criterion=`` for ``criteria=``), refused before any
+    request with the arguments it takes. Also a ``TypeError``, as Python's own refusal is."""
 
 
 class APIConnectionError(ComposoError):

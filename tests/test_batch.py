@@ -203,7 +203,7 @@ def test_plugin_converts_items(client: Composo) -> None:
     finally:
         pm.unregister(name="test-tickets")
     assert results[0].ok and results[0].id == "T7"
-    assert not results[1].ok and "item: cannot use a builtins.object" in str(results[1].error)
+    assert not results[1].ok and "item: cannot use an object" in str(results[1].error)
 
 
 def test_trace_items(client: Composo) -> None:

@@ -3,13 +3,23 @@ the input alone shows the mistake, and explained where only the server can tell.
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 import composo
-from composo import AuthenticationError, Composo, ComposoValidationError, NotFoundError
-from tests.support.servers import ServerProcess
+from composo import (
+    APIConnectionError,
+    AsyncComposo,
+    AuthenticationError,
+    Composo,
+    ComposoValidationError,
+    NotFoundError,
+)
+from composo.errors import UnknownArgumentError
+from tests.support.servers import ServerProcess, free_port
 
 QA = [
     {"role": "user", "content": "What is the refund window?"},
@@ -100,3 +110,64 @@ def test_a_wrong_key_says_where_it_came_from_and_never_shows_it(
     with Composo(base_url=live.base_url) as c, pytest.raises(AuthenticationError) as info:
         c.evaluate(messages=QA, criteria=CRITERION)
     assert "COMPOSO_API_KEY" in str(info.value) and wrong not in str(info.value)
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_messages_given_as_tuples_name_the_item_and_an_existing_doc_section(
+    live: ServerProcess,
+) -> None:
+    with (
+        Composo(api_key=live.api_key, base_url=live.base_url) as c,
+        pytest.raises(ComposoValidationError) as info,
+    ):
+        c.evaluate(messages=[QA[0], ("assistant", "Thirty days.")], criteria=CRITERION)
+    text = str(info.value)
+    assert text.startswith("messages[1]: cannot use a tuple as a message; a message is a dict")
+    page, section = re.search(r"\((docs/[\w/]+\.md), '([^']+)'\)", text).groups()  # type: ignore[union-attr]
+    assert f"## {section}\n" in (ROOT / page).read_text(encoding="utf-8")
+    assert live.requests() == []
+
+
+@pytest.mark.parametrize("method", ["evaluate", "evaluate_trace"])
+async def test_a_misspelled_keyword_gets_the_arguments_and_a_suggestion(
+    live: ServerProcess, method: str
+) -> None:
+    first = QA if method == "evaluate" else {"root_agent_instance_id": "a"}
+    with (
+        Composo(api_key=live.api_key, base_url=live.base_url) as c,
+        pytest.raises(UnknownArgumentError) as info,
+    ):
+        getattr(c, method)(first, criterion=CRITERION)
+    async with AsyncComposo(api_key=live.api_key, base_url=live.base_url) as ac:
+        with pytest.raises(UnknownArgumentError) as ainfo:
+            await getattr(ac, method)(first, criterion=CRITERION)
+    for error in (info.value, ainfo.value):
+        # a ComposoValidationError, and a TypeError as Python's own refusal is
+        assert isinstance(error, ComposoValidationError) and isinstance(error, TypeError)
+        text = str(error)
+        assert text.startswith(f"{method}() got an unexpected keyword argument 'criterion'")
+        assert "(did you mean 'criteria'?)" in text and "evaluator_name" in text
+    assert live.requests() == []
+
+
+def test_https_to_the_plain_http_server_says_to_use_http(live: ServerProcess) -> None:
+    tls_url = live.base_url.replace("http://", "https://")
+    with (
+        Composo(api_key=live.api_key, base_url=tls_url, num_retries=1) as c,
+        pytest.raises(APIConnectionError) as info,
+    ):
+        c.evaluate(messages=QA, criteria=CRITERION)
+    assert f"the server speaks plain http? use {live.base_url}" in str(info.value)
+    assert live.requests() == []  # a TLS greeting is no request
+
+
+def test_nothing_listening_on_this_machine_suggests_starting_the_server() -> None:
+    port = free_port()
+    with (
+        Composo(api_key="any-key", base_url=f"http://127.0.0.1:{port}", num_retries=1) as c,
+        pytest.raises(APIConnectionError) as info,
+    ):
+        c.evaluate(messages=QA, criteria=CRITERION)
+    assert f"start a local server with `composo serve --port {port}`" in str(info.value)

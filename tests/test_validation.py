@@ -74,9 +74,9 @@ CASES: list[tuple[dict[str, Any], str]] = [
     ),
     (
         {"messages": object(), "criteria": "Reward a"},
-        r"messages: cannot use a builtins.object.*plugin",
+        r"messages: cannot use an object.*plugin",
     ),
-    ({"messages": QA, "criteria": "Reward a", "result": 42}, r"result: cannot use a builtins.int"),
+    ({"messages": QA, "criteria": "Reward a", "result": 42}, r"result: cannot use an int"),
     ({"messages": QA, "criteria": "Reward a", "evaluator_name": None, "tools": "x"}, r"tools:"),
 ]
 

@@ -18,7 +18,12 @@ from composo._core.limits import (
     DEFAULT_NUM_RETRIES,
     DEFAULT_TIMEOUT,
 )
-from composo._core.options import DataRetention, ExplanationCleaning, Tags  # get_type_hints
+from composo._core.options import (  # the aliases: for get_type_hints
+    DataRetention,
+    ExplanationCleaning,
+    Tags,
+    keywords_checked,
+)
 from composo._core.retry import Policy, is_retryable
 from composo.errors import ComposoError, RateLimitError
 
@@ -137,6 +142,7 @@ class AsyncClient(BaseClient):
     async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
 
+    @keywords_checked
     async def evaluate(
         self,
         messages: Any = None,
@@ -168,6 +174,7 @@ class AsyncClient(BaseClient):
         )
         return await self._run_all(requests, block)
 
+    @keywords_checked
     async def evaluate_trace(
         self,
         trace: Any,

@@ -458,7 +458,9 @@ class BaseClient:
     def _transport_error(exc: httpx.HTTPError, url: str) -> ComposoError:
         if isinstance(exc, httpx.TimeoutException):
             return APITimeoutError(f"request to {url} timed out")
-        return APIConnectionError(f"could not reach {url}: {exc.__class__.__name__}: {exc}")
+        return APIConnectionError(
+            f"could not reach {url}: {exc.__class__.__name__}: {exc}{_connect_hint(exc, url)}"
+        )
 
     def _attempt_timeout(self, deadline: float) -> float:
         """The seconds left for an attempt (one number: httpx applies it to every phase)."""
@@ -476,3 +478,36 @@ class BaseClient:
 
     def _timed_out(self) -> APITimeoutError:
         return APITimeoutError(f"timeout of {self.timeout}s reached (the whole call is bounded)")
+
+
+_LOOPBACK = ("localhost", "127.0.0.1", "::1")
+
+
+def _connect_hint(exc: BaseException, url: str) -> str:
+    """What a failed connection most likely means, from the causes it carries: TLS spoken to a
+    plain-http server, nothing listening (on this machine: no `composo serve` running), a host
+    name that does not resolve."""
+    import socket
+    import ssl
+
+    target = httpx.URL(url)
+    place = target.netloc.decode()
+    cause: BaseException | None = exc
+    while cause is not None:
+        if (
+            isinstance(cause, ssl.SSLError)
+            and target.scheme == "https"
+            and cause.reason in ("WRONG_VERSION_NUMBER", "RECORD_LAYER_FAILURE", "HTTP_REQUEST")
+        ):
+            return f"; the server speaks plain http? use http://{place}"
+        if isinstance(cause, ConnectionRefusedError):
+            if target.host in _LOOPBACK or target.host.startswith("127."):
+                port = "" if target.port == 8787 else f" --port {target.port}"
+                return (
+                    f"; nothing listens on {place}: start a local server with `composo serve{port}`"
+                )
+            return f"; nothing listens on {place}: check the base URL, and that the server runs"
+        if isinstance(cause, socket.gaierror):
+            return f"; the host name {target.host!r} does not resolve: check the base URL"
+        cause = cause.__cause__ or cause.__context__
+    return ""

@@ -19,7 +19,12 @@ from composo._core.limits import (
     DEFAULT_NUM_RETRIES,
     DEFAULT_TIMEOUT,
 )
-from composo._core.options import DataRetention, ExplanationCleaning, Tags  # get_type_hints
+from composo._core.options import (  # the aliases: for get_type_hints
+    DataRetention,
+    ExplanationCleaning,
+    Tags,
+    keywords_checked,
+)
 from composo._core.retry import Policy, is_retryable
 from composo.errors import ComposoError, RateLimitError
 
@@ -128,6 +133,7 @@ class SyncClient(BaseClient):
 
     # -- public API ---------------------------------------------------------------------------
 
+    @keywords_checked
     def evaluate(
         self,
         messages: Any = None,
@@ -193,6 +199,7 @@ class SyncClient(BaseClient):
         )
         return self._run_all(requests, block)
 
+    @keywords_checked
     def evaluate_trace(
         self,
         trace: Any,

@@ -23,21 +23,34 @@ __all__ = [
 
 _PLUGIN_HINT = (
     "To support another type, write a plugin: implement the matching `composo_convert_*` hook "
-    "with `@composo.hookimpl` and expose it under the `composo` entry-point group "
-    "(README, 'Writing an adapter plugin')."
+    "with `@composo.hookimpl` under the `composo` entry-point group (docs/integrations/"
+    "writing.md, 'Writing an adapter plugin')."
 )
 
 
+def _a(kind: type) -> str:
+    """``a tuple``, ``an int``, ``a mypackage.Transcript``."""
+    name = kind.__qualname__
+    if kind.__module__ != "builtins":
+        name = f"{kind.__module__}.{name}"
+    return f"{'an' if name[0].lower() in 'aeiou' else 'a'} {name}"
+
+
 def unsupported(kind: str, obj: Any) -> ComposoValidationError:
-    """An error naming the field, the type received, what is supported and how to add support."""
+    """An error naming the field (a list's first item that is no message dict, by its index),
+    the type received, what is supported and how to add support."""
     described: list[str] = []
     for answer in get_plugin_manager().hook.composo_supported_types(kind=kind):
         described.extend(answer or ())
     supported = "; ".join(dict.fromkeys(described)) or "nothing registered"
-    return ComposoValidationError(
-        f"{kind}: cannot use a {type(obj).__module__}.{type(obj).__qualname__}. "
-        f"Supported: {supported}. {_PLUGIN_HINT}"
-    )
+    what = f"{kind}: cannot use {_a(type(obj))}"
+    if isinstance(obj, (list, tuple)):
+        odd = next(((i, x) for i, x in enumerate(obj) if not isinstance(x, Mapping)), None)
+        if odd is not None:
+            what = f"{kind}[{odd[0]}]: cannot use {_a(type(odd[1]))}"
+            if kind in ("messages", "input", "result"):
+                what += " as a message; a message is a dict: {'role': 'user', 'content': '...'}"
+    return ComposoValidationError(f"{what}. Supported: {supported}. {_PLUGIN_HINT}")
 
 
 def _convert(kind: str, hook_name: str, obj: Any) -> Any:

@@ -11,8 +11,12 @@ this type); everything else reads :data:`OPTION_NAMES`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, Literal, TypedDict
+import functools
+import inspect
+from collections.abc import Callable, Collection, Mapping
+from typing import Any, Literal, ParamSpec, TypedDict, TypeVar, cast
+
+from composo.errors import UnknownArgumentError
 
 __all__ = [
     "OPTION_NAMES",
@@ -21,9 +25,13 @@ __all__ = [
     "ExplanationCleaning",
     "Tags",
     "check_names",
+    "keywords_checked",
     "merge",
     "set_options",
 ]
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 # The options' types, for the signatures that name them one by one.
 Tags = Mapping[str, Any]
@@ -61,10 +69,62 @@ def check_names(options: Mapping[str, Any], where: str) -> None:
     """Refuse a misspelled option as Python refuses an unknown keyword (a ``TypeError``)."""
     for name in options:
         if name not in EvaluateOptions.__annotations__:
-            raise TypeError(
-                f"{where}() got an unexpected keyword argument {name!r}; the options are "
-                + ", ".join(OPTION_NAMES)
-            )
+            raise unknown_argument(where, name, OPTION_NAMES, "the options are")
+
+
+def unknown_argument(
+    where: str, name: str, accepted: Collection[str], listed: str = "it takes"
+) -> UnknownArgumentError:
+    """``where() got an unexpected keyword argument 'name'``, with the closest accepted name
+    and the list of them."""
+    import difflib
+
+    close = difflib.get_close_matches(name, accepted, n=1, cutoff=0.6)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    return UnknownArgumentError(
+        f"{where}() got an unexpected keyword argument {name!r}{hint}; {listed} "
+        + ", ".join(accepted)
+    )
+
+
+def keywords_checked(fn: Callable[P, R]) -> Callable[P, R]:
+    """``fn`` refusing a keyword it does not take with :func:`unknown_argument` instead of
+    Python's bare ``TypeError``. The arguments are bound to the signature only once a call
+    has raised a ``TypeError``, so a good call pays one function frame (a coroutine function
+    stays one, and is refused when awaited)."""
+    accepted = [n for n in inspect.signature(fn).parameters if n != "self"]
+
+    def refusal(exc: TypeError, args: Any, kwargs: dict[str, Any]) -> TypeError:
+        try:
+            inspect.signature(fn).bind(*args, **kwargs)
+        except TypeError:
+            unknown = [k for k in kwargs if k not in accepted]
+            if unknown:
+                return unknown_argument(fn.__name__, unknown[0], accepted)
+        return exc
+
+    if inspect.iscoroutinefunction(fn):
+
+        async def acall(*args: Any, **kwargs: Any) -> Any:
+            try:
+                coroutine = fn(*args, **kwargs)
+            except TypeError as exc:
+                raise refusal(exc, args, kwargs) from None
+            return await coroutine
+
+        return cast("Callable[P, R]", functools.wraps(fn)(acall))
+
+    @functools.wraps(fn)
+    def call(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return fn(*args, **kwargs)
+        except TypeError as exc:
+            error = refusal(exc, args, kwargs)
+            if error is exc:
+                raise
+            raise error from None
+
+    return call
 
 
 def set_options(options: Mapping[str, Any]) -> dict[str, Any]:
