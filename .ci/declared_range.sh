@@ -7,7 +7,7 @@
 # Run with the development environment's python (it has uv).
 . "$(dirname "$0")/lib.sh"
 core_tests=(tests/test_client.py tests/test_validation.py tests/test_wire_facts.py tests/test_deadline.py
-    tests/test_transport.py)
+    tests/test_transport.py tests/test_proxy.py)
 versions() {
     "$1" -m pip list 2> /dev/null | grep -iE '^(httpx|httpcore|pydantic|tenacity|pluggy) ' \
         | tr -s ' ' | paste -sd ';'
@@ -27,7 +27,7 @@ for resolution in lowest-direct highest; do
 
     # Then the test tools, at their newest (pytest needs a newer pluggy than the core does).
     "$python" -m uv pip install --quiet --python "$py" pytest pytest-asyncio pytest-timeout \
-        pytest-xdist
+        pytest-xdist trustme socksio
     echo "core tests with: $(versions "$py")"
     env -u PYTHONPATH "$py" -m pytest "${core_tests[@]}" -q -n 2 -p no:randomly
 done

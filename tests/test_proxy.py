@@ -480,6 +480,7 @@ def test_background_evaluation_goes_through_the_environments_proxy(
 def test_langchain_callback_goes_through_the_environments_proxy(
     live: ServerProcess, proxy: ForwardProxy, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    pytest.importorskip("langchain_composo")  # the core's own range checks run without it
     from langchain_composo import ComposoCallback
     from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
     from langchain_core.messages import AIMessage
@@ -501,6 +502,7 @@ async def test_llamaindex_evaluator_keeps_the_given_clients_proxy(
 ) -> None:
     """The evaluator makes an async client per event loop from the sync one it was given: that
     client goes through the same proxy (none is set in the environment)."""
+    pytest.importorskip("llama_index.evaluation.composo")
     from llama_index.evaluation.composo import ComposoEvaluator
 
     given = Composo(api_key=live.api_key, base_url=f"http://{NAME}", proxy=proxy.url)

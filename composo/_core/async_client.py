@@ -326,7 +326,7 @@ class AsyncClient(BaseClient):
                 response, raw = await asyncio.wait_for(exchange, left)
         except (TimeoutError, asyncio.TimeoutError):
             raise self._timed_out() from None
-        except httpx.HTTPError as exc:
+        except (httpx.HTTPError, OSError) as exc:  # httpcore 1.0.0 lets TLS errors out raw
             raise self._transport_error(exc, url) from None
         return self._decode(response, raw)
 

@@ -455,7 +455,7 @@ class BaseClient:
         return responses.judged(info, body.provenance if isinstance(body, Answer) else None)
 
     @staticmethod
-    def _transport_error(exc: httpx.HTTPError, url: str) -> ComposoError:
+    def _transport_error(exc: httpx.HTTPError | OSError, url: str) -> ComposoError:
         if isinstance(exc, httpx.TimeoutException):
             return APITimeoutError(f"request to {url} timed out")
         return APIConnectionError(
