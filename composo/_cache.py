@@ -17,6 +17,7 @@ so the clients, the retry policy and the batch engines are unchanged by it.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -24,7 +25,7 @@ import re
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -432,11 +433,12 @@ def open_cache(cache: CacheOption, http_client: object = None) -> ResultCache | 
 
 
 class _Counts:
-    """Hits and misses, shared by the threads of one transport."""
+    """Hits, misses and requests sent, shared by the threads of one transport."""
 
     def __init__(self) -> None:
         self.hits = 0
         self.misses = 0
+        self.sent = 0
         self._lock = threading.Lock()
 
     def count(self, hit: bool) -> None:
@@ -445,6 +447,20 @@ class _Counts:
                 self.hits += 1
             else:
                 self.misses += 1
+
+    @contextlib.contextmanager
+    def sending(self) -> Iterator[None]:
+        """Counts the request handed on inside, unless it never reached the server."""
+        reached = True
+        try:
+            yield
+        except (httpx.ConnectError, httpx.ConnectTimeout):
+            reached = False
+            raise
+        finally:
+            if reached:
+                with self._lock:
+                    self.sent += 1
 
 
 def _lookup_key(request: httpx.Request) -> str | None:
@@ -500,6 +516,12 @@ class _Caching:
     @property
     def misses(self) -> int:
         return self._counts.misses
+
+    @property
+    def sent(self) -> int:
+        """Requests handed to the server, every attempt and every path counted (a lookup that
+        missed, and anything the cache does not keep: an unknown path, a task, a retry)."""
+        return self._counts.sent
 
     def _lookup(self, request: httpx.Request) -> tuple[str | None, httpx.Response | None]:
         """The request's key (``None``: not cached) and the stored answer, if any."""
@@ -572,7 +594,8 @@ class CachingTransport(_Caching, httpx.BaseTransport):
         key, answer = self._lookup(request)
         if answer is not None:
             return answer
-        response = self.inner.handle_request(request)
+        with self._counts.sending():
+            response = self.inner.handle_request(request)
         if key is None:
             return response
         return self._kept(key, request, response, read_whole(response))
@@ -593,7 +616,8 @@ class AsyncCachingTransport(_Caching, httpx.AsyncBaseTransport):
         key, answer = self._lookup(request)
         if answer is not None:
             return answer
-        response = await self.inner.handle_async_request(request)
+        with self._counts.sending():
+            response = await self.inner.handle_async_request(request)
         if key is None:
             return response
         inflater = _inflater(response)
