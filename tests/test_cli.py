@@ -16,11 +16,12 @@ from typing import Any
 
 import pytest
 
-from tests.support.cli import page_data, run_cli
+from tests.support.cli import clean_env, page_data, run_cli
 from tests.support.servers import ServerProcess
 
 ROOT = Path(__file__).resolve().parents[1]
 DATASET = ROOT / "examples" / "data" / "conversations.jsonl"
+OTLP_EXPORT = ROOT / "examples" / "data" / "traces.jsonl"
 CRITERIA = [
     "Reward answers that explain the refund policy",
     "Passes if the answer mentions the return window",
@@ -186,40 +187,108 @@ def test_missing_input_and_missing_key_exit_2(tmp_path: Path) -> None:
     assert done.returncode == 2 and "--api-key" in done.stderr and "--local" in done.stderr
 
 
-def test_wrong_key_stops_early_with_exit_1(live: ServerProcess, tmp_path: Path) -> None:
+def one_line(stderr: str) -> str:
+    """The single line a run the server refuses ends with (nothing else on stderr)."""
+    lines = stderr.splitlines()
+    assert len(lines) == 1, stderr
+    return lines[0]
+
+
+@pytest.mark.parametrize("command", ["evaluate", "evaluate-traces"])
+def test_a_wrong_key_stops_at_the_first_refusal_with_its_own_status(
+    live: ServerProcess, tmp_path: Path, command: str
+) -> None:
     data = tmp_path / "data.jsonl"
     data.write_text("\n".join(line(i) for i in range(200)) + "\n")
+    source = data if command == "evaluate" else OTLP_EXPORT
     out = tmp_path / "out.jsonl"
     done = composo(
-        "evaluate",
-        data,
-        "-c",
-        CRITERIA[0],
-        "-o",
-        out,
-        "--base-url",
-        live.base_url,
-        "--api-key",
-        "wrong-key",
-        "--concurrency",
-        "2",
+        command, source, *crit_args(), "-o", out, "--concurrency", "4",
+        "--base-url", live.base_url, "--api-key", "wrong-key-0123456789",
+    )  # fmt: skip
+    assert done.returncode == 5
+    said = one_line(done.stderr)
+    assert said == (
+        f"composo {command}: the server refused the API key (401: invalid API key); set the "
+        "right one with --api-key"
     )
-    assert done.returncode == 1 and "stopped" in done.stderr and "wrong-key" not in done.stderr
-    assert 0 < len(rows(out)) < 20  # it did not hammer the server with 200 doomed requests
+    assert len(live.requests()) == 1  # one refusal, not one per request in flight
+    assert rows(out) == []  # nothing is wrong with the data: a re-run sends it all
 
 
-def test_unreachable_server_stops_the_run_with_exit_1(tmp_path: Path) -> None:
+def test_a_wrong_key_from_the_environment_names_the_variable(
+    live: ServerProcess, tmp_path: Path
+) -> None:
+    data = tmp_path / "data.jsonl"
+    data.write_text(line(0) + "\n")
+    environment = clean_env(COMPOSO_API_KEY="wrong-key-0123456789", COMPOSO_BASE_URL=live.base_url)
+    for command in (["evaluate", data, *crit_args()], ["usage"]):
+        done = run_cli(*command, env=environment)
+        assert done.returncode == 5
+        assert one_line(done.stderr).endswith("set the right one with COMPOSO_API_KEY")
+
+
+def test_a_base_url_with_the_api_path_stops_after_one_request(
+    live: ServerProcess, tmp_path: Path
+) -> None:
+    from tests.support.counting_proxy import CountingProxy
+
+    data = tmp_path / "data.jsonl"
+    data.write_text("\n".join(line(i) for i in range(20)) + "\n")
+    with CountingProxy(live.base_url) as proxy:  # counts what the server answers 404 too
+        done = composo(
+            "evaluate", data, *crit_args(), "-o", tmp_path / "out.jsonl",
+            "--base-url", proxy.base_url + "/api/v1", "--api-key", live.api_key,
+        )  # fmt: skip
+    assert done.returncode == 5
+    assert f"use {proxy.base_url}; change --base-url" in one_line(done.stderr)
+    assert proxy.total == 1
+
+
+def test_no_server_stops_the_run_at_once_and_says_how_to_start_one(tmp_path: Path) -> None:
     from tests.support.servers import free_port
 
     data = tmp_path / "data.jsonl"
     data.write_text("\n".join(line(i) for i in range(300)) + "\n")
+    port = free_port()
     out = tmp_path / "out.jsonl"
     done = composo(
         "evaluate", data, "-c", CRITERIA[0], "-o", out, "--concurrency", "4",
-        "--base-url", f"http://127.0.0.1:{free_port()}", "--api-key", "k",
+        "--base-url", f"http://127.0.0.1:{port}", "--api-key", "k",
     )  # fmt: skip
-    assert done.returncode == 1 and "could not reach the server" in done.stderr
-    assert 0 < len(rows(out)) < 40 and all(r["error"] for r in rows(out))
+    assert done.returncode == 5
+    said = one_line(done.stderr)
+    assert said.startswith(f"composo evaluate: could not reach http://127.0.0.1:{port}/")
+    assert said.endswith(f"`composo serve --port {port}`; or change --base-url")
+    assert rows(out) == []
+
+
+def test_a_server_that_goes_away_mid_run_stops_it(live: ServerProcess, tmp_path: Path) -> None:
+    data = tmp_path / "data.jsonl"
+    data.write_text("\n".join(line(i) for i in range(300)) + "\n")
+    live.fault({"delay": 0.0}, *[{"drop": True}] * 300)  # answers once, then never again
+    out = tmp_path / "out.jsonl"
+    done = composo(
+        "evaluate", data, "-c", CRITERIA[0], "-o", out, "--concurrency", "2", "--no-cache",
+        *server_args(live),
+    )  # fmt: skip
+    assert done.returncode == 5
+    assert "requests in a row failed; the last: could not reach" in done.stderr
+    assert done.stderr.splitlines()[-1].startswith("composo evaluate: stopped: ")
+    written = rows(out)
+    assert written[0]["error"] is None and 10 < len(written) < 40  # stopped, not 300 failures
+
+
+def test_requests_sent_are_counted_exactly(live: ServerProcess, tmp_path: Path) -> None:
+    data = tmp_path / "data.jsonl"
+    data.write_text(line(0) + "\n")
+    live.fault({"status": 503})  # retried: two requests for one pair
+    done = composo(
+        "evaluate", data, "-c", CRITERIA[0], "-o", tmp_path / "o.jsonl", *server_args(live)
+    )
+    assert done.returncode == 0, done.stderr
+    assert len(live.requests()) == 2
+    assert "cache: 0 answer(s) from the cache, 2 request(s) sent" in done.stderr
 
 
 def test_failed_pairs_are_retried_on_resume(live: ServerProcess, tmp_path: Path) -> None:

@@ -56,7 +56,7 @@ def _report(out: Path) -> dict[str, Any]:
 
 
 def _summary_head(stderr: str) -> str:
-    return stderr[stderr.index("composo evaluate: summary") :].split("criteria:")[0]
+    return stderr[stderr.index(": summary\n") :].split("criteria:")[0]
 
 
 def test_fresh_scores_name_the_heuristic_judge_everywhere(
@@ -218,6 +218,7 @@ def test_trace_scores_name_their_judge_too(live: ServerProcess, tmp_path: Path) 
     assert rows and {(r["judge"], r["source"]) for r in rows} == {("heuristic", "fresh")}
     assert _record(out)["judges"] == {"heuristic": len(rows)}
     assert STAND_IN in _summary_head(done.stderr)
+    assert "composo evaluate-traces: summary\n" in done.stderr  # each command names itself
 
 
 # -- on the results the clients return --------------------------------------------------------

@@ -460,5 +460,5 @@ def test_serve_with_a_database_path_it_cannot_use_is_one_line_naming_db(tmp_path
     assert out.returncode == 2
     assert "Traceback" not in out.stderr
     (line,) = out.stderr.strip().splitlines()
-    assert line.startswith("error: --db") and str(blocker / "tasks.sqlite3") in line
+    assert line.startswith("composo serve: error: --db") and str(blocker / "tasks.sqlite3") in line
     assert "export COMPOSO" not in out.stdout  # nothing to export from a server that never ran

@@ -326,4 +326,4 @@ def test_an_empty_key_file_is_a_one_line_error(tmp_path: Path) -> None:
     )
     assert out.returncode == 2
     (line,) = out.stderr.strip().splitlines()
-    assert line.startswith("error: --api-key-file") and "no API key" in line
+    assert line.startswith("composo serve: error: --api-key-file") and "no API key" in line

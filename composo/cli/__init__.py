@@ -9,7 +9,7 @@ import re
 import sys
 from collections.abc import Sequence
 
-__all__ = ["main"]
+__all__ = ["UsageError", "main"]
 
 # subcommand -> (module, one-line help). Each module defines ``add_arguments(parser)`` and
 # ``run(args) -> int``.
@@ -30,12 +30,25 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "usage": ("composo.cli._usage", "show this month's usage and the rate limit"),
 }
 
+# The exit statuses, the same for every command (docs/cli.md, "Exit statuses", says which
+# command gives which); every command's --help ends with this.
+EPILOG = (
+    "exit status: 0 done, 1 items failed, 2 bad command line or input, 3 a quality gate failed, "
+    "4 rows set aside, 5 the server refused the key or could not be reached, 130 interrupted "
+    "(docs/cli.md, 'Exit statuses')"
+)
+
 # subcommand -> module with ``check_args(args) -> str | None``: options another module adds to the
 # subcommand, checked against the whole command line before it runs (a problem exits 2).
 PRECHECKS: dict[str, str] = {
     "evaluate": "composo.cli._gates",
     "evaluate-traces": "composo.cli._gates",
 }
+
+
+class UsageError(Exception):
+    """A command line that cannot run: ``main`` prints ``composo COMMAND: error: MESSAGE`` and
+    exits 2, before any request."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -53,7 +66,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=_version())
     subs = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (module, help_text) in SUBCOMMANDS.items():
-        sub = subs.add_parser(name, help=help_text, description=help_text)
+        sub = subs.add_parser(name, help=help_text, description=help_text, epilog=EPILOG)
         if name == command:
             importlib.import_module(module).add_arguments(sub)
             parser.commands[name] = sub
@@ -140,12 +153,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help(sys.stderr)
         return 2
-    check = PRECHECKS.get(args.command)
-    if check is not None:
-        problem = importlib.import_module(check).check_args(args)
+    try:
+        check = PRECHECKS.get(args.command)
+        problem = importlib.import_module(check).check_args(args) if check else None
         if problem is not None:
-            print(f"composo {args.command}: error: {problem}", file=sys.stderr)
-            return 2
-    module = importlib.import_module(SUBCOMMANDS[args.command][0])
-    code: int = module.run(args)
+            raise UsageError(problem)
+        code: int = importlib.import_module(SUBCOMMANDS[args.command][0]).run(args)
+    except UsageError as exc:
+        print(f"composo {args.command}: error: {exc}", file=sys.stderr)
+        return 2
     return code

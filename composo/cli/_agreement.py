@@ -19,10 +19,6 @@ __all__ = ["add_arguments", "render_text", "run"]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.epilog = (
-        "exit status: 0 measured, 2 bad command line or labels (or nothing to pair), 4 the "
-        "results file had rows that are not results (set aside)"
-    )
     parser.add_argument("results", type=Path, metavar="RESULTS", help="`composo evaluate` output")
     parser.add_argument(
         "--labels",
@@ -39,7 +35,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="largest disagreements shown per criterion (default %(default)s)",
     )
-    parser.add_argument("--seed", type=int, default=0, help="bootstrap seed (default %(default)s)")
+    parser.add_argument(
+        "--seed", type=int, default=0, metavar="N", help="bootstrap seed (default 0)"
+    )
     parser.add_argument(
         "--resamples",
         type=int,
@@ -94,16 +92,13 @@ def render_text(result: Agreement, worst: int) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from composo._agreement import LabelError, agreement
+    from composo.cli import UsageError
     from composo.cli._results import EXIT_BAD_ROWS
 
-    def usage(message: str) -> int:
-        print(f"composo agreement: error: {message}", file=sys.stderr)
-        return 2
-
     if not args.results.is_file():
-        return usage(f"no such file: {args.results}")
+        raise UsageError(f"no such file: {args.results}")
     if args.resamples < 100:
-        return usage("--resamples: use at least 100")
+        raise UsageError("--resamples: use at least 100")
     try:
         result = agreement(
             args.results,
@@ -112,10 +107,8 @@ def run(args: argparse.Namespace) -> int:
             resamples=args.resamples,
             worst=max(args.worst, 0),
         )
-    except LabelError as exc:
-        return usage(str(exc))
-    except OSError as exc:
-        return usage(str(exc))
+    except (LabelError, OSError) as exc:
+        raise UsageError(str(exc)) from None
     if result.rows_set_aside:
         print(
             f"composo agreement: {args.results.name}: {result.rows_set_aside} row(s) set aside "
@@ -123,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     if not result.criteria:
-        return usage(
+        raise UsageError(
             f"no label pairs with a scored item of {args.results.name} "
             f"({result.unmatched_labels} label(s) name no item or criterion of it, "
             f"{result.not_scored} name items the judge did not score); labels name items by "

@@ -4,8 +4,9 @@ a size or an age, and emptying it."""
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
+
+from composo.cli import UsageError
 
 __all__ = ["add_arguments", "run"]
 
@@ -56,29 +57,24 @@ def _age(seconds: float) -> str:
     return f"{seconds:.0f} seconds"
 
 
-def _usage(message: str) -> int:
-    print(f"composo cache: error: {message}", file=sys.stderr)
-    return 2
-
-
 def run(args: argparse.Namespace) -> int:
     from composo._cache import ResultCache, parse_age, parse_size
     from composo.errors import ComposoValidationError
 
     if args.action != "prune" and (args.max_size or args.max_age):
-        return _usage("--max-size and --max-age go with prune")
+        raise UsageError("--max-size and --max-age go with prune")
     try:
         max_bytes = parse_size(args.max_size) if args.max_size else None
     except ValueError as exc:
-        return _usage(f"--max-size: {exc}")
+        raise UsageError(f"--max-size: {exc}") from None
     try:
         max_age = parse_age(args.max_age) if args.max_age else None
     except ValueError as exc:
-        return _usage(f"--max-age: {exc}")
+        raise UsageError(f"--max-age: {exc}") from None
     try:
         cache = ResultCache(args.cache_dir)
     except ComposoValidationError as exc:  # a limit's environment variable
-        return _usage(str(exc))
+        raise UsageError(str(exc)) from None
     try:
         if args.action == "clear":
             removed = cache.clear()

@@ -1,6 +1,9 @@
-"""What ``composo evaluate`` and ``composo evaluate-traces`` share: their common flags, the checks
-made before any request, the results file with its resume note, the run's client (the platform,
-or a local server started for the run) and the end of a run (the summary and the run header)."""
+"""What the commands share: the exit statuses and the usage error; the flags and checks of
+``composo evaluate`` and ``evaluate-traces`` made before any request, the results file with its
+resume note, the run's client (the platform, or a local server started for the run), the stream
+of results with its first request alone, the guard that stops a run the server refuses, and the
+end of a run (the summary and the run header); the connection flags and the refusal line of
+``history`` and ``usage`` too."""
 
 from __future__ import annotations
 
@@ -8,9 +11,12 @@ import argparse
 import contextlib
 import os
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Generator, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from composo._core.limits import DEFAULT_TIMEOUT
+from composo.cli import UsageError
 
 if TYPE_CHECKING:
     from composo import Composo
@@ -23,38 +29,34 @@ __all__ = [
     "EXIT_FAILED",
     "EXIT_INTERRUPTED",
     "EXIT_OK",
+    "EXIT_SERVER",
     "EXIT_USAGE",
     "SHOWN_ERRORS",
+    "Guard",
     "Pending",
     "Rows",
     "UsageError",
     "add_client_arguments",
+    "add_connection_arguments",
     "add_input_arguments",
     "check_judge",
-    "client",
     "connect",
     "finish_run",
     "open_results",
     "options",
     "parse_tags",
+    "platform_client",
     "positive_int",
     "prepare",
+    "refusal",
+    "results",
     "run_info",
-    "usage",
 ]
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+# Every command's statuses are listed once, in docs/cli.md's "Exit statuses" (see EPILOG in
+# composo/cli/__init__.py); 3 is _gates.EXIT_GATE, 4 _results.EXIT_BAD_ROWS.
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_SERVER, EXIT_INTERRUPTED = 0, 1, 2, 5, 130
 SHOWN_ERRORS = 20  # problems said on stderr before the rest are left to the rows
-
-
-class UsageError(Exception):
-    """A command line that cannot run; the command prints the message and exits 2."""
-
-
-def usage(command: str, message: str) -> int:
-    """Say why ``composo COMMAND`` cannot run; the exit status for it."""
-    print(f"composo {command}: error: {message}", file=sys.stderr)
-    return EXIT_USAGE
 
 
 def positive_int(text: str) -> int:
@@ -116,14 +118,63 @@ def add_client_arguments(
         metavar="CORE",
         help="the evaluation model core, e.g. align-20251111 (default: the platform's)",
     )
-    parser.add_argument("--base-url", metavar="URL", help="API base URL (or COMPOSO_BASE_URL)")
-    parser.add_argument("--api-key", metavar="KEY", help="API key (or COMPOSO_API_KEY)")
+    add_connection_arguments(parser)
     parser.add_argument(
         "--local",
         action="store_true",
         help="start a local server with the offline heuristic judge (no account needed; "
         "a development stand-in, not a quality judge)",
     )
+
+
+def add_connection_arguments(parser: argparse.ArgumentParser) -> None:
+    """Where requests go and how long each may take: ``--base-url``, ``--api-key``,
+    ``--timeout``."""
+    parser.add_argument("--base-url", metavar="URL", help="API base URL (or COMPOSO_BASE_URL)")
+    parser.add_argument("--api-key", metavar="KEY", help="API key (or COMPOSO_API_KEY)")
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=DEFAULT_TIMEOUT,
+        metavar="SECONDS",
+        help="seconds each request may take, retries included (default %(default)g)",
+    )
+
+
+def platform_client(args: argparse.Namespace) -> Composo:
+    """The client ``--base-url``, ``--api-key`` and ``--timeout`` (and the environment)
+    describe. Raises ``ComposoError``: no API key, or a bad setting."""
+    from composo import Composo
+
+    return Composo(api_key=args.api_key, base_url=args.base_url, timeout=args.timeout)
+
+
+def refusal(args: argparse.Namespace, error: BaseException | None) -> str | None:
+    """The one line saying why no request can succeed and which flag or variable to change,
+    when ``error`` is a refused key (401, 403), nothing at the URL (404) or no server reached;
+    ``None`` for any other (an item's own failure)."""
+    from composo.errors import (
+        APIConnectionError,
+        AuthenticationError,
+        NotFoundError,
+        PermissionDeniedError,
+    )
+
+    env_url = os.environ.get("COMPOSO_BASE_URL") and not args.base_url
+    url = "COMPOSO_BASE_URL" if env_url else "--base-url"
+    if isinstance(error, (AuthenticationError, PermissionDeniedError)):
+        key = "--api-key" if args.api_key else "COMPOSO_API_KEY"
+        body = error.response_body
+        said = body.get("detail") if isinstance(body, dict) else None
+        return (
+            f"the server refused the API key ({error.status_code}: {said or 'refused'}); "
+            f"set the right one with {key}"
+        )
+    if isinstance(error, NotFoundError):
+        return f"nothing there: {error.message.removeprefix('Not Found: ')}; change {url}"
+    if isinstance(error, APIConnectionError):
+        return f"{error.message}; or change {url}"
+    return None
 
 
 def prepare(
@@ -209,12 +260,19 @@ def options(args: argparse.Namespace, tags: dict[str, str]) -> EvaluateOptions:
 @contextlib.contextmanager
 def connect(args: argparse.Namespace, info: RunInfo, transport: Any = None) -> Iterator[Composo]:
     """The run's client: to ``--base-url`` (or the platform), or to a local server with the
-    offline heuristic judge started for the run (``--local``) and stopped after it."""
+    offline heuristic judge started for the run (``--local``) and stopped after it. It is
+    allowed ``--concurrency`` requests at once, on as many kept-alive connections (fewer would
+    close and reopen connections all run long), through the environment's proxies, each socket
+    wait ending by the call's deadline; ``transport``: the run's own (the caching one)."""
+    import httpx
+
+    from composo import Composo
+    from composo._core.connections import Connections
+    from composo._core.network import Network
+
     with contextlib.ExitStack() as stack:
         base_url, api_key = args.base_url, args.api_key
         if args.local:
-            from composo._core.connections import Connections
-            from composo._core.network import Network
             from composo.server import LocalServer
 
             srv = stack.enter_context(LocalServer(judge="heuristic", latency=0.0))
@@ -222,39 +280,80 @@ def connect(args: argparse.Namespace, info: RunInfo, transport: Any = None) -> I
             info.judge = "heuristic"  # known before any answer (a run may score nothing)
             # That server runs in this process, on loopback: no proxy of the network between.
             transport = Connections(args.concurrency, network=Network(trust_env=False))
-        yield stack.enter_context(client(api_key, base_url, args.concurrency, transport))
+        # The connections' own pool sizes hold: an httpx client's limits= or proxies apply
+        # only to the transport it builds itself.
+        http = stack.enter_context(
+            httpx.Client(transport=transport or Connections(args.concurrency))
+        )
+        yield stack.enter_context(
+            Composo(
+                api_key=api_key,
+                base_url=base_url,
+                max_concurrent_requests=args.concurrency,
+                timeout=args.timeout,
+                http_client=http,
+            )
+        )
 
 
-@contextlib.contextmanager
-def client(
-    api_key: str | None,
-    base_url: str | None,
-    concurrency: int,
-    transport: Any = None,
-) -> Iterator[Composo]:
-    """A client allowed ``concurrency`` requests at once, on as many kept-alive connections
-    (fewer would close and reopen connections all run long), each read bounded by the call's
-    timeout, through the environment's proxies; ``transport``: the run's own (the caching
-    one), else such connections. Each result names its judge and whether the cache gave it."""
-    import httpx
+def results(
+    client: Composo, items: Iterable[dict[str, Any]], criteria: list[str], **kwargs: Any
+) -> Generator[BatchResult, None, None]:
+    """The run's results (``index``: the item's position in ``items``), its first request
+    alone: a wrong key, URL or server is then refused once, the caller stopping at it, not
+    once per request in flight. The rest go ``kwargs['concurrency']`` at a time."""
+    import dataclasses
+    import itertools
 
-    from composo import Composo
-    from composo._core.connections import Connections
+    stream = iter(items)
+    head = next(stream, None)
+    if head is None:
+        return
+    first, more = head["criteria"][:1], head["criteria"][1:]
+    probe = client.evaluate_many_iter(
+        [{**head, "criteria": first}], criteria, **kwargs | {"concurrency": 1}
+    )
+    with contextlib.closing(probe):
+        yield from probe
+    rest = [{**head, "criteria": more}] if more else []
+    shift = 0 if rest else 1  # the position of ``stream``'s items in ``items``
+    tail = client.evaluate_many_iter(itertools.chain(rest, stream), criteria, **kwargs)
+    with contextlib.closing(tail):
+        for result in tail:
+            yield dataclasses.replace(result, index=result.index + shift)
 
-    if transport is None:  # every socket wait ends by the call's deadline
-        transport = Connections(concurrency)
-    # The connections' own pool sizes hold: an httpx client's limits= or proxies apply only to
-    # the transport it builds itself.
-    with (
-        httpx.Client(transport=transport) as http,
-        Composo(
-            api_key=api_key,
-            base_url=base_url,
-            max_concurrent_requests=concurrency,
-            http_client=http,
-        ) as composo,
-    ):
-        yield composo
+
+class Guard:
+    """Stops a run at the first answer every other request would share (:func:`refusal`): a
+    refused key or nothing at the URL at once, no server reached before any answer at once
+    and later after ``2 * concurrency + 10`` failed connections in a row; ``reason``: why."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.reason: str | None = None
+        self.answered = False  # the server answered a request of this run
+        self.unreachable = 0  # failed connections in a row
+
+    def stops(self, error: BaseException | None) -> bool:
+        """Whether the run stops at this result; its error is then the run's, not the item's
+        (no row is written: a re-run sends it again)."""
+        from composo.errors import APIConnectionError, APIStatusError, APITimeoutError
+
+        lost = isinstance(error, APIConnectionError)
+        self.unreachable = self.unreachable + 1 if lost else 0
+        self.answered |= error is None or isinstance(error, APIStatusError)
+        limit = 2 * self.args.concurrency + 10
+        reason = refusal(self.args, error)
+        if reason is None or (
+            lost
+            and self.unreachable < limit
+            and (self.answered or isinstance(error, APITimeoutError))
+        ):
+            return False
+        if lost and self.unreachable >= limit:
+            reason = f"{self.unreachable} requests in a row failed; the last: {reason}"
+        self.reason = self.reason or reason
+        return True
 
 
 class Rows:
@@ -274,6 +373,7 @@ class Rows:
         self.writer = writer
         self.tally = tally
         self.sources: dict[str, dict[str, int]] = {}  # this run's rows: criterion -> source -> n
+        self.written = 0  # rows this run wrote
 
     def row(self, result: BatchResult) -> dict[str, Any]:
         """A result's row, stamped with its provenance (judge, model, fresh or cached)."""
@@ -289,6 +389,7 @@ class Rows:
         from composo.cli._summary import CriterionStats
 
         self.writer.write(row)
+        self.written += 1
         if row.get("source") is not None:
             counts = self.sources.setdefault(row["criterion"], {})
             counts[row["source"]] = counts.get(row["source"], 0) + 1
@@ -321,10 +422,6 @@ class Pending:
             self._due[position] = (index, left - 1, where)
         return index, where
 
-    def index(self, position: int) -> int:
-        """The record of the result at stream ``position`` (see :meth:`take`)."""
-        return self.take(position)[0]
-
 
 def finish_run(args: argparse.Namespace, info: RunInfo, rows: Rows) -> Summary:
     """The run's summary (read back from ``-o``, else from what was kept of stdout's rows),
@@ -338,5 +435,5 @@ def finish_run(args: argparse.Namespace, info: RunInfo, rows: Rows) -> Summary:
     if args.output is not None:
         info.save(args.output)
     summary = Summary(stats, info)
-    print_summary(summary, str(args.output) if args.output else "stdout")
+    print_summary(summary, str(args.output) if args.output else "stdout", command=args.command)
     return summary

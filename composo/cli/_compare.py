@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from composo.cli import UsageError
+
 __all__ = [
     "CompareError",
     "Comparison",
@@ -23,20 +25,16 @@ __all__ = [
     "run",
 ]
 
-EXIT_OK, EXIT_USAGE = 0, 2
+EXIT_OK = 0
 RESAMPLES = 2000
 _SAME = 1e-9  # differences smaller than this count as unchanged
 
 
-class CompareError(ValueError):
+class CompareError(UsageError, ValueError):
     """The two files cannot be compared (one line, for the usage exit status)."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.epilog = (
-        "exit status: 0 compared, 2 bad command line or files that cannot be compared, 3 a "
-        "regression (--fail-on-regression), 4 a file had rows that are not results (set aside)"
-    )
     parser.add_argument("base", type=Path, metavar="BASE.jsonl", help="the earlier run's results")
     parser.add_argument("new", type=Path, metavar="NEW.jsonl", help="the run to judge")
     parser.add_argument(
@@ -57,6 +55,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--seed",
         type=int,
         default=0,
+        metavar="N",
         help="bootstrap seed (default %(default)s; same seed, same interval)",
     )
     parser.add_argument(
@@ -218,11 +217,6 @@ def compare_rows(
     return Comparison(out, only_base, only_new, "id" if by_id else "line")
 
 
-def _usage(message: str) -> int:
-    print(f"composo compare: error: {message}", file=sys.stderr)
-    return EXIT_USAGE
-
-
 def fig(value: float | None, signed: bool = False) -> str:
     """A figure to three decimals (``+`` on a difference), ``-`` when there is none."""
     if value is None:
@@ -307,17 +301,14 @@ def run(args: argparse.Namespace) -> int:
     from composo.cli._gates import EXIT_GATE
 
     if args.fail_on_regression is not None and not 0.0 <= args.fail_on_regression <= 1.0:
-        return _usage(f"--fail-on-regression: {args.fail_on_regression:g} is outside 0 to 1")
+        raise UsageError(f"--fail-on-regression: {args.fail_on_regression:g} is outside 0 to 1")
     if args.resamples < 100:
-        return _usage("--resamples: use at least 100")
+        raise UsageError("--resamples: use at least 100")
     if args.summary_md is not None and not args.summary_md.parent.is_dir():
-        return _usage(f"--summary-md: no such directory: {args.summary_md.parent}")
-    try:
-        base, base_bad = load(args.base, "BASE")
-        new, new_bad = load(args.new, "NEW")
-        result = compare_rows(base, new, args.seed, args.resamples)
-    except CompareError as exc:
-        return _usage(str(exc))
+        raise UsageError(f"--summary-md: no such directory: {args.summary_md.parent}")
+    base, base_bad = load(args.base, "BASE")  # a CompareError: exit 2
+    new, new_bad = load(args.new, "NEW")
+    result = compare_rows(base, new, args.seed, args.resamples)
     from composo.cli._criteria import label
 
     for name, missing in (("BASE", result.only_base), ("NEW", result.only_new)):

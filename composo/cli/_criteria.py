@@ -14,11 +14,7 @@ GROUPS = ("RAG", "TOOL_USE", "AGENT", "BINARY")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "group",
-        nargs="?",
-        help=f"show one group only ({', '.join(GROUPS)})",
-    )
+    parser.add_argument("group", nargs="?", metavar="GROUP", help=f"one of {', '.join(GROUPS)}")
 
 
 def library() -> dict[str, str]:
@@ -91,11 +87,9 @@ def run(args: argparse.Namespace) -> int:
     groups: Sequence[str] = GROUPS
     if args.group:
         if args.group.upper() not in GROUPS:
-            print(
-                f"composo criteria: no group {args.group!r}; use one of {', '.join(GROUPS)}",
-                file=sys.stderr,
-            )
-            return 2
+            from composo.cli import UsageError
+
+            raise UsageError(f"no group {args.group!r}; use one of {', '.join(GROUPS)}")
         groups = (args.group.upper(),)
     named = {text: name for name, text in library().items()}
     lines: list[str] = []

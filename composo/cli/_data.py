@@ -9,12 +9,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from composo.cli import UsageError
+
 __all__ = ["DataRun", "DataUsageError", "add_arguments"]
 
 _PARQUET_CHUNK = 10_000
 
 
-class DataUsageError(Exception):
+class DataUsageError(UsageError):
     """A problem with the input, the mapping or the output, reported before any request."""
 
 
@@ -115,7 +117,7 @@ class DataRun:
     def finish(self, fatal: str | None, interrupted: bool) -> None:
         """Say how many answers came from the cache; write the Parquet file once all is done."""
         if self._transport is not None:
-            hits, sent = self._transport.hits, self._transport.misses
+            hits, sent = self._transport.hits, self._transport.sent
             print(
                 f"cache: {hits} answer(s) from the cache, {sent} request(s) sent", file=sys.stderr
             )

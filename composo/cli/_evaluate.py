@@ -13,8 +13,9 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from composo.cli import _evaluate_common as common
-from composo.cli._evaluate_common import EXIT_FAILED, EXIT_INTERRUPTED
+from composo.cli import UsageError
+from composo.cli import _common as common
+from composo.cli._common import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_SERVER
 
 if TYPE_CHECKING:
     from composo import Composo
@@ -57,30 +58,28 @@ def run(args: argparse.Namespace) -> int:
     from composo.errors import ComposoValidationError
 
     source = None if args.input == "-" else Path(args.input)
-    try:
-        criteria, tags = common.prepare(args, source, "INPUT")
-        # -- tables and the result cache: the input's reader, a Parquet -o, the cache --
-        from composo.cli import _data
+    criteria, tags = common.prepare(args, source, "INPUT")  # a UsageError: exit 2
+    # -- tables and the result cache: the input's reader, a Parquet -o, the cache --
+    from composo.cli import _data
 
-        try:
-            data = _data.DataRun(args, source)
-        except _data.DataUsageError as exc:
-            raise common.UsageError(str(exc)) from None
-        # -- end tables and the result cache --
+    data = _data.DataRun(args, source)
+    # -- end tables and the result cache --
+    try:
         common.check_judge(args)
         rows = common.open_results(args, criteria)
-    except common.UsageError as exc:
-        return common.usage("evaluate", str(exc))
+    except UsageError:
+        data.close()
+        raise
     info = common.run_info(args, criteria, source)
     interrupted = False
     run_state: _Run | None = None
     try:
         with common.connect(args, info, data.transport(args.concurrency)) as client:
-            run_state = _Run(rows, common.options(args, tags))
+            run_state = _Run(rows, common.Guard(args), common.options(args, tags))
             run_state.data = data
             run_state.main(client, source, args.concurrency)
     except ComposoValidationError as exc:  # the client refused its settings
-        return common.usage("evaluate", str(exc))
+        raise UsageError(str(exc)) from None
     except KeyboardInterrupt:
         interrupted = True
     except BrokenPipeError:  # the reader of stdout went away: nowhere left to write results
@@ -90,14 +89,20 @@ def run(args: argparse.Namespace) -> int:
     finally:
         rows.close()
         data.close()
-
+    stop = run_state.guard.reason if run_state is not None else None
+    if stop is not None and not rows.written:  # nothing to sum up: the one line says why
+        print(f"composo evaluate: {stop}", file=sys.stderr)
+        return EXIT_SERVER
     summary = common.finish_run(args, info, rows)
     data.finish(run_state.fatal if run_state is not None else None, interrupted)  # cache, Parquet
     if interrupted:
         print("interrupted; run the same command again to resume", file=sys.stderr)
         return EXIT_INTERRUPTED
+    if stop is not None:
+        print(f"composo evaluate: stopped: {stop}", file=sys.stderr)
+        return EXIT_SERVER
     if run_state is not None and run_state.fatal is not None:
-        print(f"stopped: {run_state.fatal}", file=sys.stderr)
+        print(f"composo evaluate: stopped: {run_state.fatal}", file=sys.stderr)
         return EXIT_FAILED
     # -- quality gates and CI files (composo.cli._gates): exit 3 when a gate fails --
     from composo.cli._finish import finish
@@ -137,22 +142,22 @@ class _Pace:
 class _Run:
     """One run: feeds the dataset's lines to the batch runner and writes each result."""
 
-    def __init__(self, rows: common.Rows, options: EvaluateOptions | None = None) -> None:
+    def __init__(
+        self, rows: common.Rows, guard: common.Guard, options: EvaluateOptions | None = None
+    ) -> None:
         self.rows = rows
+        self.guard = guard
         self.criteria = rows.criteria
         self.options: EvaluateOptions = options or {}
-        self.fatal: str | None = None
+        self.fatal: str | None = None  # the input stopped being readable
         self.shown = 0
         self.warned: set[int] = set()
-        self.unreachable = 0  # consecutive results that never reached the server
-        self.give_up_after = 20
         self.bar: Progress | None = None
         self.lines = common.Pending()
         self.data: DataRun | None = None
 
     def main(self, client: Composo, source: Path | None, concurrency: int) -> None:
         """Stream the lines through the client's public batch API and write each result."""
-        self.give_up_after = 2 * concurrency + 10
         bar = self._progress(source)
         pace = _Pace(client)
         if bar is not None:
@@ -163,7 +168,8 @@ class _Run:
             if bar is not None:
                 bar.start()
             try:
-                stream = client.evaluate_many_iter(
+                stream = common.results(
+                    client,
                     self.items(lines),
                     self.criteria,
                     concurrency=concurrency,
@@ -176,6 +182,8 @@ class _Run:
                             pace.note()
                         line, where = self.lines.take(result.index)
                         self.record(dataclasses.replace(result, index=line), where)
+                        if self.guard.reason is not None:
+                            break
             finally:
                 if bar is not None:
                     bar.close()
@@ -237,30 +245,12 @@ class _Run:
 
     def record(self, result: BatchResult, where: str | None = None) -> None:
         """Write one result row; say what went wrong (``where``: the record's place in its
-        file)."""
-        from composo.errors import (
-            APIConnectionError,
-            AuthenticationError,
-            NotFoundError,
-            PermissionDeniedError,
-        )
-
+        file). A failure every other request would share stops the run (see ``Guard``)."""
+        if self.guard.stops(result.error):
+            return
         row = self.rows.row(result)
         self.rows.write(row)
-        error = result.error
-        self.unreachable = self.unreachable + 1 if isinstance(error, APIConnectionError) else 0
-        if error is None:
-            return
-        # Failures every other request would share: stop reading the dataset (a re-run resumes).
-        if self.fatal is None:
-            if isinstance(error, (AuthenticationError, PermissionDeniedError, NotFoundError)):
-                self.fatal = f"{row['error']} (check --api-key and --base-url)"
-            elif self.unreachable >= self.give_up_after:
-                self.fatal = (
-                    f"{self.unreachable} requests in a row could not reach the server; last: "
-                    f"{row['error']}. Run the same command again to resume"
-                )
-        if self.fatal is not None:
+        if result.error is None:
             return
         place = where or f"line {result.index + 1}"
         if result.id is not None:

@@ -17,8 +17,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from composo.cli import _evaluate_common as common
-from composo.cli._evaluate_common import EXIT_FAILED, EXIT_INTERRUPTED
+from composo.cli import UsageError
+from composo.cli import _common as common
+from composo.cli._common import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_SERVER
 
 if TYPE_CHECKING:
     from composo.tracing._otlp import OtlpReader
@@ -54,19 +55,17 @@ def run(args: argparse.Namespace) -> int:
     from composo.tracing._otlp import MAX_SPANS_PER_TRACE, OtlpReader
 
     source = Path(args.input)
-    try:
-        criteria, tags = common.prepare(args, source, "FILE")
-        common.check_judge(args)
-        rows = common.open_results(args, criteria)
-    except common.UsageError as exc:
-        return common.usage("evaluate-traces", str(exc))
+    criteria, tags = common.prepare(args, source, "FILE")  # a UsageError: exit 2
+    common.check_judge(args)
+    rows = common.open_results(args, criteria)
     reader = OtlpReader(source, max_spans=args.max_spans or MAX_SPANS_PER_TRACE)
     info = common.run_info(args, criteria, source)
-    state = _Run(rows)
+    state = _Run(rows, common.Guard(args))
     interrupted = False
     try:
         with common.connect(args, info) as client:
-            stream = client.evaluate_many_iter(
+            stream = common.results(
+                client,
                 state.items(reader),
                 criteria,
                 concurrency=args.concurrency,
@@ -74,15 +73,21 @@ def run(args: argparse.Namespace) -> int:
             )
             with contextlib.closing(stream):  # Ctrl-C: requests in flight end now
                 for result in stream:
-                    state.record(result, state.positions.index(result.index))
-    except ComposoValidationError as exc:
-        return common.usage("evaluate-traces", str(exc))
+                    state.record(result, state.positions.take(result.index)[0])
+                    if state.guard.reason is not None:
+                        break
+    except ComposoValidationError as exc:  # the client refused its settings
+        raise UsageError(str(exc)) from None
     except KeyboardInterrupt:
         interrupted = True
     finally:
         rows.close()
     for problem in reader.problems:
         print(f"{source.name}: {problem}", file=sys.stderr)
+    stop = state.guard.reason
+    if stop is not None and not rows.written:  # nothing to sum up: the one line says why
+        print(f"composo evaluate-traces: {stop}", file=sys.stderr)
+        return EXIT_SERVER
     summary = common.finish_run(args, info, rows)
     print(
         f"{state.traces} trace(s) read, {state.unusable} could not be evaluated",
@@ -91,6 +96,9 @@ def run(args: argparse.Namespace) -> int:
     if interrupted:
         print("interrupted; run the same command again to resume", file=sys.stderr)
         return EXIT_INTERRUPTED
+    if stop is not None:
+        print(f"composo evaluate-traces: stopped: {stop}", file=sys.stderr)
+        return EXIT_SERVER
     gate_status = finish(args, summary)
     failed = bool(summary.errors or reader.problems)
     return EXIT_FAILED if failed else gate_status
@@ -99,8 +107,9 @@ def run(args: argparse.Namespace) -> int:
 class _Run:
     """Turns the export's traces into batch items (error rows for those that form none)."""
 
-    def __init__(self, rows: common.Rows) -> None:
+    def __init__(self, rows: common.Rows, guard: common.Guard) -> None:
         self.rows = rows
+        self.guard = guard
         self.lock = threading.Lock()
         self.positions = common.Pending()  # the trace index of each item, while pending
         self.traces = 0
@@ -134,6 +143,8 @@ class _Run:
     def record(self, result: BatchResult, index: int) -> None:
         import dataclasses
 
+        if self.guard.stops(result.error):
+            return
         row = self.rows.row(dataclasses.replace(result, index=index))
         with self.lock:
             self.rows.write(row)

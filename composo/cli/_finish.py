@@ -30,15 +30,15 @@ def finish(args: argparse.Namespace, summary: Summary) -> int:
     failed = [o for o in summary.outcomes if not o.passed]
     if summary.set_aside:
         print(
-            f"composo evaluate: {summary.set_aside} row(s) of the results file have a score that "
-            f"is not a number from 0 to 1; set aside, not counted by the summary or the gates "
-            f"(exit {EXIT_BAD_ROWS} unless a gate failed); `composo report` lists them",
+            f"composo {args.command}: {summary.set_aside} row(s) of the results file have a "
+            "score that is not a number from 0 to 1; set aside, not counted by the summary or the "
+            f"gates (exit {EXIT_BAD_ROWS} unless a gate failed); `composo report` lists them",
             file=sys.stderr,
         )
     if failed:
         print(
-            f"composo evaluate: {len(failed)} of {len(summary.outcomes)} quality gate(s) failed "
-            f"(exit {EXIT_GATE})",
+            f"composo {args.command}: {len(failed)} of {len(summary.outcomes)} quality gate(s) "
+            f"failed (exit {EXIT_GATE})",
             file=sys.stderr,
         )
     junit = getattr(args, "junit_xml", None)

@@ -35,12 +35,7 @@ DEFAULT_ITEM_THRESHOLD = 0.5
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The gate and CI-file options, added to ``composo evaluate``."""
-    group = parser.add_argument_group(
-        "quality gates and CI files",
-        "exit status: 0 all scored and every gate met, 1 some requests failed, 2 bad command "
-        "line, 3 a quality gate failed, 4 the results file held scores that are not numbers "
-        "from 0 to 1 (set aside, not counted), 130 interrupted",
-    )
+    group = parser.add_argument_group("quality gates and CI files (a failed gate exits 3)")
     group.add_argument(
         "--fail-under",
         action="append",

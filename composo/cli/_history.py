@@ -10,7 +10,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from composo.cli._platform_client import add_connection_arguments, connect
+from composo.cli._common import (
+    EXIT_FAILED,
+    EXIT_SERVER,
+    add_connection_arguments,
+    platform_client,
+    refusal,
+)
 
 __all__ = ["add_arguments", "run"]
 
@@ -65,7 +71,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="where to write: .parquet writes Parquet (needs pyarrow), anything else JSONL",
     )
-    parser.add_argument("--page-size", type=int, default=None, help="evaluations per request")
+    parser.add_argument(
+        "--page-size", type=int, default=None, metavar="N", help="evaluations per request"
+    )
     add_connection_arguments(parser)
 
 
@@ -106,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
     for key, value in args.tag:
         tags.setdefault(key, []).append(value)
     try:
-        with connect(args) as client:
+        with platform_client(args) as client:
             history = client.list_evaluations(
                 tags=tags or None,
                 criteria=args.criterion or None,
@@ -115,14 +123,15 @@ def run(args: argparse.Namespace) -> int:
             )
             rows = history.to_rows()
     except ComposoError as exc:
-        print(f"composo history: error: {exc}", file=sys.stderr)
-        return 1
+        stop = refusal(args, exc)
+        print(f"composo history: {stop or f'error: {exc}'}", file=sys.stderr)
+        return EXIT_SERVER if stop else EXIT_FAILED
     if args.since is not None:
         rows = [r for r in rows if _utc(r["created_at"]) >= args.since]
     try:
         _write(rows, args.output)
     except (OSError, ImportError) as exc:
         print(f"composo history: error: {args.output}: {exc}", file=sys.stderr)
-        return 1
+        return EXIT_FAILED
     print(f"{len(rows)} evaluation(s) written to {args.output}", file=sys.stderr)
     return 0

@@ -23,6 +23,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from composo.cli import UsageError
 from composo.cli._results import CheckedRows, item_keys
 from composo.cli._summary import RunInfo, Summary
 
@@ -45,7 +46,7 @@ _TEXT_CAP = 20_000  # one message's text shown up to this many characters
 _TAG_VALUES = 12  # a tag with more distinct values than this is an id, not a group
 
 
-class ViewError(ValueError):
+class ViewError(UsageError, ValueError):
     """A results file or a review that cannot be used (one line, naming the fix)."""
 
 
@@ -437,10 +438,6 @@ _ITEM_TEXT_CAP = 4000  # a message or explanation kept in the page up to this ma
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.epilog = (
-        "exit status: 0 written, 2 bad command line or results that cannot be read, 4 a results "
-        "file had rows that are not results (listed on the page and on stderr)"
-    )
     parser.add_argument("results", type=Path, metavar="OUT.jsonl", help="`composo evaluate` output")
     parser.add_argument(
         "-o",
@@ -450,7 +447,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="REPORT.html",
         help="where to write the report (default: %(default)s)",
     )
-    parser.add_argument("--title", default="Evaluation report", help="the page title")
+    parser.add_argument("--title", default="Evaluation report", metavar="TEXT", help="page title")
     parser.add_argument(
         "--lowest",
         type=int,
@@ -476,17 +473,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from composo.cli._results import EXIT_BAD_ROWS
 
-    def usage(message: str) -> int:
-        print(f"composo report: error: {message}", file=sys.stderr)
-        return 2
-
     if args.lowest < 0:
-        return usage("--lowest must be 0 or more")
+        raise UsageError("--lowest must be 0 or more")
     paths = [args.results] if args.baseline is None else [args.baseline, args.results]
-    try:
-        runs = load_runs(paths, args.data, "report")
-    except ViewError as exc:
-        return usage(str(exc))
+    runs = load_runs(paths, args.data, "report")  # a ViewError: exit 2
     data = page_data(
         runs,
         mode="report",
@@ -497,7 +487,7 @@ def run(args: argparse.Namespace) -> int:
     )
     refused = [c["error"] for c in data["changes"] if "error" in c]
     if refused:  # a baseline that shares nothing with the run says nothing about it
-        return usage(f"--baseline: {refused[0]}")
+        raise UsageError(f"--baseline: {refused[0]}")
     args.output.write_text(page_html(data), encoding="utf-8")
     print(f"wrote {args.output}", file=sys.stderr)
     return EXIT_BAD_ROWS if any(r.checked.bad for r in runs) else 0

@@ -8,6 +8,7 @@ import re
 import sys
 from pathlib import Path
 
+from composo.cli import UsageError
 from composo.server._config import (
     DEFAULT_HISTORY_DAYS,
     DEFAULT_HISTORY_ROWS,
@@ -46,32 +47,40 @@ def parse_rate(text: str) -> float:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--host", default=DEFAULT_HOST, help="address to bind (default: %(default)s)"
+        "--host",
+        default=DEFAULT_HOST,
+        metavar="ADDRESS",
+        help="to listen on (default: %(default)s)",
     )
     parser.add_argument(
-        "--port", type=int, default=DEFAULT_PORT, help="port (default: %(default)s)"
+        "--port", type=int, default=DEFAULT_PORT, metavar="N", help="port (default: %(default)s)"
     )
     parser.add_argument(
         "--judge",
         default="heuristic",
+        metavar="NAME",
         help="heuristic (offline, deterministic development stand-in) or openai (an LLM on any "
         "OpenAI-compatible endpoint); plugins may add more (default: %(default)s)",
     )
-    parser.add_argument("--judge-model", help="model name for the openai judge")
+    parser.add_argument("--judge-model", metavar="MODEL", help="model name for the openai judge")
     parser.add_argument(
         "--judge-base-url",
+        metavar="URL",
         help="base URL of the judge's OpenAI-compatible API (default: OPENAI_BASE_URL)",
     )
     parser.add_argument(
-        "--judge-api-key", help="API key for the judge's endpoint (default: OPENAI_API_KEY)"
+        "--judge-api-key",
+        metavar="KEY",
+        help="API key for the judge's endpoint (default: OPENAI_API_KEY)",
     )
     parser.add_argument(
         "--api-key",
         action="append",
         default=None,
         metavar="KEY",
-        help="accept only this API key (repeatable). Visible to other users in the process "
-        "list: prefer --api-key-file or COMPOSO_SERVER_API_KEYS (comma-separated)",
+        help="accept only this API key (repeatable); without it, --api-key-file or "
+        "COMPOSO_SERVER_API_KEYS (comma-separated), ANY key is accepted. Seen by other users in "
+        "the process list: prefer the file or the variable",
     )
     parser.add_argument(
         "--api-key-file",
@@ -80,7 +89,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="accept the API keys in this file, one a line (blank lines and # comments ignored)",
     )
     parser.add_argument(
-        "--db", type=Path, help="SQLite file for background tasks (default: in the user cache dir)"
+        "--db",
+        type=Path,
+        metavar="FILE",
+        help="SQLite file for background tasks (default: in the user cache dir)",
     )
     parser.add_argument(
         "--rate-limit",
@@ -100,12 +112,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--max-body-bytes",
         type=int,
         default=DEFAULT_MAX_BODY_BYTES,
+        metavar="BYTES",
         help="larger request bodies get 413 (default: %(default)s, 10 MiB)",
     )
     parser.add_argument(
         "--max-connections",
         type=int,
         default=DEFAULT_MAX_CONNECTIONS,
+        metavar="N",
         help="open connections (or requests in hand) past which requests are answered 503: "
         "uvicorn's limit_concurrency (default: %(default)s)",
     )
@@ -183,8 +197,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         require_server_extra()
     except ImportError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
+        raise UsageError(str(exc)) from None
     keys = list(args.api_key or [])
     if keys:
         print(
@@ -196,8 +209,7 @@ def run(args: argparse.Namespace) -> int:
         try:
             keys += read_key_file(args.api_key_file)
         except (OSError, ValueError) as exc:
-            print(f"error: --api-key-file: {exc}", file=sys.stderr)
-            return 2
+            raise UsageError(f"--api-key-file: {exc}") from None
     env_keys = os.environ.get("COMPOSO_SERVER_API_KEYS", "")
     keys += [k.strip() for k in env_keys.split(",") if k.strip()]
     dev = args.dev_faults or os.environ.get("COMPOSO_SERVER_DEV_FAULTS", "") in ("1", "true", "yes")
@@ -224,15 +236,13 @@ def run(args: argparse.Namespace) -> int:
             history_max_rows=args.history_max_rows,
         )
     except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        raise UsageError(str(exc)) from None
     # -- OTLP trace receiver (composo.cli._serve_otlp) --
     from composo.cli._serve_otlp import configure as configure_otlp
 
     otlp_problem = configure_otlp(args)
     if otlp_problem is not None:
-        print(f"error: {otlp_problem}", file=sys.stderr)
-        return 2
+        raise UsageError(otlp_problem)
     # -- end OTLP trace receiver --
     host = f"[{config.host}]" if ":" in config.host else config.host
     url = f"http://{host}:{config.port}"
@@ -255,9 +265,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         serve_forever(config, access_log=args.access_log, on_ready=banner)
     except TaskStoreError as exc:
-        print(f"error: --db: {exc}", file=sys.stderr)
-        return 2
+        raise UsageError(f"--db: {exc}") from None
     except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        raise UsageError(str(exc)) from None
     return 0

@@ -359,8 +359,13 @@ def _legend(criteria: Iterable[str], width: int) -> list[str]:
     return lines
 
 
-def print_summary(summary: Summary, written_to: str | None, stream: IO[str] | None = None) -> None:
-    """The closing screen of ``composo evaluate``: who judged, the table, the criteria in full,
+def print_summary(
+    summary: Summary,
+    written_to: str | None,
+    stream: IO[str] | None = None,
+    command: str = "evaluate",
+) -> None:
+    """The closing screen of ``composo COMMAND``: who judged, the table, the criteria in full,
     and where the results went (rich's table, or plain text on a core install without it)."""
     import sys
 
@@ -381,11 +386,11 @@ def print_summary(summary: Summary, written_to: str | None, stream: IO[str] | No
         widths = [max(len(r[i]) for r in grid) for i in range(len(_HEADERS))]
         pad = [str.ljust] + [str.rjust] * (len(_HEADERS) - 1)  # names left, figures right
         table = ["  ".join(p(c, w) for p, c, w in zip(pad, r, widths, strict=True)) for r in grid]
-        body = ["composo evaluate: summary", *(f"  {x}" for x in head), _NOTE, *table, *lines]
+        body = [f"composo {command}: summary", *(f"  {x}" for x in head), _NOTE, *table, *lines]
         print("\n".join(body), file=out)
         return
     console = Console(file=out, width=None if out.isatty() else width, highlight=False)
-    console.print("composo evaluate: summary", style="bold")
+    console.print(f"composo {command}: summary", style="bold")
     for line in head:
         console.print(f"  {escape(line)}")
     shown = Table(caption=_NOTE, caption_justify="left")

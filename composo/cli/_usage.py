@@ -5,7 +5,13 @@ from __future__ import annotations
 import argparse
 import sys
 
-from composo.cli._platform_client import add_connection_arguments, connect
+from composo.cli._common import (
+    EXIT_FAILED,
+    EXIT_SERVER,
+    add_connection_arguments,
+    platform_client,
+    refusal,
+)
 
 __all__ = ["add_arguments", "run"]
 
@@ -23,12 +29,13 @@ def run(args: argparse.Namespace) -> int:
     from composo.errors import ComposoError
 
     try:
-        with connect(args) as client:
+        with platform_client(args) as client:
             usage = client.usage()
             limits = client.rate_limits()
     except ComposoError as exc:
-        print(f"composo usage: error: {exc}", file=sys.stderr)
-        return 1
+        stop = refusal(args, exc)
+        print(f"composo usage: {stop or f'error: {exc}'}", file=sys.stderr)
+        return EXIT_SERVER if stop else EXIT_FAILED
     counts = usage.usage
     quota = counts.monthly_token_quota
     rows = [

@@ -26,10 +26,6 @@ _MAX_REVIEW_BYTES = 64 * 1024
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.epilog = (
-        "exit status: 0 stopped (Ctrl+C), 2 bad command line or results that cannot be read. "
-        "Rows that are not results are listed on the page and on stderr."
-    )
     parser.add_argument(
         "results",
         type=Path,
@@ -44,10 +40,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="the evaluated dataset, for the conversations (default: the INPUT recorded next "
         "to each results file)",
     )
-    parser.add_argument("--title", default="Evaluation results", help="the page title")
+    parser.add_argument("--title", default="Evaluation results", metavar="TEXT", help="page title")
     parser.add_argument(
         "--host",
         default="127.0.0.1",
+        metavar="ADDRESS",
         help="address to listen on (default %(default)s: this machine only; anyone who can "
         "reach another address can read the results and write reviews)",
     )
@@ -55,6 +52,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--port",
         type=int,
         default=DEFAULT_PORT,
+        metavar="N",
         help="port (default %(default)s; 0 picks a free one)",
     )
     parser.add_argument("--open", action="store_true", help="open the page in a browser")
@@ -118,20 +116,15 @@ def build_app(runs: "list[Run]", title: str, hosts: list[str]) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
-    def usage(message: str) -> int:
-        print(f"composo view: error: {message}", file=sys.stderr)
-        return 2
+    from composo.cli import UsageError
 
     if not 0 <= args.port <= 65535:
-        return usage(f"--port {args.port}: use 0 to 65535")
+        raise UsageError(f"--port {args.port}: use 0 to 65535")
     try:
         import uvicorn
     except ImportError:
-        return usage("the viewer needs the cli extra: pip install 'composo[cli]'")
-    try:
-        runs = report.load_runs(args.results, args.data, "view")
-    except report.ViewError as exc:
-        return usage(str(exc))
+        raise UsageError("the viewer needs the cli extra: pip install 'composo[cli]'") from None
+    runs = report.load_runs(args.results, args.data, "view")  # a ViewError: exit 2
     hosts = sorted({*_LOOPBACK, args.host})
     app = build_app(runs, args.title, hosts)
     from composo.server._local import _bind  # the local server's: one clear error per cause
@@ -139,7 +132,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         sock = _bind(args.host, args.port)
     except ValueError as exc:
-        return usage(str(exc))
+        raise UsageError(str(exc)) from None
     sock.listen(128)  # before the address is printed: a browser opened on it gets the page
     port = sock.getsockname()[1]
     shown = f"[{args.host}]" if ":" in args.host else args.host
