@@ -33,6 +33,7 @@ __all__ = [
     "EXIT_USAGE",
     "SHOWN_ERRORS",
     "Guard",
+    "Notes",
     "Pending",
     "Rows",
     "UsageError",
@@ -323,6 +324,25 @@ def results(
             yield dataclasses.replace(result, index=result.index + shift)
 
 
+class Notes:
+    """What went wrong, said on stderr as it happens: the first ``SHOWN_ERRORS`` problems (once
+    per record when ``key`` names one), then one line leaving the rest to the error rows."""
+
+    def __init__(self) -> None:
+        self.shown = 0
+        self.keys: set[object] = set()
+
+    def say(self, message: str, key: object = None) -> None:
+        if self.shown > SHOWN_ERRORS or (key is not None and key in self.keys):
+            return
+        self.shown += 1
+        last = self.shown > SHOWN_ERRORS
+        self.keys.add(key)
+        print(
+            "(more: see the rows with an error in the output)" if last else message, file=sys.stderr
+        )
+
+
 class Guard:
     """Stops a run at the first answer every other request would share (:func:`refusal`): a
     refused key or nothing at the URL at once, no server reached before any answer at once
@@ -427,9 +447,9 @@ def finish_run(args: argparse.Namespace, info: RunInfo, rows: Rows) -> Summary:
     """The run's summary (read back from ``-o``, else from what was kept of stdout's rows),
     printed on stderr; the run header is saved beside ``-o``."""
     from composo.cli._results import iter_rows
-    from composo.cli._summary import RunInfo, Summary, print_summary, summarize
+    from composo.cli._summary import RunInfo, Summary, print_summary
 
-    stats = summarize(iter_rows(args.output)) if args.output is not None else (rows.tally or {})
+    stats = Summary.of(iter_rows(args.output)).criteria if args.output else (rows.tally or {})
     earlier = RunInfo.load(args.output) if args.output is not None else None
     info.account(stats, rows.sources, earlier)
     if args.output is not None:

@@ -13,8 +13,6 @@ from composo.cli import UsageError
 
 __all__ = ["DataRun", "DataUsageError", "add_arguments"]
 
-_PARQUET_CHUNK = 10_000
-
 
 class DataUsageError(UsageError):
     """A problem with the input, the mapping or the output, reported before any request."""
@@ -116,50 +114,28 @@ class DataRun:
 
     def finish(self, fatal: str | None, interrupted: bool) -> None:
         """Say how many answers came from the cache; write the Parquet file once all is done."""
+        from composo._data.writers import write_parquet
+        from composo.cli._results import iter_rows
+
         if self._transport is not None:
             hits, sent = self._transport.hits, self._transport.sent
             print(
                 f"cache: {hits} answer(s) from the cache, {sent} request(s) sent", file=sys.stderr
             )
         if self.parquet is not None and self.output is not None and not (fatal or interrupted):
-            write_parquet(self.output, self.parquet)
+            write_parquet(
+                iter_rows(self.output), self.parquet, schema=_schema(), json_columns=_JSON
+            )
             print(f"wrote {self.parquet}", file=sys.stderr)
 
 
-def write_parquet(rows_file: Path, target: Path) -> None:
-    """The results file as Parquet, written a chunk at a time (flat memory); ``metadata`` is
-    the JSON text of each row's object (its keys and types vary from row to row)."""
-    import json
+_JSON = ("metadata",)  # each row's own object: its keys and types vary, kept as JSON text
 
+
+def _schema() -> Any:
+    """The columns of a Parquet results file (``-o results.parquet``)."""
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
-    from composo.cli._results import iter_rows
-
-    schema = pa.schema(
-        [
-            ("index", pa.int64()),
-            ("id", pa.string()),
-            ("criterion", pa.string()),
-            ("score", pa.float64()),
-            ("explanation", pa.string()),
-            ("error", pa.string()),
-            ("judge", pa.string()),
-            ("model_core", pa.string()),
-            ("source", pa.string()),
-            ("metadata", pa.string()),
-        ]
-    )
-    tmp = target.with_name(target.name + ".tmp")
-    with pq.ParquetWriter(tmp, schema) as writer:
-        chunk: list[dict[str, Any]] = []
-        for row in iter_rows(rows_file):
-            record = {name: row.get(name) for name in schema.names}
-            if record["metadata"] is not None:
-                record["metadata"] = json.dumps(record["metadata"], ensure_ascii=False)
-            chunk.append(record)
-            if len(chunk) >= _PARQUET_CHUNK:
-                writer.write_table(pa.Table.from_pylist(chunk, schema=schema))
-                chunk = []
-        writer.write_table(pa.Table.from_pylist(chunk, schema=schema))
-    tmp.replace(target)
+    kinds = {"index": pa.int64(), "score": pa.float64()}  # the others are text
+    names = ("index", "id", "criterion", "score", "explanation", "error", "judge", "model_core")
+    return pa.schema([(n, kinds.get(n, pa.string())) for n in (*names, "source", *_JSON)])

@@ -75,8 +75,7 @@ def run(args: argparse.Namespace) -> int:
     run_state: _Run | None = None
     try:
         with common.connect(args, info, data.transport(args.concurrency)) as client:
-            run_state = _Run(rows, common.Guard(args), common.options(args, tags))
-            run_state.data = data
+            run_state = _Run(rows, common.Guard(args), data, common.options(args, tags))
             run_state.main(client, source, args.concurrency)
     except ComposoValidationError as exc:  # the client refused its settings
         raise UsageError(str(exc)) from None
@@ -143,18 +142,17 @@ class _Run:
     """One run: feeds the dataset's lines to the batch runner and writes each result."""
 
     def __init__(
-        self, rows: common.Rows, guard: common.Guard, options: EvaluateOptions | None = None
+        self, rows: common.Rows, guard: common.Guard, data: DataRun, options: EvaluateOptions
     ) -> None:
         self.rows = rows
         self.guard = guard
+        self.data = data
         self.criteria = rows.criteria
-        self.options: EvaluateOptions = options or {}
+        self.options = options
         self.fatal: str | None = None  # the input stopped being readable
-        self.shown = 0
-        self.warned: set[int] = set()
+        self.notes = common.Notes()
         self.bar: Progress | None = None
         self.lines = common.Pending()
-        self.data: DataRun | None = None
 
     def main(self, client: Composo, source: Path | None, concurrency: int) -> None:
         """Stream the lines through the client's public batch API and write each result."""
@@ -162,8 +160,6 @@ class _Run:
         pace = _Pace(client)
         if bar is not None:
             bar.status = pace.status
-        self.lines = common.Pending()
-        assert self.data is not None
         with self.data.records as lines:
             if bar is not None:
                 bar.start()
@@ -194,7 +190,7 @@ class _Run:
         if not sys.stderr.isatty() or importlib.util.find_spec("rich") is None:
             return None  # no terminal, or no rich (the `cli` extra): no bar
         total = None
-        if self.data is not None and self.data.records.format != "jsonl":  # tables
+        if self.data.records.format != "jsonl":  # tables
             rows = self.data.records.rows
             total = None if rows is None else rows * len(self.criteria)
         elif source is not None:
@@ -213,8 +209,6 @@ class _Run:
 
         stream = iter(records)
         while True:
-            if self.fatal is not None:
-                return
             try:
                 index, item = next(stream)
             except StopIteration:
@@ -228,15 +222,14 @@ class _Run:
             if isinstance(item, BadRow):
                 self._bad(index, wanted, item)
                 continue
-            where = self.data.records.where if self.data is not None else None
-            self.lines.add(index, len(wanted), where)
+            self.lines.add(index, len(wanted), self.data.records.where)
             yield {**item, "criteria": wanted}
 
     def _bad(self, index: int, wanted: list[str], bad: BadRow) -> None:
         from composo.errors import ComposoValidationError
         from composo.types import BatchResult
 
-        self._warn(index, bad.message)
+        self.notes.say(bad.message, index)
         error = ComposoValidationError(bad.message)
         for criterion in wanted:
             self.record(BatchResult(index, criterion, bad.id, None, error, bad.metadata))
@@ -255,16 +248,4 @@ class _Run:
         place = where or f"line {result.index + 1}"
         if result.id is not None:
             place += f" (id {result.id})"
-        self._warn(result.index, f"{place}: {row['error']}")
-
-    def _warn(self, index: int, message: str) -> None:
-        """Say what went wrong, once per line, and only for the first few lines."""
-        if self.shown > common.SHOWN_ERRORS or index in self.warned:
-            return
-        self.shown += 1
-        if self.shown > common.SHOWN_ERRORS:
-            self.warned.clear()
-            print("(more errors: see the rows with an error in the output)", file=sys.stderr)
-            return
-        self.warned.add(index)
-        print(message, file=sys.stderr)
+        self.notes.say(f"{place}: {row['error']}", result.index)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -110,11 +109,10 @@ class _Run:
     def __init__(self, rows: common.Rows, guard: common.Guard) -> None:
         self.rows = rows
         self.guard = guard
-        self.lock = threading.Lock()
         self.positions = common.Pending()  # the trace index of each item, while pending
         self.traces = 0
         self.unusable = 0
-        self.shown = 0
+        self.notes = common.Notes()
 
     def items(self, reader: OtlpReader) -> Iterator[dict[str, Any]]:
         from composo.errors import ComposoValidationError
@@ -127,11 +125,11 @@ class _Run:
             if not wanted:
                 continue
             for note in converted.notes:
-                self._say(f"trace {converted.trace_id}: {note}")
+                self.notes.say(f"trace {converted.trace_id}: {note}")
             if converted.trace is None:
                 self.unusable += 1
                 message = converted.error or f"trace {converted.trace_id}: no trace"
-                self._say(message)
+                self.notes.say(message)
                 error = ComposoValidationError(message)
                 for criterion in wanted:
                     result = BatchResult(item.index, criterion, converted.trace_id, None, error)
@@ -146,15 +144,6 @@ class _Run:
         if self.guard.stops(result.error):
             return
         row = self.rows.row(dataclasses.replace(result, index=index))
-        with self.lock:
-            self.rows.write(row)
+        self.rows.write(row)  # on the loop's thread, as every result is
         if row["error"] is not None and not row["error"].startswith("ComposoValidationError"):
-            self._say(f"trace {row['id']}: {row['error']}")
-
-    def _say(self, message: str) -> None:
-        with self.lock:
-            self.shown += 1
-            if self.shown <= common.SHOWN_ERRORS:
-                print(message, file=sys.stderr)
-            elif self.shown == common.SHOWN_ERRORS + 1:
-                print("(more: see the rows with an error in the output)", file=sys.stderr)
+            self.notes.say(f"trace {row['id']}: {row['error']}")

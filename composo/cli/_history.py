@@ -88,22 +88,15 @@ def _jsonable(row: dict[str, Any]) -> dict[str, Any]:
 def _write(rows: list[dict[str, Any]], path: Path) -> None:
     """JSONL, or Parquet for a ``.parquet`` name; written beside and renamed, so a failed run
     never leaves half a file under the name asked for."""
-    partial = path.with_name(path.name + ".partial")
     if path.suffix.lower() == ".parquet":
-        try:
-            import pyarrow as pa
-            import pyarrow.parquet as pq
-        except ImportError:
-            raise ImportError("writing Parquet needs pyarrow: pip install pyarrow") from None
-        # Tags differ from row to row: kept as JSON text, one column for all of them.
-        table = pa.Table.from_pylist(
-            [{**r, "tags": json.dumps(r["tags"], ensure_ascii=False)} for r in rows]
-        )
-        pq.write_table(table, partial)
-    else:
-        with partial.open("w", encoding="utf-8") as out:
-            for row in rows:
-                out.write(json.dumps(_jsonable(row), ensure_ascii=False) + "\n")
+        from composo._data.writers import write_parquet
+
+        write_parquet(rows, path, json_columns=("tags",))  # tags differ from row to row
+        return
+    partial = path.with_name(path.name + ".partial")
+    with partial.open("w", encoding="utf-8") as out:
+        for row in rows:
+            out.write(json.dumps(_jsonable(row), ensure_ascii=False) + "\n")
     partial.replace(path)
 
 

@@ -22,17 +22,8 @@ from composo.server._config import (
 __all__ = ["add_arguments", "parse_rate", "read_key_file", "run"]
 
 _RATE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(?:/\s*(s|sec|second|m|min|minute|h|hour))?\s*$")
-_PER_MINUTE = {
-    None: 1.0,
-    "m": 1.0,
-    "min": 1.0,
-    "minute": 1.0,
-    "s": 60.0,
-    "sec": 60.0,
-    "second": 60.0,
-    "h": 1 / 60,
-    "hour": 1 / 60,
-}
+_UNITS = {60.0: ("s", "sec", "second"), 1.0: (None, "m", "min", "minute"), 1 / 60: ("h", "hour")}
+_PER_MINUTE = {unit: factor for factor, units in _UNITS.items() for unit in units}
 
 
 def parse_rate(text: str) -> float:

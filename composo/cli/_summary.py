@@ -99,11 +99,6 @@ class CriterionStats:
             self.set_aside += 1
 
 
-def summarize(rows: Iterable[Mapping[str, Any]]) -> dict[str, CriterionStats]:
-    """Each criterion's rows counted, in the order the criteria first appear."""
-    return Summary.of(rows).criteria
-
-
 @dataclass
 class RunInfo:
     """Who judged a run and against what: kept next to the results file (``OUT.jsonl.run.json``)
