@@ -38,6 +38,7 @@ def blocks() -> list[tuple[str, str]]:
 
 
 BLOCKS = blocks()
+PROVIDERS = ("COMPOSO_", "OPENAI_", "ANTHROPIC_")  # what a block's process is given, and only that
 
 
 def needs(code: str) -> str | None:
@@ -60,6 +61,16 @@ def test_every_page_with_python_is_collected() -> None:
     assert min(int(w.split(":")[1]) for w in {w for w, _ in BLOCKS if w.startswith("README")}) < 60
 
 
+def test_the_readme_s_tracing_example_needs_no_model_provider_s_key() -> None:
+    """It runs below with the Composo variables alone (a block is given a provider's variables
+    only when it names that provider)."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = text.split("## Tracing\n", 1)[1].split("\n## ", 1)[0]
+    (code,) = [textwrap.dedent(m.group(2)) for m in FENCE.finditer(section)]
+    assert "evaluate_trace" in code and not re.search("openai|anthropic", code, re.I)
+    assert "composo evaluate-traces examples/data/traces.jsonl" in section  # the offline CLI
+
+
 @pytest.mark.timeout(480)  # a Spark or Ray block starts its cluster, on a loaded machine too
 @pytest.mark.parametrize(("where", "code"), BLOCKS, ids=[w for w, _ in BLOCKS])
 def test_the_block_runs_as_written(
@@ -79,15 +90,14 @@ def test_the_block_runs_as_written(
     script.write_text(code, encoding="utf-8")
     # Run from a directory like the repository's top (the blocks read examples/data/...).
     (tmp_path / "examples").symlink_to(ROOT / "examples")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("COMPOSO_", "OPENAI_"))}
-    env.update(
-        COMPOSO_API_KEY=live.api_key,
-        COMPOSO_BASE_URL=live.base_url,
-        OPENAI_API_KEY="sk-stand-in",
-        OPENAI_BASE_URL=openai_standin.base_url,
-        ANTHROPIC_API_KEY="stand-in",
-        ANTHROPIC_BASE_URL=anthropic_standin.base_url,
-    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith(PROVIDERS)}
+    env.update(COMPOSO_API_KEY=live.api_key, COMPOSO_BASE_URL=live.base_url)
+    # A model provider's variables (its loopback stand-in's) only for a block that names it:
+    # every other block runs as a user without that provider's key runs it.
+    if re.search("openai", code, re.I):
+        env.update(OPENAI_API_KEY="sk-stand-in", OPENAI_BASE_URL=openai_standin.base_url)
+    if re.search("anthropic", code, re.I):
+        env.update(ANTHROPIC_API_KEY="stand-in", ANTHROPIC_BASE_URL=anthropic_standin.base_url)
     if "pyspark" in code:
         # A short-lived JVM (as tests/test_spark.py runs one): the quick compiler and one GC
         # thread, on two cores shared with the rest of the suite.
