@@ -13,14 +13,17 @@ The model here is LangChain's scripted fake so the example runs anywhere; put yo
 
 from typing import Any
 
-from langchain.agents import create_agent
-from langchain_composo import ComposoCallback
-from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
-from langchain_core.messages import AIMessage, HumanMessage
-from langchain_core.tools import tool
-from langchain_core.utils.function_calling import convert_to_openai_tool
+from _install import needs
 
 from composo import criteria
+
+with needs(__doc__):  # without them: one line saying what to install, exit 2
+    from langchain.agents import create_agent
+    from langchain_composo import ComposoCallback
+    from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+    from langchain_core.messages import AIMessage, HumanMessage
+    from langchain_core.tools import tool
+    from langchain_core.utils.function_calling import convert_to_openai_tool
 
 
 @tool

@@ -13,21 +13,24 @@ import asyncio
 import contextlib
 import os
 
-from llama_index.core import Document, VectorStoreIndex
-from llama_index.core.agent.workflow import FunctionAgent
-from llama_index.core.base.llms.types import ChatMessage, ToolCallBlock
-from llama_index.core.embeddings import MockEmbedding
-from llama_index.core.evaluation import BatchEvalRunner
-from llama_index.core.llms import MockLLM
-from llama_index.core.llms.mock import MockFunctionCallingLLM
-from llama_index.evaluation.composo import (
-    ComposoFaithfulnessEvaluator,
-    ComposoGoalPursuitEvaluator,
-    ComposoRelevancyEvaluator,
-    LlamaIndexTraceCapture,
-)
+from _install import needs
 
 from composo import Composo, criteria
+
+with needs(__doc__):  # without them: one line saying what to install, exit 2
+    from llama_index.core import Document, VectorStoreIndex
+    from llama_index.core.agent.workflow import FunctionAgent
+    from llama_index.core.base.llms.types import ChatMessage, ToolCallBlock
+    from llama_index.core.embeddings import MockEmbedding
+    from llama_index.core.evaluation import BatchEvalRunner
+    from llama_index.core.llms import MockLLM
+    from llama_index.core.llms.mock import MockFunctionCallingLLM
+    from llama_index.evaluation.composo import (
+        ComposoFaithfulnessEvaluator,
+        ComposoGoalPursuitEvaluator,
+        ComposoRelevancyEvaluator,
+        LlamaIndexTraceCapture,
+    )
 
 
 def rag_batch() -> None:

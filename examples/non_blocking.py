@@ -1,10 +1,11 @@
-"""Submit an evaluation without waiting for it: the server answers with a task id."""
+"""Submit an evaluation without waiting for it: the server answers with a task id at once, and
+the result is fetched later (here straight away, with client.wait)."""
 
 from composo import Composo
 
 client = Composo()
 
-# Submit evaluation without waiting
+# Submit the evaluation: the call returns as soon as the server has the task
 response = client.evaluate(
     messages=[
         {"role": "user", "content": "Summarise the plot of Hamlet in one sentence."},
@@ -16,4 +17,8 @@ response = client.evaluate(
 
 task_id = response["task_id"]
 print(f"Task submitted with ID: {task_id}")
-# Use task_id to check status later
+
+# ...do other work, then collect the result (client.get_task(task_id) checks without waiting)
+result = client.wait(task_id, timeout=120)
+print(f"Score: {result.score}")
+print(f"Explanation: {result.explanation}")

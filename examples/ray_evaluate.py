@@ -6,10 +6,13 @@ COMPOSO_BASE_URL set; needs the ray extra
 connects to it instead of starting a local one.
 """
 
-import pandas as pd
-import ray
+from _install import needs
 
-from composo.ray import ComposoBatch, RequestBudget
+with needs(__doc__):  # without them: one line saying what to install, exit 2
+    import pandas as pd
+    import ray
+
+    from composo.ray import ComposoBatch, RequestBudget
 
 ray.init(num_cpus=2)
 

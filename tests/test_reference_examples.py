@@ -91,8 +91,11 @@ def test_non_blocking(composo_vars: dict[str, str], live: ServerProcess) -> None
     lines = run_example("non_blocking.py", composo_vars)
     match = re.fullmatch(r"Task submitted with ID: (\S+)", lines[0])
     assert match, lines
-    (request,) = [r for r in live.requests() if "/evals/" in r["path"]]
-    assert request["path"] == "/api/v1/evals/reward/background"
+    assert re.fullmatch(f"Score: {SCORE}", lines[1]), lines  # the example waits for the result
+    assert lines[2].startswith("Explanation: ") and len(lines[2]) > len("Explanation: ")
+    paths = [r["path"] for r in live.requests() if "/evals/" in r["path"]]
+    assert paths[0] == "/api/v1/evals/reward/background"
+    assert f"/api/v1/evals/tasks/{match.group(1)}" in paths[1:]
 
 
 def test_context_manager(composo_vars: dict[str, str], live: ServerProcess) -> None:
