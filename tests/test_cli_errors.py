@@ -241,6 +241,11 @@ def test_every_help_page_names_its_values_alike_and_ends_with_the_exit_statuses(
     assert flat.endswith("130 interrupted (docs/cli.md, 'Exit statuses')")
 
 
+def test_serve_help_says_that_without_keys_any_key_is_accepted() -> None:
+    flat = " ".join(run_cli("serve", "--help").stdout.split())
+    assert "or COMPOSO_SERVER_API_KEYS (comma-separated), ANY key is accepted" in flat
+
+
 def test_the_exit_statuses_are_documented_in_one_table_as_help_lists_them() -> None:
     text = CLI_DOC.read_text(encoding="utf-8")
     section = text.split("## Exit statuses", 1)[1].split("\n## ", 1)[0]
