@@ -66,7 +66,7 @@ def test_unknown_object_lists_supported_types_and_how_to_add_one(ticket_plugin: 
     with c, pytest.raises(ComposoValidationError) as info:
         c.evaluate(messages={1, 2}, criteria="Reward a")
     text = str(info.value)
-    assert "builtins.set" in text
+    assert text.startswith("messages: cannot use a set.")
     assert "a Ticket" in text and "message dicts" in text
     assert "composo_convert_" in text and "entry-point" in text
 
