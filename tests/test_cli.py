@@ -279,6 +279,15 @@ def test_a_server_that_goes_away_mid_run_stops_it(live: ServerProcess, tmp_path:
     assert written[0]["error"] is None and 10 < len(written) < 40  # stopped, not 300 failures
 
 
+@pytest.mark.parametrize("command", [["usage"], ["history", "-o", "h.jsonl"]])
+def test_history_and_usage_without_a_key_say_how_to_give_one(command: list[str]) -> None:
+    done = composo(*command)
+    assert done.returncode == 2
+    assert one_line(done.stderr) == (
+        f"composo {command[0]}: error: no API key: pass --api-key KEY or set COMPOSO_API_KEY"
+    )
+
+
 def test_requests_sent_are_counted_exactly(live: ServerProcess, tmp_path: Path) -> None:
     data = tmp_path / "data.jsonl"
     data.write_text(line(0) + "\n")

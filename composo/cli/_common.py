@@ -28,9 +28,7 @@ if TYPE_CHECKING:
 __all__ = [
     "EXIT_FAILED",
     "EXIT_INTERRUPTED",
-    "EXIT_OK",
     "EXIT_SERVER",
-    "EXIT_USAGE",
     "SHOWN_ERRORS",
     "Guard",
     "Notes",
@@ -44,7 +42,6 @@ __all__ = [
     "connect",
     "finish_run",
     "open_results",
-    "options",
     "parse_tags",
     "platform_client",
     "positive_int",
@@ -144,10 +141,15 @@ def add_connection_arguments(parser: argparse.ArgumentParser) -> None:
 
 def platform_client(args: argparse.Namespace) -> Composo:
     """The client ``--base-url``, ``--api-key`` and ``--timeout`` (and the environment)
-    describe. Raises ``ComposoError``: no API key, or a bad setting."""
+    describe. Raises ``UsageError``: no API key, or a bad setting."""
     from composo import Composo
+    from composo.errors import ComposoValidationError
 
-    return Composo(api_key=args.api_key, base_url=args.base_url, timeout=args.timeout)
+    check_judge(args)
+    try:
+        return Composo(api_key=args.api_key, base_url=args.base_url, timeout=args.timeout)
+    except ComposoValidationError as exc:  # a bad --base-url or --timeout
+        raise UsageError(str(exc)) from None
 
 
 def refusal(args: argparse.Namespace, error: BaseException | None) -> str | None:
@@ -180,10 +182,10 @@ def refusal(args: argparse.Namespace, error: BaseException | None) -> str | None
 
 def prepare(
     args: argparse.Namespace, source: Path | None, name: str
-) -> tuple[list[str], dict[str, str]]:
-    """The run's criteria (names and groups resolved) and tags, once the flags agree and
-    ``source`` (``None``: stdin) is a file other than the results file; ``name`` is the input's
-    name in the message. Raises ``UsageError``."""
+) -> tuple[list[str], EvaluateOptions]:
+    """The run's criteria (names and groups resolved) and the options every item is sent with,
+    once the flags agree and ``source`` (``None``: stdin) is a file other than the results
+    file; ``name`` is the input's name in the message. Raises ``UsageError``."""
     from composo.cli._criteria import resolve
 
     try:
@@ -198,13 +200,14 @@ def prepare(
             raise UsageError(f"{name}: no such file: {args.input}")
         if args.output is not None and args.output.resolve() == source.resolve():
             raise UsageError("-o: the results file cannot be the input file")
-    return criteria, tags
+    return criteria, {"model_core": args.model_core, "tags": tags or None}
 
 
 def check_judge(args: argparse.Namespace) -> None:
-    """Something to evaluate with: the local server's packages for ``--local``, else an API key.
-    Raises ``UsageError``."""
-    if args.local:
+    """Something to evaluate with: the local server's packages for ``--local``, else an API key
+    (``history`` and ``usage``, which have no ``--local``, too). Raises ``UsageError``."""
+    local = getattr(args, "local", None)
+    if local:
         try:
             import fastapi  # noqa: F401
             import uvicorn  # noqa: F401
@@ -213,10 +216,8 @@ def check_judge(args: argparse.Namespace) -> None:
                 "--local needs the local server's packages: pip install 'composo[cli]'"
             ) from None
     elif not (args.api_key or os.environ.get("COMPOSO_API_KEY", "").strip()):
-        raise UsageError(
-            "no API key: pass --api-key KEY or set COMPOSO_API_KEY (or use --local to try it "
-            "offline against a local server)"
-        )
+        offline = "" if local is None else " (or use --local to try it offline)"
+        raise UsageError(f"no API key: pass --api-key KEY or set COMPOSO_API_KEY{offline}")
 
 
 def open_results(args: argparse.Namespace, criteria: list[str]) -> Rows:
@@ -251,11 +252,6 @@ def run_info(args: argparse.Namespace, criteria: list[str], source: Path | None)
         criteria=criteria,
         input=None if source is None else str(source.resolve()),
     )
-
-
-def options(args: argparse.Namespace, tags: dict[str, str]) -> EvaluateOptions:
-    """The evaluate options every item of the run is sent with."""
-    return {"model_core": args.model_core, "tags": tags or None}
 
 
 @contextlib.contextmanager

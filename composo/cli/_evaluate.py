@@ -58,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
     from composo.errors import ComposoValidationError
 
     source = None if args.input == "-" else Path(args.input)
-    criteria, tags = common.prepare(args, source, "INPUT")  # a UsageError: exit 2
+    criteria, options = common.prepare(args, source, "INPUT")  # a UsageError: exit 2
     # -- tables and the result cache: the input's reader, a Parquet -o, the cache --
     from composo.cli import _data
 
@@ -75,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
     run_state: _Run | None = None
     try:
         with common.connect(args, info, data.transport(args.concurrency)) as client:
-            run_state = _Run(rows, common.Guard(args), data, common.options(args, tags))
+            run_state = _Run(rows, common.Guard(args), data, options)
             run_state.main(client, source, args.concurrency)
     except ComposoValidationError as exc:  # the client refused its settings
         raise UsageError(str(exc)) from None

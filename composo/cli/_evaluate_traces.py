@@ -54,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
     from composo.tracing._otlp import MAX_SPANS_PER_TRACE, OtlpReader
 
     source = Path(args.input)
-    criteria, tags = common.prepare(args, source, "FILE")  # a UsageError: exit 2
+    criteria, options = common.prepare(args, source, "FILE")  # a UsageError: exit 2
     common.check_judge(args)
     rows = common.open_results(args, criteria)
     reader = OtlpReader(source, max_spans=args.max_spans or MAX_SPANS_PER_TRACE)
@@ -68,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
                 state.items(reader),
                 criteria,
                 concurrency=args.concurrency,
-                **common.options(args, tags),
+                **options,
             )
             with contextlib.closing(stream):  # Ctrl-C: requests in flight end now
                 for result in stream:
