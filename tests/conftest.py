@@ -75,10 +75,30 @@ def openai_standin(_openai_standin_server: OpenAIStandIn) -> OpenAIStandIn:
     return _openai_standin_server
 
 
-# The modules that start a cluster (Ray, a Spark JVM) run longest on one worker: started first,
-# the other workers' tests fill the time around them instead of waiting on them at the end.
+# The slow lane: what starts a cluster (Ray, a Spark JVM), forks or interrupts processes, or waits
+# out a stalled peer, marked ``slow`` (``-m "not slow"`` is the day-to-day lane). The cluster
+# modules run longest on one worker: started first, the other workers' tests fill the time around
+# them instead of waiting on them at the end (all slow tests first was slower: two clusters at
+# once on two cores).
 _FIRST = ("tests/test_ray.py", "tests/test_spark.py")
+_SLOW_MODULES = (
+    "tests/test_ray.py",
+    "tests/test_spark.py",
+    "tests/test_concurrency.py",
+    "tests/test_server_process_state.py",
+)
+
+
+def _is_slow(item: pytest.Item) -> bool:
+    if item.nodeid.startswith(_SLOW_MODULES) or "stalls" in item.name:
+        return True
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    code = str(params.get("code", ""))
+    return "pyspark" in code or "import ray" in code or params.get("name") == "ray_evaluate.py"
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if _is_slow(item):
+            item.add_marker(pytest.mark.slow)
     items.sort(key=lambda item: not item.nodeid.startswith(_FIRST))
