@@ -29,8 +29,9 @@ from composo import (
     ToolCall,
     ToolResponse,
 )
-from composo.tracing import AgentTracer, ComposoTracer, Instruments, read_otlp
+from composo.tracing import AgentTracer, ComposoTracer, Instruments, read_otlp, trace_from_otlp
 from composo.tracing import _openai_agents as native
+from tests.support.cli import run_composo
 from tests.support.openai_standin import (
     OpenAIStandIn,
     chat_completion,
@@ -408,3 +409,54 @@ def test_runs_without_sensitive_data_are_left_out_with_a_warning(
     assert "trace_include_sensitive_data" in caplog.text
     with pytest.raises(ComposoValidationError, match="captured no LLM call"):
         _ = tracer.trace
+
+
+def offered(trace: MultiAgentTrace) -> dict[str, list[Any]]:
+    """The tools each agent's model calls were offered, by agent name, call by call."""
+    return {
+        a.name: [i.tools_available for i in a.interactions if isinstance(i, LLMInteraction)]
+        for a in trace.agent_instance_by_id.values()
+        if a.id != trace.root_agent_instance_id
+    }
+
+
+def test_otlp_export_of_a_hand_off_reads_back_to_the_live_trace(
+    sdk: Replies, tmp_path: Path, live: ServerProcess
+) -> None:
+    from openinference.instrumentation.openai_agents import OpenAIAgentsInstrumentor
+
+    ComposoTracer.init(instruments=[Instruments.OPENAI_AGENTS])
+    tracer = handoff_run(sdk)
+    captured = tracer.trace
+    ComposoTracer.shutdown()
+
+    # the same run in an application that only exports: OpenInference's spans to a
+    # Collector-style file, Composo not involved
+    export = tmp_path / "spans.jsonl"
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(OtlpJsonFileExporter(export)))
+    instrumentor = OpenAIAgentsInstrumentor()
+    instrumentor.instrument(tracer_provider=provider)
+    try:
+        handoff_run(sdk)
+    finally:
+        instrumentor.uninstrument()
+    read = trace_from_otlp(export)
+
+    # the export has no AgentTracer: its root is the SDK's workflow, where the live trace has the
+    # application's agent; ids are span ids of either source, and tool results go unnamed (see
+    # shape). Below the root, the same agents, model calls, tool calls, results and tools offered.
+    root_name, below = shape(read, read.root_agent_instance_id)
+    assert root_name == "Agent workflow"
+    assert ("app", below) == shape(captured, tracer.agent_id)
+    assert offered(read) == offered(captured)
+    assert read.llm_interaction_count() == captured.llm_interaction_count() == 3
+
+    out = tmp_path / "results.jsonl"
+    args = ["evaluate-traces", export, "-c", CRITERION, "-o", out]
+    done = run_composo(*args, "--api-key", live.api_key, "--base-url", live.base_url)
+    assert done.returncode == 0, done.stderr
+    [row] = [json.loads(line) for line in out.read_text().splitlines()]
+    assert row["error"] is None and isinstance(row["score"], float)
+    [body] = [r["body"] for r in live.requests() if r["path"].endswith("/evals/trace")]
+    assert body["trace"] == read.model_dump(mode="json", exclude_none=True)
