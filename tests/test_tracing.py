@@ -144,14 +144,16 @@ def test_tool_calls_and_tool_results_fed_back(
     inputs = answer.input_messages
     assert [m.type for m in inputs] == ["text", "tool_call", "tool_response"]
     assert inputs[1].role == "assistant" and inputs[1].content == call.output_messages[0].content
-    assert inputs[2].content == ToolResponse(id="call_w1", response="21C, sunny")
+    assert inputs[2].content == ToolResponse(
+        id="call_w1", response="21C, sunny", name="get_weather"
+    )
     assert answer.output_messages[0].content == "It is 21C and sunny in Paris."
     sent = evaluated(client, live, tracer.trace)
     sent_steps = sent["agent_instance_by_id"][tracer.agent_id]["interactions"]
     assert sent_steps[1]["input_messages"][2] == {
         "role": "tool",
         "type": "tool_response",
-        "content": {"id": "call_w1", "response": "21C, sunny"},
+        "content": {"id": "call_w1", "response": "21C, sunny", "name": "get_weather"},
     }
 
 
@@ -274,7 +276,9 @@ def test_responses_function_call_round_trip(
         id="call_r1", name="get_weather", parameters='{"city": "Oslo"}'
     )
     assert [t.name for t in call.tools_available or []] == ["get_weather"]
-    assert answer.input_messages[-1].content == ToolResponse(id="call_r1", response="-3C, snow")
+    assert answer.input_messages[-1].content == ToolResponse(
+        id="call_r1", response="-3C, snow", name="get_weather"
+    )
     assert answer.input_messages[-2].content == call.output_messages[0].content
     assert answer.output_messages[0].content == "Oslo: -3C and snowing."
     evaluated(client, live, tracer.trace)

@@ -94,5 +94,9 @@ def test_two_agent_example(
     assert answered["input_messages"][-1] == {
         "role": "tool",
         "type": "tool_response",
-        "content": {"id": call_id, "response": "Mars has two small moons, Phobos and Deimos."},
+        "content": {
+            "id": call_id,
+            "response": "Mars has two small moons, Phobos and Deimos.",
+            "name": "lookup_fact",
+        },
     }

@@ -452,7 +452,7 @@ def test_every_form_of_the_conventions_gives_the_same_trace_live_and_from_files(
     assert [t.name for t in first.tools_available or []] == ["get_weather"]
     assert [m.content for m in second.input_messages[2:]] == [
         call,
-        ToolResponse(id="call_rome", response=RESULT),
+        ToolResponse(id="call_rome", response=RESULT, name="get_weather"),
     ]
     assert [m.content for m in second.output_messages] == [REPLY]
     [poem] = by_name(live, "writer").interactions

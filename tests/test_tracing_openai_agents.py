@@ -217,20 +217,12 @@ def test_agent_as_tool_is_a_sub_agent_where_it_was_called(
 
 
 def shape(trace: MultiAgentTrace, agent_id: str) -> tuple[str, list[Any]]:
-    """An agent's name and steps: model calls by what was said (OpenInference's spans leave
-    tool results unnamed), sub-agents by their shape."""
+    """An agent's name and steps: model calls by what was said, sub-agents by their shape."""
     agent = trace.agent_instance_by_id[agent_id]
-
-    def said(call: LLMInteraction) -> list[Any]:
-        return [
-            m.content.model_copy(update={"name": None})
-            if isinstance(m.content, ToolResponse)
-            else m.content
-            for m in call.input_messages
-        ]
-
     return agent.name, [
-        shape(trace, s) if isinstance(s, str) else (said(s), s.output_messages)
+        shape(trace, s)
+        if isinstance(s, str)
+        else ([m.content for m in s.input_messages], s.output_messages)
         for s in agent.interactions
     ]
 
@@ -444,8 +436,8 @@ def test_otlp_export_of_a_hand_off_reads_back_to_the_live_trace(
     read = trace_from_otlp(export)
 
     # the export has no AgentTracer: its root is the SDK's workflow, where the live trace has the
-    # application's agent; ids are span ids of either source, and tool results go unnamed (see
-    # shape). Below the root, the same agents, model calls, tool calls, results and tools offered.
+    # application's agent, and ids are either source's span ids. Below the root, the same agents,
+    # model calls, tool calls, results (named after the calls they answer) and tools offered.
     root_name, below = shape(read, read.root_agent_instance_id)
     assert root_name == "Agent workflow"
     assert ("app", below) == shape(captured, tracer.agent_id)

@@ -94,7 +94,7 @@ def genai_interaction(attributes: Mapping[str, Any], events: Events = ()) -> LLM
     if system is not None and not (chat and chat[0] == system):
         chat.insert(0, system)
     return LLMInteraction(
-        input_messages=input_messages(chat),
+        input_messages=input_messages(chat, name_responses=True),
         output_messages=output_messages(outputs or []),
         tools_available=_tools(attributes) or None,
     )

@@ -107,7 +107,7 @@ def interaction_from_attributes(
             return found
     specs = [_tool_spec(f) for _, f in sorted(indexed(attributes, _TOOLS).items())]
     return LLMInteraction(
-        input_messages=input_messages(inputs),
+        input_messages=input_messages(inputs, name_responses=True),
         output_messages=output_messages(outputs),
         tools_available=[s for s in specs if s is not None] or None,
     )
