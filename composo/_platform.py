@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from composo._core.platform_types import (
+from composo._platform_types import (
     EVALUATIONS_FILTER_PATH,
     TRACES_MAX_PAGE_SIZE,
     TRACES_PATH,

@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
 if TYPE_CHECKING:
-    from composo._core.platform_types import TraceRecord, Usage
     from composo._core.ratelimit import RateLimits, Throttle
     from composo._platform import (
         AsyncEvaluationHistory,
@@ -18,6 +17,7 @@ if TYPE_CHECKING:
         EvaluationHistory,
         TraceListing,
     )
+    from composo._platform_types import TraceRecord, Usage
 
 __all__ = ["AsyncPlatformMethods", "PlatformMethods"]
 
@@ -48,8 +48,8 @@ class PlatformMethods:
             APIStatusError: The server refused the request.
             APIConnectionError: The server could not be reached.
         """
-        from composo._core.platform_types import USAGE_PATH, Usage
         from composo._platform import parse
+        from composo._platform_types import USAGE_PATH, Usage
 
         return parse(Usage, self._platform("GET", USAGE_PATH, None, None), "usage")
 
@@ -121,8 +121,8 @@ class PlatformMethods:
             ComposoValidationError: ``trace_id`` is not a UUID, before any request.
             NotFoundError: No such trace for this API key.
         """
-        from composo._core.platform_types import TraceRecord
         from composo._platform import parse, trace_path
+        from composo._platform_types import TraceRecord
 
         body = self._platform("GET", trace_path(trace_id), None, None)
         return parse(TraceRecord, body, "trace")
@@ -147,8 +147,8 @@ class AsyncPlatformMethods:
 
     async def usage(self) -> Usage:
         """As :meth:`Composo.usage`, awaited."""
-        from composo._core.platform_types import USAGE_PATH, Usage
         from composo._platform import parse
+        from composo._platform_types import USAGE_PATH, Usage
 
         body = await self._platform("GET", USAGE_PATH, None, None)
         return parse(Usage, body, "usage")
@@ -189,8 +189,8 @@ class AsyncPlatformMethods:
 
     async def get_trace(self, trace_id: Any) -> TraceRecord:
         """As :meth:`Composo.get_trace`, awaited."""
-        from composo._core.platform_types import TraceRecord
         from composo._platform import parse, trace_path
+        from composo._platform_types import TraceRecord
 
         body = await self._platform("GET", trace_path(trace_id), None, None)
         return parse(TraceRecord, body, "trace")

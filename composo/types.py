@@ -13,16 +13,6 @@ from __future__ import annotations
 
 from composo._core.options import EvaluateOptions
 from composo._core.plan import BatchResult, BatchResults
-from composo._core.platform_types import (
-    EvaluationPage,
-    EvaluationRecord,
-    TraceComment,
-    TraceEvaluation,
-    TracePage,
-    TraceRecord,
-    Usage,
-    UsageCounts,
-)
 from composo._core.provenance import Provenance
 from composo._core.ratelimit import RateLimits
 from composo._core.responses import (
@@ -45,6 +35,16 @@ from composo._core.trace import (
     ToolSpec,
 )
 from composo._core.wire import MODEL_CORES, ModelCore, RewardRequest, TraceRequest
+from composo._platform_types import (
+    EvaluationPage,
+    EvaluationRecord,
+    TraceComment,
+    TraceEvaluation,
+    TracePage,
+    TraceRecord,
+    Usage,
+    UsageCounts,
+)
 
 __all__ = [
     "MODEL_CORES",

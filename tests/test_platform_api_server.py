@@ -1,6 +1,6 @@
 """The local server's account and history API over loopback HTTP: usage, the evaluation history
 filter, traces, and the rate-limit headers on evaluation answers. Requests are checked against
-the request models of the platform's reference (``composo._core.platform_types``), answers are
+the request models of the platform's reference (``composo._platform_types``), answers are
 parsed with its response models."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from composo._core.platform_types import (
+from composo._platform_types import (
     EvaluationFilterRequest,
     EvaluationPage,
     TracePage,

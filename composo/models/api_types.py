@@ -10,10 +10,6 @@ from __future__ import annotations
 
 from composo._core.limits import MAX_CRITERION_LENGTH as MAX_EVALUATION_CRITERIA_LENGTH
 from composo._core.options import DataRetention
-from composo._core.platform_types import TraceComment as AttachCommentResponse
-from composo._core.platform_types import TraceEvaluation
-from composo._core.platform_types import TracePage as ListTracesResponse
-from composo._core.platform_types import TraceRecord as TraceResponse
 from composo._core.responses import AgentResult as AgentTraceResult
 from composo._core.responses import InstanceResult as ScoreResponse
 from composo._core.responses import MultiAgentTraceResponse, Source, SummaryStatistics
@@ -26,6 +22,10 @@ from composo._core.trace import ToolSpec as LLMToolDefinition
 from composo._core.wire import RequestBase, RewardRequest
 from composo._core.wire import TraceRequest as TraceRewardRequest
 from composo._core.wire import is_binary as is_binary_evaluation
+from composo._platform_types import TraceComment as AttachCommentResponse
+from composo._platform_types import TraceEvaluation
+from composo._platform_types import TracePage as ListTracesResponse
+from composo._platform_types import TraceRecord as TraceResponse
 
 __all__ = [
     "MAX_EVALUATION_CRITERIA_LENGTH",

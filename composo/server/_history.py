@@ -26,8 +26,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from composo._core.platform_types import EvaluationFilterRequest
 from composo._core.wire import DEFAULT_MODEL_CORE, RewardRequest, TraceRequest
+from composo._platform_types import EvaluationFilterRequest
 from composo.server._config import DEFAULT_HISTORY_DAYS, DEFAULT_HISTORY_ROWS
 from composo.server._store import open_database
 from composo.server.judges import JudgeError

@@ -11,7 +11,7 @@ from datetime import datetime, timezone
 from fastapi import FastAPI, Request, Response
 from pydantic import ValidationError
 
-from composo._core.platform_types import (
+from composo._platform_types import (
     EVALUATIONS_FILTER_PATH,
     TRACES_DEFAULT_PAGE_SIZE,
     TRACES_MAX_PAGE_SIZE,
