@@ -169,7 +169,7 @@ class AsyncClient(BaseClient):
             "explanation_cleaning": explanation_cleaning,
             "data_retention": data_retention,
         }
-        requests, _ = self._reward_requests(
+        requests = self._reward_requests(
             criteria, evaluator_name, options, messages, input, result, system, tools
         )
         return await self._run_all(requests, block)
@@ -196,7 +196,7 @@ class AsyncClient(BaseClient):
             "explanation_cleaning": explanation_cleaning,
             "data_retention": data_retention,
         }
-        requests, _ = self._trace_requests(trace, criteria, evaluator_name, options)
+        requests = self._trace_requests(trace, criteria, evaluator_name, options)
         return await self._run_all(requests, block)
 
     async def get_task(self, task_id: str) -> TaskInfo:

@@ -178,7 +178,7 @@ class BaseClient:
         result: Any,
         system: str | None,
         tools: Any,
-    ) -> tuple[list[RewardRequest], bool]:
+    ) -> list[RewardRequest]:
         import composo._core.build as build  # not ``from ... import``: cheaper on every call
 
         conversation = {"messages": messages, "input": input, "result": result}
@@ -193,7 +193,7 @@ class BaseClient:
 
     def _trace_requests(
         self, trace: Any, criteria: Any, evaluator_name: Any, options: Mapping[str, Any]
-    ) -> tuple[list[TraceRequest], bool]:
+    ) -> list[TraceRequest]:
         import composo._core.build as build
 
         return build.trace_requests(

@@ -158,7 +158,7 @@ def _check_judgeable(msgs: list[dict[str, Any]]) -> None:
 
 def _requests(
     model: type[_R], sources: list[dict[str, str]], single: bool, common: Mapping[str, Any]
-) -> tuple[list[_R], bool]:
+) -> list[_R]:
     out = []
     for i, source in enumerate(sources):
         try:
@@ -169,7 +169,7 @@ def _requests(
                 "" if single else f"[{i}]"
             )
             raise validation_error(exc, rename={key: where}) from None
-    return out, single
+    return out
 
 
 def reward_requests(
@@ -182,8 +182,8 @@ def reward_requests(
     result: Any = None,
     system: str | None = None,
     tools: Any = None,
-) -> tuple[list[RewardRequest], bool]:
-    """Validated reward requests, one per criterion, and whether a single criterion was given."""
+) -> list[RewardRequest]:
+    """Validated reward requests, one per criterion (in the order given)."""
     sources, single = normalize_criteria(criteria, evaluator_name, check=False)
     common: dict[str, Any] = {
         **set_options(options),
@@ -202,8 +202,8 @@ def reward_requests(
 
 def trace_requests(
     criteria: Any, evaluator_name: Any, options: Mapping[str, Any], *, trace: Any
-) -> tuple[list[TraceRequest], bool]:
-    """Validated trace requests, one per criterion, and whether a single criterion was given."""
+) -> list[TraceRequest]:
+    """Validated trace requests, one per criterion (in the order given)."""
     sources, single = normalize_criteria(criteria, evaluator_name, check=False)
     if trace is None:
         raise ComposoValidationError("trace: required (a MultiAgentTrace or a dict of that shape)")

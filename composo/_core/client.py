@@ -194,7 +194,7 @@ class SyncClient(BaseClient):
             "explanation_cleaning": explanation_cleaning,
             "data_retention": data_retention,
         }
-        requests, _ = self._reward_requests(
+        requests = self._reward_requests(
             criteria, evaluator_name, options, messages, input, result, system, tools
         )
         return self._run_all(requests, block)
@@ -248,7 +248,7 @@ class SyncClient(BaseClient):
             "explanation_cleaning": explanation_cleaning,
             "data_retention": data_retention,
         }
-        requests, _ = self._trace_requests(trace, criteria, evaluator_name, options)
+        requests = self._trace_requests(trace, criteria, evaluator_name, options)
         return self._run_all(requests, block)
 
     def get_task(self, task_id: str) -> TaskInfo:

@@ -260,15 +260,10 @@ class Plan:
                     f"item: {extra[0]!r} cannot be combined with 'trace'; an item is either a "
                     "conversation or a trace"
                 )
-            traces, _ = build.trace_requests(criteria, names, options, trace=fields["trace"])
-            return traces
-        rewards, _ = build.reward_requests(
-            criteria,
-            names,
-            options,
-            **{k: fields.get(k) for k in CONVERSATION_FIELDS},
+            return build.trace_requests(criteria, names, options, trace=fields["trace"])
+        return build.reward_requests(
+            criteria, names, options, **{k: fields.get(k) for k in CONVERSATION_FIELDS}
         )
-        return rewards
 
 
 def _check_fields(fields: Mapping[str, Any]) -> None:
