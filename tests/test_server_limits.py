@@ -271,7 +271,7 @@ def test_answers_on_a_kept_alive_connection_are_not_held_back() -> None:
     ACK: about 40 ms on every request after the first on a connection. The server's listening
     socket says it is TCP, so asyncio (which uvicorn serves it with) turns Nagle off on every
     connection it accepts."""
-    from composo.server._local import _bind
+    from composo.server._local import listening_socket
 
     async def accepted_nodelay() -> int:
         seen: asyncio.Future[int] = asyncio.get_running_loop().create_future()
@@ -281,7 +281,7 @@ def test_answers_on_a_kept_alive_connection_are_not_held_back() -> None:
             seen.set_result(sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
             writer.close()
 
-        listening = _bind("127.0.0.1", 0)
+        listening = listening_socket("127.0.0.1", 0)
         async with await asyncio.start_server(accepted, sock=listening):
             _, writer = await asyncio.open_connection(*listening.getsockname())
             value = await seen

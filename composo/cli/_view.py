@@ -127,10 +127,10 @@ def run(args: argparse.Namespace) -> int:
     runs = report.load_runs(args.results, args.data, "view")  # a ViewError: exit 2
     hosts = sorted({*_LOOPBACK, args.host})
     app = build_app(runs, args.title, hosts)
-    from composo.server._local import _bind  # the local server's: one clear error per cause
+    from composo.server._local import listening_socket  # one clear error per cause
 
     try:
-        sock = _bind(args.host, args.port)
+        sock = listening_socket(args.host, args.port)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     sock.listen(128)  # before the address is printed: a browser opened on it gets the page

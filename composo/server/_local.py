@@ -17,7 +17,7 @@ from composo.server._config import MAX_HEAD_BYTES, JudgeOptions, ServerConfig
 if TYPE_CHECKING:
     from composo.server._received import Received
 
-__all__ = ["LocalServer", "require_server_extra", "serve_forever"]
+__all__ = ["LocalServer", "listening_socket", "require_server_extra", "serve_forever"]
 
 _log = logging.getLogger("composo.server")
 
@@ -73,7 +73,7 @@ def serve_forever(
     from composo.server._app import build_app
 
     app = build_app(config)
-    sock = _bind(config.host, config.port)
+    sock = listening_socket(config.host, config.port)
     try:
         if on_ready is not None:
             on_ready()
@@ -82,7 +82,7 @@ def serve_forever(
         sock.close()
 
 
-def _bind(host: str, port: int) -> socket.socket:
+def listening_socket(host: str, port: int) -> socket.socket:
     """The listening socket, bound here so a port in use is one clear error (``ValueError``)
     rather than uvicorn's log and shutdown lines.
 
@@ -214,7 +214,7 @@ class LocalServer:
 
         if self._thread is not None:
             return self
-        sock = _bind(self.config.host, self.config.port)
+        sock = listening_socket(self.config.host, self.config.port)
         self._socket = sock
         self.port = sock.getsockname()[1]
         app = build_app(self.config, self._received)
