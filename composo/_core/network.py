@@ -15,7 +15,6 @@ from __future__ import annotations
 import ipaddress
 import os
 import ssl
-import threading
 from typing import Any
 from urllib.request import getproxies
 
@@ -278,17 +277,19 @@ class Network:
             return self._context
         ca = self._ca
         assert ca is not None
-        with _TLS_LOCK:
-            context = _TLS.get(ca)
-            if context is None:
-                try:
-                    context = _TLS[ca] = _make_context(*ca)
-                except (OSError, ssl.SSLError) as exc:
-                    source = "verify" if ca[0] == "path" else "SSL_CERT_FILE / SSL_CERT_DIR"
-                    raise ComposoValidationError(
-                        f"{source}: the CA bundle {ca[1] or ca[2]!r} cannot be loaded ({exc}); "
-                        "point it at a PEM file or a directory of certificates"
-                    ) from None
+        # No lock: a fork while another thread held one would leave it held in the child for
+        # ever. Two threads' first connections may both build a context; one is kept.
+        context = _TLS.get(ca)
+        if context is None:
+            try:
+                made = _make_context(*ca)
+            except (OSError, ssl.SSLError) as exc:
+                source = "verify" if ca[0] == "path" else "SSL_CERT_FILE / SSL_CERT_DIR"
+                raise ComposoValidationError(
+                    f"{source}: the CA bundle {ca[1] or ca[2]!r} cannot be loaded ({exc}); "
+                    "point it at a PEM file or a directory of certificates"
+                ) from None
+            context = _TLS.setdefault(ca, made)
         self._context = context
         return context
 
@@ -302,4 +303,3 @@ def _make_context(kind: str, cafile: str | None, capath: str | None) -> ssl.SSLC
 
 
 _TLS: dict[tuple[str, str | None, str | None], ssl.SSLContext] = {}
-_TLS_LOCK = threading.Lock()

@@ -6,7 +6,8 @@ program, not to a test worker: each prints one JSON line with what it saw.
   verdict checked against its own request; the child first makes a several-criteria call.
 - ``pool URL``: ``multiprocessing.Pool(4)`` (fork) maps over a module-level client warmed in the
   parent.
-- ``background URL``: a background evaluator used, then forked; the child's evaluations finish.
+- ``background URL``: a background evaluator used, then forked with evaluations in flight; the
+  child's evaluations finish.
 - ``cache URL DIR``: a client with a result cache used, then forked; the child uses the cache.
 - ``interrupt FORM URL``: runs one batch form against a server that never answers; the test
   sends SIGINT; prints how long the interrupt took to come back and which threads of ours live.
@@ -114,6 +115,10 @@ def background(url: str) -> dict[str, Any]:
 
     client = Composo(api_key="k", base_url=url, timeout=10)
     evaluator = BackgroundEvaluator([CRITERIA[0]], client=client)
+    # Its first answer came before the fork: a fork during a process's first request may catch a
+    # thread inside a one-time setup that holds a lock (an import, OpenSSL's), as documented.
+    evaluator.submit("first", "evaluate", functools.partial(_run, "first"))
+    assert evaluator.flush(timeout=10)
     for i in range(5):
         evaluator.submit(f"parent-{i}", "evaluate", functools.partial(_run, f"p{i}"))
     pid = os.fork()
