@@ -9,7 +9,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from datetime import datetime, timezone
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -82,63 +82,84 @@ def evaluation_filter(
 ) -> EvaluationFilterRequest:
     """The filter body for ``list_evaluations``' arguments, checked before any request: a tag
     matches one value or any of a list; ``criteria`` one criterion or any of a list."""
-    filters = None
-    if tags is not None:
-        if not isinstance(tags, Mapping):
-            raise ComposoValidationError(
-                f"tags: expected a dict such as {{'run': 'nightly'}}, got {type(tags).__name__}"
-            )
-        filters = []
-        for key, value in tags.items():
-            if not isinstance(key, str) or not key:
-                raise ComposoValidationError(
-                    f"tags: {key!r} is not a tag name (a non-empty string)"
-                )
-            values = [value] if isinstance(value, str) else value
-            if (
-                not isinstance(values, Sequence)
-                or not values
-                or not all(isinstance(v, str) for v in values)
-            ):
-                raise ComposoValidationError(
-                    f"tags[{key!r}]: expected a string or a non-empty list of strings, "
-                    f"got {value!r}"
-                )
-            filters.append({"key": key, "values": list(values)})
-    criteria_filter = None
-    if criteria is not None:
-        values = [criteria] if isinstance(criteria, str) else list(criteria)
-        if not values or not all(isinstance(c, str) and c for c in values):
-            raise ComposoValidationError(
-                "criteria: expected a criterion or a non-empty list of criteria (strings)"
-            )
-        criteria_filter = {"values": values}
     if endpoint is not None and endpoint not in ("reward", "trace"):
         raise ComposoValidationError(f"endpoint: expected 'reward' or 'trace', got {endpoint!r}")
-    if page_size is not None and (
-        isinstance(page_size, bool) or not isinstance(page_size, int) or page_size < 1
-    ):
-        raise ComposoValidationError(f"page_size: expected a positive integer, got {page_size!r}")
+    _check_page_size(page_size)
     return EvaluationFilterRequest.model_validate(
         {
-            "filters": filters,
-            "criteria_filter": criteria_filter,
+            "filters": None if tags is None else _tag_filters(tags),
+            "criteria_filter": None if criteria is None else _criteria_filter(criteria),
             "endpoint_type": endpoint,
             "page_size": page_size,
         }
     )
 
 
+def _tag_filters(tags: object) -> list[dict[str, Any]]:
+    if not isinstance(tags, Mapping):
+        raise ComposoValidationError(
+            f"tags: expected a dict such as {{'run': 'nightly'}}, got {type(tags).__name__}"
+        )
+    return [_tag_filter(key, value) for key, value in tags.items()]
+
+
+def _tag_filter(key: object, value: object) -> dict[str, Any]:
+    if not isinstance(key, str) or not key:
+        raise ComposoValidationError(f"tags: {key!r} is not a tag name (a non-empty string)")
+    values = [value] if isinstance(value, str) else value
+    if (
+        not isinstance(values, Sequence)
+        or not values
+        or not all(isinstance(v, str) for v in values)
+    ):
+        raise ComposoValidationError(
+            f"tags[{key!r}]: expected a string or a non-empty list of strings, got {value!r}"
+        )
+    return {"key": key, "values": list(values)}
+
+
+def _criteria_filter(criteria: str | Sequence[str]) -> dict[str, list[str]]:
+    values = [criteria] if isinstance(criteria, str) else list(criteria)
+    if not values or not all(isinstance(c, str) and c for c in values):
+        raise ComposoValidationError(
+            "criteria: expected a criterion or a non-empty list of criteria (strings)"
+        )
+    return {"values": values}
+
+
+def _check_page_size(page_size: object, most: int | None = None) -> None:
+    if page_size is None:
+        return
+    if (
+        isinstance(page_size, bool)
+        or not isinstance(page_size, int)
+        or not 1 <= page_size <= (most or page_size)
+    ):
+        expected = "a positive integer" if most is None else f"an integer from 1 to {most}"
+        raise ComposoValidationError(f"page_size: expected {expected}, got {page_size!r}")
+
+
 Request = tuple[str, str, Mapping[str, str] | None, Any]
 
 
-class _EvaluationPager:
-    """Which page of the evaluations filter to ask for next, and when the last has come."""
+PageT = TypeVar("PageT")
+ItemT = TypeVar("ItemT")
+
+
+class _Pager(Generic[PageT]):
+    request: Request | None  # the next page's; None once the last page has come
+
+    def take(self, data: Any) -> PageT:
+        raise NotImplementedError
+
+
+class _EvaluationPager(_Pager[EvaluationPage]):
+    """Pages of the evaluations filter are numbered; the last is ``total_pages`` (or empty)."""
 
     def __init__(self, query: EvaluationFilterRequest) -> None:
         self.query = query
         self.number = query.page or 1
-        self.request: Request | None = self._ask()
+        self.request = self._ask()
 
     def _ask(self) -> Request:
         body = self.query.model_copy(update={"page": self.number}).model_dump(exclude_none=True)
@@ -152,12 +173,12 @@ class _EvaluationPager:
         return page
 
 
-class _TracePager:
+class _TracePager(_Pager[TracePage]):
     """The next page of traces is the one the last page's ``next_page_token`` names."""
 
     def __init__(self, params: dict[str, str]) -> None:
         self.params = params
-        self.request: Request | None = ("GET", TRACES_PATH, params, None)
+        self.request = ("GET", TRACES_PATH, params, None)
 
     def take(self, data: Any) -> TracePage:
         page: TracePage = parse(TracePage, data, "traces")
@@ -170,14 +191,38 @@ class _TracePager:
         return page
 
 
-def _walk(pager: _EvaluationPager | _TracePager, send: Send) -> Iterator[Any]:
-    while pager.request is not None:
-        yield pager.take(send(*pager.request))
+class _Listing(Generic[PageT, ItemT]):
+    """A listing's pages, fetched as iteration reaches them; iterating again asks again."""
+
+    _pager: Callable[[Any], _Pager[PageT]]
+    _items: str  # the field of a page that holds the listing's items
+
+    def __init__(self, send: Any, query: Any) -> None:
+        self._send = send
+        self.query = query
 
 
-async def _awalk(pager: _EvaluationPager | _TracePager, send: AsyncSend) -> AsyncIterator[Any]:
-    while pager.request is not None:
-        yield pager.take(await send(*pager.request))
+class _SyncListing(_Listing[PageT, ItemT]):
+    def pages(self) -> Iterator[PageT]:
+        pager = self._pager(self.query)
+        while pager.request is not None:
+            yield pager.take(self._send(*pager.request))
+
+    def __iter__(self) -> Iterator[ItemT]:
+        for page in self.pages():
+            yield from getattr(page, self._items)
+
+
+class _AsyncListing(_Listing[PageT, ItemT]):
+    async def pages(self) -> AsyncIterator[PageT]:
+        pager = self._pager(self.query)
+        while pager.request is not None:
+            yield pager.take(await self._send(*pager.request))
+
+    async def __aiter__(self) -> AsyncIterator[ItemT]:
+        async for page in self.pages():
+            for item in getattr(page, self._items):
+                yield item
 
 
 def history_row(record: EvaluationRecord) -> dict[str, Any]:
@@ -214,20 +259,12 @@ def _polars(rows: list[dict[str, Any]]) -> Any:
     return pl.DataFrame(rows, infer_schema_length=None).select(list(ROW_COLUMNS))
 
 
-class EvaluationHistory:
+class EvaluationHistory(_SyncListing[EvaluationPage, EvaluationRecord]):
     """Past evaluations, in the platform's order (newest first), fetched a page at a time as
     iteration reaches it. Iterating again asks the platform again."""
 
-    def __init__(self, send: Send, query: EvaluationFilterRequest) -> None:
-        self._send = send
-        self.query = query
-
-    def pages(self) -> Iterator[EvaluationPage]:
-        return _walk(_EvaluationPager(self.query), self._send)
-
-    def __iter__(self) -> Iterator[EvaluationRecord]:
-        for page in self.pages():
-            yield from page.evaluations
+    _pager = _EvaluationPager
+    _items = "evaluations"
 
     def to_rows(self) -> list[dict[str, Any]]:
         """Every matching evaluation as a row of :data:`ROW_COLUMNS`."""
@@ -242,20 +279,11 @@ class EvaluationHistory:
         return _polars(self.to_rows())
 
 
-class AsyncEvaluationHistory:
+class AsyncEvaluationHistory(_AsyncListing[EvaluationPage, EvaluationRecord]):
     """:class:`EvaluationHistory` for ``async for``; the conversions are coroutines."""
 
-    def __init__(self, send: AsyncSend, query: EvaluationFilterRequest) -> None:
-        self._send = send
-        self.query = query
-
-    def pages(self) -> AsyncIterator[EvaluationPage]:
-        return _awalk(_EvaluationPager(self.query), self._send)
-
-    async def __aiter__(self) -> AsyncIterator[EvaluationRecord]:
-        async for page in self.pages():
-            for record in page.evaluations:
-                yield record
+    _pager = _EvaluationPager
+    _items = "evaluations"
 
     async def to_rows(self) -> list[dict[str, Any]]:
         return [history_row(r) async for r in self]
@@ -294,18 +322,8 @@ def trace_params(
     end_date: datetime | str | None = None,
 ) -> dict[str, str]:
     """The query of ``GET /api/v1/traces`` (only what is set), checked before any request."""
-    params: dict[str, str] = {}
-    if page_size is not None:
-        if (
-            isinstance(page_size, bool)
-            or not isinstance(page_size, int)
-            or not 1 <= page_size <= TRACES_MAX_PAGE_SIZE
-        ):
-            raise ComposoValidationError(
-                f"page_size: expected an integer from 1 to {TRACES_MAX_PAGE_SIZE}, "
-                f"got {page_size!r}"
-            )
-        params["page_size"] = str(page_size)
+    _check_page_size(page_size, TRACES_MAX_PAGE_SIZE)
+    params = {} if page_size is None else {"page_size": str(page_size)}
     for name, value in (("start_date", start_date), ("end_date", end_date)):
         text = _iso(value, name)
         if text is not None:
@@ -324,32 +342,15 @@ def trace_path(trace_id: object) -> str:
     return f"{TRACES_PATH}/{canonical}"
 
 
-class TraceListing:
+class TraceListing(_SyncListing[TracePage, TraceRecord]):
     """Traces, fetched a page at a time (following the platform's ``next_page_token``)."""
 
-    def __init__(self, send: Send, params: dict[str, str]) -> None:
-        self._send = send
-        self.params = params
-
-    def pages(self) -> Iterator[TracePage]:
-        return _walk(_TracePager(self.params), self._send)
-
-    def __iter__(self) -> Iterator[TraceRecord]:
-        for page in self.pages():
-            yield from page.traces
+    _pager = _TracePager
+    _items = "traces"
 
 
-class AsyncTraceListing:
+class AsyncTraceListing(_AsyncListing[TracePage, TraceRecord]):
     """:class:`TraceListing` for ``async for``."""
 
-    def __init__(self, send: AsyncSend, params: dict[str, str]) -> None:
-        self._send = send
-        self.params = params
-
-    def pages(self) -> AsyncIterator[TracePage]:
-        return _awalk(_TracePager(self.params), self._send)
-
-    async def __aiter__(self) -> AsyncIterator[TraceRecord]:
-        async for page in self.pages():
-            for trace in page.traces:
-                yield trace
+    _pager = _TracePager
+    _items = "traces"

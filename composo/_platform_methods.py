@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from urllib.parse import urlencode
 
 if TYPE_CHECKING:
     from composo._core.ratelimit import RateLimits, Throttle
-    from composo._platform import (
+    from composo._platform import (  # noqa: F401 (named, quoted, by the classes' bases)
         AsyncEvaluationHistory,
         AsyncTraceListing,
         EvaluationHistory,
@@ -26,8 +26,79 @@ def _with_query(path: str, params: Mapping[str, str] | None) -> str:
     return f"{path}?{urlencode(params)}" if params else path
 
 
-class PlatformMethods:
+E = TypeVar("E")
+T = TypeVar("T")
+
+
+class _Listings(Generic[E, T]):
+    """The listings of both clients: making one sends nothing; iterating it sends the requests."""
+
+    _listings: tuple[str, str]  # the classes in composo._platform: evaluations', traces'
+
+    if TYPE_CHECKING:
+
+        def _platform(
+            self, method: str, path: str, params: Mapping[str, str] | None, body: Any
+        ) -> Any: ...
+
+    def list_evaluations(
+        self,
+        *,
+        tags: Mapping[str, str | Sequence[str]] | None = None,
+        criteria: str | Sequence[str] | None = None,
+        endpoint: str | None = None,
+        page_size: int | None = None,
+    ) -> E:
+        """Past evaluations of this API key (``POST /api/v1/evaluations/filter``), fetched a
+        page at a time as you iterate; ``.to_pandas()`` / ``.to_polars()`` give one row per
+        evaluation (score, criterion, tags, model, latency, tokens, time). On the async client,
+        an ``async for`` iterable whose conversions are awaited.
+
+        Args:
+            tags: Keep evaluations whose tag has this value (or one of these values), for every
+                tag given: ``{"run": "nightly"}``.
+            criteria: Keep evaluations against this criterion (or one of these).
+            endpoint: ``"reward"`` or ``"trace"``.
+            page_size: Evaluations per request (the platform's default when not given).
+
+        Raises:
+            ComposoValidationError: Bad arguments, before any request.
+        """
+        from composo import _platform
+
+        query = _platform.evaluation_filter(tags, criteria, endpoint, page_size)
+        listing: E = getattr(_platform, self._listings[0])(self._platform, query)
+        return listing
+
+    def list_traces(
+        self,
+        *,
+        page_size: int | None = None,
+        start_date: datetime | str | None = None,
+        end_date: datetime | str | None = None,
+    ) -> T:
+        """Traces of this API key (``GET /api/v1/traces``) with their evaluations, rating and
+        comments, fetched a page at a time as you iterate (``async for`` on the async client).
+
+        Args:
+            page_size: Traces per request, 1 to 500 (default 50).
+            start_date: Only traces created at or after this time (a naive datetime is UTC).
+            end_date: Only traces created at or before this time.
+
+        Raises:
+            ComposoValidationError: Bad arguments, before any request.
+        """
+        from composo import _platform
+
+        params = _platform.trace_params(page_size, start_date, end_date)
+        listing: T = getattr(_platform, self._listings[1])(self._platform, params)
+        return listing
+
+
+class PlatformMethods(_Listings["EvaluationHistory", "TraceListing"]):
     """Mixed into :class:`~composo.Composo` (the core's client plus this)."""
+
+    _listings = ("EvaluationHistory", "TraceListing")
 
     _throttle: Throttle
 
@@ -65,55 +136,6 @@ class PlatformMethods:
             declared = self._throttle.declared()
         return declared
 
-    def list_evaluations(
-        self,
-        *,
-        tags: Mapping[str, str | Sequence[str]] | None = None,
-        criteria: str | Sequence[str] | None = None,
-        endpoint: str | None = None,
-        page_size: int | None = None,
-    ) -> EvaluationHistory:
-        """Past evaluations of this API key (``POST /api/v1/evaluations/filter``), fetched a
-        page at a time as you iterate; ``.to_pandas()`` / ``.to_polars()`` give one row per
-        evaluation (score, criterion, tags, model, latency, tokens, time).
-
-        Args:
-            tags: Keep evaluations whose tag has this value (or one of these values), for every
-                tag given: ``{"run": "nightly"}``.
-            criteria: Keep evaluations against this criterion (or one of these).
-            endpoint: ``"reward"`` or ``"trace"``.
-            page_size: Evaluations per request (the platform's default when not given).
-
-        Raises:
-            ComposoValidationError: Bad arguments, before any request.
-        """
-        from composo._platform import EvaluationHistory, evaluation_filter
-
-        query = evaluation_filter(tags, criteria, endpoint, page_size)
-        return EvaluationHistory(self._platform, query)
-
-    def list_traces(
-        self,
-        *,
-        page_size: int | None = None,
-        start_date: datetime | str | None = None,
-        end_date: datetime | str | None = None,
-    ) -> TraceListing:
-        """Traces of this API key (``GET /api/v1/traces``) with their evaluations, rating and
-        comments, fetched a page at a time as you iterate.
-
-        Args:
-            page_size: Traces per request, 1 to 500 (default 50).
-            start_date: Only traces created at or after this time (a naive datetime is UTC).
-            end_date: Only traces created at or before this time.
-
-        Raises:
-            ComposoValidationError: Bad arguments, before any request.
-        """
-        from composo._platform import TraceListing, trace_params
-
-        return TraceListing(self._platform, trace_params(page_size, start_date, end_date))
-
     def get_trace(self, trace_id: Any) -> TraceRecord:
         """One trace by its UUID (``GET /api/v1/traces/{trace_id}``).
 
@@ -128,9 +150,11 @@ class PlatformMethods:
         return parse(TraceRecord, body, "trace")
 
 
-class AsyncPlatformMethods:
+class AsyncPlatformMethods(_Listings["AsyncEvaluationHistory", "AsyncTraceListing"]):
     """Mixed into :class:`~composo._core.async_client.AsyncClient`: the same methods, awaited;
     the listings are async iterables."""
+
+    _listings = ("AsyncEvaluationHistory", "AsyncTraceListing")
 
     _throttle: Throttle
 
@@ -160,32 +184,6 @@ class AsyncPlatformMethods:
             await self.usage()
             declared = self._throttle.declared()
         return declared
-
-    def list_evaluations(
-        self,
-        *,
-        tags: Mapping[str, str | Sequence[str]] | None = None,
-        criteria: str | Sequence[str] | None = None,
-        endpoint: str | None = None,
-        page_size: int | None = None,
-    ) -> AsyncEvaluationHistory:
-        """As :meth:`Composo.list_evaluations`, for ``async for``; the conversions are awaited."""
-        from composo._platform import AsyncEvaluationHistory, evaluation_filter
-
-        query = evaluation_filter(tags, criteria, endpoint, page_size)
-        return AsyncEvaluationHistory(self._platform, query)
-
-    def list_traces(
-        self,
-        *,
-        page_size: int | None = None,
-        start_date: datetime | str | None = None,
-        end_date: datetime | str | None = None,
-    ) -> AsyncTraceListing:
-        """As :meth:`Composo.list_traces`, for ``async for``."""
-        from composo._platform import AsyncTraceListing, trace_params
-
-        return AsyncTraceListing(self._platform, trace_params(page_size, start_date, end_date))
 
     async def get_trace(self, trace_id: Any) -> TraceRecord:
         """As :meth:`Composo.get_trace`, awaited."""
