@@ -22,7 +22,7 @@ from composo import (
     OutputMessage,
     agent_tracer,
 )
-from composo.tracing._context import current_tracer, record_interaction
+from composo.tracing import current_tracer, record_interaction
 from tests.support.openai_standin import OpenAIStandIn, chat_completion
 
 

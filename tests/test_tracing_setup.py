@@ -426,7 +426,7 @@ def test_tracing_extra_is_needed_only_where_it_is_used() -> None:
         sys.meta_path.insert(0, Block())
         import composo
         from composo import AgentTracer, agent_tracer
-        from composo.tracing._context import record_interaction
+        from composo.ext import record_interaction
         print(sorted(m for m in ("openai", "opentelemetry") if m in sys.modules))
         try:
             from composo import ComposoTracer

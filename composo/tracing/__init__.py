@@ -20,8 +20,7 @@ from typing import TYPE_CHECKING, Any
 from composo._core.lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from composo.tracing._agent import AgentTracer, agent_tracer
-    from composo.tracing._context import current_tracer, record_interaction
+    from composo.tracing._agent import AgentTracer, agent_tracer, current_tracer, record_interaction
     from composo.tracing._instruments import Instrument, Instruments
     from composo.tracing._otlp import read_otlp, trace_from_otlp
     from composo.tracing._recorder import TraceRecorder
@@ -50,8 +49,8 @@ __getattr__, __dir__ = lazy_exports(
     {
         "AgentTracer": "._agent",
         "agent_tracer": "._agent",
-        "current_tracer": "._context",
-        "record_interaction": "._context",
+        "current_tracer": "._agent",
+        "record_interaction": "._agent",
         "Instrument": "._instruments",
         "Instruments": "._instruments",
         "TraceRecorder": "._recorder",

@@ -8,6 +8,11 @@ ends (the span processor does this). An instrumented framework's agent spans (th
 agent, nested as they ran, holding the calls made under them. Spans are only turned into
 ``LLMInteraction`` objects when ``trace`` is read, which keeps the cost paid during the user's run
 to a dict insert.
+
+Which tracer is running here is a context-local stack, innermost last: threads start empty and
+asyncio tasks copy the stack of the code that created them, so agents running at the same time
+never see each other's calls. Integrations that capture model calls on their own (not through
+OpenTelemetry) hand them to ``record_interaction``.
 """
 
 from __future__ import annotations
@@ -19,17 +24,21 @@ import sys
 import time
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
+from contextvars import ContextVar, Token
+from typing import Any, ParamSpec, TypeVar, overload
 
 from composo._core.trace import LLMInteraction, MultiAgentTrace
 from composo.errors import ComposoValidationError
-from composo.tracing import _context as context
-from composo.tracing._recorder import Agent, Capture, RecordedStep, Step, TraceRecorder
+from composo.tracing._recorder import (
+    Agent,
+    Capture,
+    RecordedStep,
+    Step,
+    TraceRecorder,
+    Within,
+)
 
-if TYPE_CHECKING:
-    from composo.tracing._processor import Within
-
-__all__ = ["AgentTracer", "agent_tracer"]
+__all__ = ["AgentTracer", "agent_tracer", "current_tracer", "record_interaction"]
 
 _log = logging.getLogger("composo.tracing")
 
@@ -78,7 +87,7 @@ class AgentTracer(Capture):
         # The recording is shared by a root tracer and every tracer entered inside it.
         self._recorder: TraceRecorder | None = None
         self._agent: Agent | None = None
-        self._token: Any = None
+        self._token: Token[tuple[AgentTracer, ...]] | None = None
         self._span: Any = None  # the agent span, with ComposoTracer.init(agent_spans=True)
         self._span_token: Any = None
         # ids of running spans under an instrumentor's agent or tool span -> where they record
@@ -94,7 +103,7 @@ class AgentTracer(Capture):
 
     def _activate(self) -> None:
         """A sub-agent of the tracer active here, if any, else the root of a new recording."""
-        parent = context.current_tracer()
+        parent = current_tracer()
         above = parent._here() if parent is not None else None
         self._start_span()
         if parent is not None and parent._recorder is not None:
@@ -103,10 +112,10 @@ class AgentTracer(Capture):
         else:
             self._recorder = TraceRecorder(kind="AgentTracers")
             self._agent = self._recorder.agent_started(self.agent_id, self.name)
-        self._token = context.push(self)
+        self._token = _active.set((*_active.get(), self))
 
     def _deactivate(self) -> None:
-        context.pop(self, self._token)
+        _pop(self, self._token)
         self._token = None
         if self._recorder is not None and self._agent is not None:
             self._recorder.agent_finished(self._agent)
@@ -193,6 +202,41 @@ class AgentTracer(Capture):
         if self._recorder is None or self._agent is None:
             raise ComposoValidationError(missing)
         return self._recorder.trace(self._agent, missing=missing)
+
+
+_active: ContextVar[tuple[AgentTracer, ...]] = ContextVar("composo_agent_tracers", default=())
+
+
+def current_tracer() -> AgentTracer | None:
+    """The innermost ``AgentTracer`` active in this context, or ``None``."""
+    stack = _active.get()
+    return stack[-1] if stack else None
+
+
+def _pop(tracer: AgentTracer, token: Token[tuple[AgentTracer, ...]] | None) -> None:
+    """Deactivate ``tracer``; tolerant of exits in another context (e.g. an async generator)."""
+    if token is not None:
+        try:
+            _active.reset(token)
+            return
+        except ValueError:
+            pass
+    stack = _active.get()
+    if tracer in stack:
+        _active.set(tuple(t for t in stack if t is not tracer))
+
+
+def record_interaction(interaction: LLMInteraction) -> bool:
+    """Append one model call to the innermost active ``AgentTracer``.
+
+    Returns:
+        ``False`` (and nothing is kept) when no tracer is active in this context.
+    """
+    tracer = current_tracer()
+    if tracer is None:
+        return False
+    tracer._record(interaction)
+    return True
 
 
 def _deliver(tracer: AgentTracer, on_trace: Callable[[MultiAgentTrace], Any] | None) -> None:

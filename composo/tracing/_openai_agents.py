@@ -52,8 +52,8 @@ from agents.tracing import (
 from composo._core import convert
 from composo._core.trace import LLMInteraction, ToolCall, ToolResponse, ToolSpec, content_text
 from composo.errors import ComposoValidationError
-from composo.tracing import _context as context
 from composo.tracing import _processor
+from composo.tracing._agent import current_tracer
 from composo.tracing._recorder import Agent, Step, TraceRecorder
 from composo.tracing._spans import input_messages, output_messages, tool_spec
 
@@ -127,7 +127,7 @@ class AgentsSDKProcessor(TracingProcessor):
             return  # not ours, or the same span again (the processor is registered twice)
         parent_id = span.parent_id
         run = self._open.get(parent_id) if parent_id is not None else None
-        tracer = context.current_tracer()
+        tracer = current_tracer()
         if run is None or (tracer is not None and tracer is not run.tracer):
             # the top of a run inside a tracer (or an AgentTracer entered inside an SDK span)
             run = _top(tracer)

@@ -31,13 +31,13 @@ import functools
 import threading
 import weakref
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
 from composo._core.trace import LLMInteraction
-from composo.tracing import _context as context
+from composo.tracing._agent import AgentTracer, current_tracer
 from composo.tracing._boundaries import (
     AGENT_SCOPE,
     agent_identity,
@@ -46,45 +46,14 @@ from composo.tracing._boundaries import (
     starts_agent,
     tool_identity,
 )
-from composo.tracing._recorder import Agent, RecordedStep, Step, _ToolEvent
+from composo.tracing._recorder import Agent, RecordedStep, Step, Within, _ToolEvent
 from composo.tracing._spans import interaction_from_span
 
-if TYPE_CHECKING:
-    from composo.tracing._agent import AgentTracer
-
-__all__ = ["AgentSpanProcessor", "Within", "recorded_elsewhere"]
+__all__ = ["AgentSpanProcessor", "recorded_elsewhere"]
 
 recorded_elsewhere: tuple[Callable[[Span], bool], ...] = ()
 """Feeds that record some calls from their framework's own events (the OpenAI Agents SDK's,
 ``composo.tracing._openai_agents``): a span one of them claims at its start is left out."""
-
-
-class Within:
-    """Where the spans under an instrumentor's agent or tool span record.
-
-    For an agent span, ``agent`` is the sub-agent it opened. For a tool span it is ``None`` until
-    a model call starts inside (then the tool's sub-agent); until then, and for everything that
-    is not a model call, ``owner`` is where the tool runs (``None``: the tracer's own agent).
-    """
-
-    __slots__ = ("agent", "id", "name", "opener", "owner")
-
-    def __init__(
-        self,
-        opener: int,
-        agent: Agent | None,
-        owner: Agent | None = None,
-        ident: tuple[str, str] = ("", ""),
-    ) -> None:
-        self.opener = opener  # the id of the span that began it
-        self.agent = agent
-        self.owner = owner
-        self.id, self.name = ident
-
-    @property
-    def here(self) -> Agent | None:
-        """The agent that a sub-agent or a record made here belongs to."""
-        return self.agent if self.agent is not None else self.owner
 
 
 class _Slot(Step):
@@ -209,7 +178,7 @@ class AgentSpanProcessor(SpanProcessor):
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
         if not self.active:
             return
-        tracer = context.current_tracer()
+        tracer = current_tracer()
         if tracer is None:
             return
         if recorded_elsewhere and any(claims(span) for claims in recorded_elsewhere):

@@ -36,7 +36,7 @@ from composo._core.trace import (
 )
 from composo.errors import ComposoValidationError
 
-__all__ = ["Agent", "Capture", "Interaction", "RecordedStep", "Step", "TraceRecorder"]
+__all__ = ["Agent", "Capture", "Interaction", "RecordedStep", "Step", "TraceRecorder", "Within"]
 
 _log = logging.getLogger("composo.tracing")
 
@@ -184,6 +184,34 @@ class Agent:
 
     def __repr__(self) -> str:
         return f"Agent(id={self.id!r}, name={self.name!r})"
+
+
+class Within:
+    """Where the spans under an instrumentor's agent or tool span record.
+
+    For an agent span, ``agent`` is the sub-agent it opened. For a tool span it is ``None`` until
+    a model call starts inside (then the tool's sub-agent); until then, and for everything that
+    is not a model call, ``owner`` is where the tool runs (``None``: the tracer's own agent).
+    """
+
+    __slots__ = ("agent", "id", "name", "opener", "owner")
+
+    def __init__(
+        self,
+        opener: int,
+        agent: Agent | None,
+        owner: Agent | None = None,
+        ident: tuple[str, str] = ("", ""),
+    ) -> None:
+        self.opener = opener  # the id of the span that began it
+        self.agent = agent
+        self.owner = owner
+        self.id, self.name = ident
+
+    @property
+    def here(self) -> Agent | None:
+        """The agent that a sub-agent or a record made here belongs to."""
+        return self.agent if self.agent is not None else self.owner
 
 
 class TraceRecorder:
