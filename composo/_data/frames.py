@@ -151,38 +151,19 @@ class ColumnMap:
         given = dict(given or {})
         names = list(available)
         for role, column in given.items():
-            if role == "metadata" and role not in roles:
-                raise ComposoValidationError(
-                    "columns: 'metadata' is not read from a DataFrame: every column of the "
-                    "table comes back unchanged in the result, so drop it from columns="
-                )
-            if role not in roles:
-                raise ComposoValidationError(
-                    f"columns: unknown role {role!r}; the roles are {', '.join(roles)}"
-                )
-            if not isinstance(column, str) or column not in names:
-                import difflib
-
-                close = difflib.get_close_matches(str(column), names, n=1, cutoff=0.6)
-                hint = f" (did you mean {spell(role, close[0])}?)" if close else ""
-                lead = "columns: " if spell is python_spelling else ""
-                raise ComposoValidationError(
-                    f"{lead}{spell(role, str(column))} is not a column of this table{hint}; its "
-                    f"columns are {_listing(names)}"
-                )
+            _check_mapping(role, column, names, spell, roles)
         chosen = {role: given.get(role, role) for role in roles}
         chosen = {role: col for role, col in chosen.items() if col in names}
         if "messages" in given:
             chosen = {r: c for r, c in chosen.items() if r not in ("question", "answer", "context")}
         elif "messages" in chosen and ("question" in given or "answer" in given):
             del chosen["messages"]
-        if "messages" not in chosen:
-            missing = [r for r in ("question", "answer") if r not in chosen]
-            if missing:
-                raise ComposoValidationError(
-                    f"no 'messages' column and no {' or '.join(map(repr, missing))} column; "
-                    f"this table has {_listing(names)}; {_mapping_hint(names, spell)}"
-                )
+        missing = [r for r in ("question", "answer") if r not in chosen]
+        if "messages" not in chosen and missing:
+            raise ComposoValidationError(
+                f"no 'messages' column and no {' or '.join(map(repr, missing))} column; "
+                f"this table has {_listing(names)}; {_mapping_hint(names, spell)}"
+            )
         return cls(chosen, spell is flag_spelling)
 
     def cell(self, role: str, row: Where) -> str:
@@ -216,6 +197,32 @@ class ColumnMap:
         if isinstance(value, (str, int)) and not isinstance(value, bool):
             return str(value)
         return None
+
+
+def _check_mapping(
+    role: str, column: object, names: list[str], spell: Spelling, roles: Sequence[str]
+) -> None:
+    """One ``role -> column`` the caller gave: a role that may be read, a column the table has."""
+    if role == "metadata" and role not in roles:
+        raise ComposoValidationError(
+            "columns: 'metadata' is not read from a DataFrame: every column of the "
+            "table comes back unchanged in the result, so drop it from columns="
+        )
+    if role not in roles:
+        raise ComposoValidationError(
+            f"columns: unknown role {role!r}; the roles are {', '.join(roles)}"
+        )
+    if isinstance(column, str) and column in names:
+        return
+    import difflib
+
+    close = difflib.get_close_matches(str(column), names, n=1, cutoff=0.6)
+    hint = f" (did you mean {spell(role, close[0])}?)" if close else ""
+    lead = "columns: " if spell is python_spelling else ""
+    raise ComposoValidationError(
+        f"{lead}{spell(role, str(column))} is not a column of this table{hint}; its "
+        f"columns are {_listing(names)}"
+    )
 
 
 def _listing(names: Sequence[str]) -> str:
