@@ -12,11 +12,11 @@ from typing import Any, TypeVar
 
 from fastapi import FastAPI, Request, Response
 from pydantic import BaseModel, ValidationError
+from starlette.types import ASGIApp
 
 from composo._core.wire import LIGHTNING_MODEL_CORES, RewardRequest, TraceRequest, is_binary
 from composo._version import __version__
-from composo.server._asgi import ASGIApp
-from composo.server._bodies import dumps, validation_detail
+from composo.server._bodies import json_response, refusal, validation_detail
 from composo.server._config import ServerConfig
 from composo.server._devswitch import DevSwitch, FaultList
 from composo.server._gate import API_KEY_SCOPE_KEY, BODY_SCOPE_KEY, Gate
@@ -29,6 +29,7 @@ from composo.server._history import (
     keep_flushing,
     recorded,
 )
+from composo.server._otlp import mount as mount_otlp
 from composo.server._parse import Refused, parse_request
 from composo.server._platform_api import mount as mount_platform_api
 from composo.server._received import ReceivedLog, judge_header_app
@@ -42,10 +43,6 @@ __all__ = ["MAX_IDEMPOTENCY_KEY", "build_app"]
 _log = logging.getLogger("composo.server")
 _R = TypeVar("_R", RewardRequest, TraceRequest)
 MAX_IDEMPOTENCY_KEY = 255
-
-
-def _json(obj: Any, status: int = 200) -> Response:
-    return Response(dumps(obj), status_code=status, media_type="application/json")
 
 
 def build_app(config: ServerConfig, received: ReceivedLog | None = None) -> ASGIApp:
@@ -92,6 +89,7 @@ def build_app(config: ServerConfig, received: ReceivedLog | None = None) -> ASGI
     )
 
     async def parse(request: Request, model: type[_R]) -> _R:
+        CALLER.set(Caller(request.scope.get(API_KEY_SCOPE_KEY), request.scope["path"]))
         parsed = await parse_request(request.scope.get(BODY_SCOPE_KEY, b""), model)
         try:
             criterion = service.criterion(parsed)
@@ -107,49 +105,38 @@ def build_app(config: ServerConfig, received: ReceivedLog | None = None) -> ASGI
         return parsed
 
     async def evaluate(request: Request, model: type[_R]) -> Response:
-        CALLER.set(Caller(request.scope.get(API_KEY_SCOPE_KEY), request.scope["path"]))
         try:
-            parsed = await parse(request, model)
-            return _json(await _run(parsed))
+            return json_response(await _run(await parse(request, model)))
         except Refused as exc:
-            return _json({"detail": exc.detail}, exc.status)
+            return refusal(exc.detail, exc.status)
         except JudgeError as exc:
             _log.warning("judge %s failed: %s", judge.name, exc)
-            return _json({"detail": f"the {judge.name} judge failed: {exc}"}, 502)
+            return refusal(f"the {judge.name} judge failed: {exc}", 502)
         except Exception as exc:
             # A judge (a plugin's, say) that breaks still answers in the platform's error shape.
             _log.warning("judge %s raised %s", judge.name, type(exc).__name__)
-            return _json(
-                {"detail": f"the {judge.name} judge raised {type(exc).__name__}: {exc}"}, 500
-            )
+            return refusal(f"the {judge.name} judge raised {type(exc).__name__}: {exc}", 500)
 
     async def background(request: Request, model: type[_R]) -> Response:
         idem = request.headers.get("idempotency-key")
         if idem is not None and not 1 <= len(idem) <= MAX_IDEMPOTENCY_KEY:
-            return _json(
-                {"detail": f"Idempotency-Key: 1 to {MAX_IDEMPOTENCY_KEY} characters, one per call"},
-                422,
-            )
-        CALLER.set(Caller(request.scope.get(API_KEY_SCOPE_KEY), request.scope["path"]))
+            return refusal(f"Idempotency-Key: 1 to {MAX_IDEMPOTENCY_KEY} characters, one per call")
         try:
             parsed = await parse(request, model)
             task_id = await state["tasks"].submit(
                 parsed, request.scope.get(API_KEY_SCOPE_KEY), idem
             )
         except Refused as exc:
-            return _json({"detail": exc.detail}, exc.status)
+            return refusal(exc.detail, exc.status)
         except sqlite3.Error as exc:
             _log.warning("task database error: %s", exc)
-            return _json({"detail": f"the task database is unavailable: {exc}"}, 503)
+            return refusal(f"the task database is unavailable: {exc}", 503)
         except IdempotencyConflict:
-            return _json(
-                {
-                    "detail": "Idempotency-Key: already used for a different request; send a "
-                    "new key with each new submission (and the same key only when repeating one)"
-                },
-                422,
+            return refusal(
+                "Idempotency-Key: already used for a different request; send a new key with "
+                "each new submission (and the same key only when repeating one)"
             )
-        return _json({"task_id": task_id})
+        return json_response({"task_id": task_id})
 
     # The evaluation routes: reward and trace, answered now or (background) as a task to poll.
     for suffix, handle in (("", evaluate), ("/background", background)):
@@ -166,23 +153,19 @@ def build_app(config: ServerConfig, received: ReceivedLog | None = None) -> ASGI
     async def task(task_id: str, request: Request) -> Response:
         info = await state["tasks"].info(task_id, request.scope.get(API_KEY_SCOPE_KEY))
         if info is None:
-            return _json({"detail": f"no task with id {task_id!r} on this server"}, 404)
-        return _json(info)
+            return refusal(f"no task with id {task_id!r} on this server", 404)
+        return json_response(info)
 
     @app.get("/api/healthcheck")
     async def healthcheck() -> Response:
-        return _json({"status": "ok", "judge": judge.name, "version": __version__})
+        return json_response({"status": "ok", "judge": judge.name, "version": __version__})
 
     if dev is not None:
         _dev_routes(app, dev)
     app.openapi = _with_request_models(app.openapi)  # type: ignore[method-assign]
 
-    # -- OTLP trace receiver (composo serve --otlp; composo.server._otlp) --
-    from composo.server._otlp import mount as mount_otlp
-
     mount_otlp(app, config, lambda: state["tasks"])
-    # -- end OTLP trace receiver --
-    mount_platform_api(app, history)  # usage, evaluation history, traces (_platform_api)
+    mount_platform_api(app, history)
 
     gate = Gate(
         app,
@@ -241,14 +224,14 @@ def _dev_routes(app: FastAPI, dev: DevSwitch) -> None:
         try:
             body = FaultList.model_validate_json(request.scope.get(BODY_SCOPE_KEY, b""))
         except ValidationError as exc:
-            return _json({"detail": validation_detail(exc)}, 422)
-        return _json({"queued": dev.queue(body.faults)})
+            return refusal(validation_detail(exc))
+        return json_response({"queued": dev.queue(body.faults)})
 
     @app.delete("/_dev/faults")
     async def clear_faults() -> Response:
         dev.reset()
-        return _json({"queued": 0})
+        return json_response({"queued": 0})
 
     @app.get("/_dev/requests")
     async def recorded() -> Response:
-        return _json(dev.requests)
+        return json_response(dev.requests)

@@ -6,8 +6,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pydantic import ValidationError
+from starlette.responses import Response
 
-__all__ = ["dumps", "loads", "validation_detail"]
+__all__ = ["dumps", "json_response", "loads", "refusal", "validation_detail"]
 
 try:
     import orjson
@@ -26,6 +27,15 @@ except ImportError:  # pragma: no cover - orjson is optional
 
     def loads(data: bytes) -> Any:
         return json.loads(data)
+
+
+def json_response(obj: Any, status: int = 200) -> Response:
+    return Response(dumps(obj), status_code=status, media_type="application/json")
+
+
+def refusal(detail: str, status: int = 422) -> Response:
+    """An error answer in the platform's shape."""
+    return json_response({"detail": detail}, status)
 
 
 _MAX_ERRORS = 5
@@ -75,7 +85,7 @@ def _looks_like_branch(part: str | int) -> bool:
     )
 
 
-def _message(err: Mapping[str, Any], name: str) -> str:
+def _message(err: Mapping[str, Any]) -> str:
     kind = err["type"]
     if kind == "extra_forbidden":
         return "unknown field: the API does not accept it; remove it"
@@ -102,29 +112,35 @@ def validation_detail(
     shallow: set[_Path] = set()
     for err in errors:
         path = _real_path(err["loc"], data, err["type"] == "missing")
-        msg = _message(err, str(path[-1]) if path else "")
         if err["type"] in _EXPECTED:
             shallow.add(path)
-        grouped.setdefault(path, [])
-        if msg not in grouped[path]:
-            grouped[path].append(msg)
+        msgs = grouped.setdefault(path, [])
+        if (msg := _message(err)) not in msgs:
+            msgs.append(msg)
     # A type mismatch of one union branch where another branch got further is noise.
     deeper = {p[:n] for p in grouped for n in range(len(p))}
-    parts: list[str] = []
-    for path, msgs in grouped.items():
-        if path in shallow and path in deeper:
-            msgs = [m for m in msgs if not m.startswith("expected ")]
-            if not msgs:
-                continue
-        expected = [m.removeprefix("expected ") for m in msgs if m.startswith("expected ")]
-        others = [m for m in msgs if not m.startswith("expected ")]
-        if len(expected) > 1:
-            msgs = [*others, "expected " + " or ".join(dict.fromkeys(expected))]
-        where = ".".join(str(p) for p in path)
-        for msg in msgs:
-            named = not where or msg.startswith((where, str(path[-1]) + ":", str(path[-1]) + "["))
-            parts.append(msg if named else f"{where}: {msg}")
+    parts = [
+        line
+        for path, msgs in grouped.items()
+        for line in _lines(path, msgs, path in shallow and path in deeper)
+    ]
     shown = parts[:_MAX_ERRORS]
     if len(parts) > _MAX_ERRORS:
         shown.append(f"and {len(parts) - _MAX_ERRORS} more")
     return "; ".join(shown)
+
+
+def _lines(path: _Path, msgs: list[str], noise: bool) -> list[str]:
+    """One field's messages, its expected types merged into one "expected a or b"."""
+    expected = [m.removeprefix("expected ") for m in msgs if m.startswith("expected ")]
+    others = [m for m in msgs if not m.startswith("expected ")]
+    if noise:
+        msgs = others
+    elif len(expected) > 1:
+        msgs = [*others, "expected " + " or ".join(dict.fromkeys(expected))]
+    where = ".".join(str(p) for p in path)
+    last = str(path[-1]) if path else ""
+    return [
+        m if not where or m.startswith((where, last + ":", last + "[")) else f"{where}: {m}"
+        for m in msgs
+    ]

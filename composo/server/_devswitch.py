@@ -13,11 +13,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from composo.server._received import SECRET_HEADERS
+
 __all__ = ["MAX_RECORDED_BYTES", "MAX_RECORDED_REQUESTS", "DevSwitch", "Fault", "FaultList"]
 
-_HIDDEN_HEADERS = frozenset(
-    {"api-key", "x-api-key", "authorization", "proxy-authorization", "cookie"}
-)
 MAX_RECORDED_REQUESTS = 1000
 MAX_RECORDED_BYTES = 32 * 1024 * 1024
 MAX_QUEUED_FAULTS = 1000
@@ -98,7 +97,7 @@ class DevSwitch:
         shown = {
             k.decode("latin-1"): v.decode("latin-1")
             for k, v in headers
-            if k.decode("latin-1").lower() not in _HIDDEN_HEADERS
+            if k.decode("latin-1").lower() not in SECRET_HEADERS
         }
         self._append(_Recorded(method, path, shown, body))
 

@@ -1,27 +1,27 @@
 """The outermost ASGI layer in front of ``/api/v1`` (and ``/_dev`` when switched on).
 
-Everything a request's head can decide is decided before one byte of its body is read: a key in
-the query string (400, on every path: it would end up in logs), the API key (401), the rate
-limit (429) and a declared length over the limit (413) are answered at once. Only then is the
-body read, counted as it streams (a chunked body is cut at the limit). Written as plain ASGI so
-it costs microseconds.
+Everything a request's head can decide is answered before one byte of its body is read: a key in
+the query string (400, on every path: it would end up in logs), the API key (401), a declared
+length over the limit (413) and the rate limit (429). Only then is the body read, counted as it
+streams (a chunked body is cut at the limit).
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
 import uuid
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from composo.server._asgi import ASGIApp, Message, Receive, Scope, Send
 from composo.server._bodies import dumps
 from composo.server._devswitch import DevSwitch, Fault
 from composo.server._guards import KeyCheck, RateLimiter
 from composo.server._redact import credential_parameter
 
-__all__ = ["API_KEY_SCOPE_KEY", "BODY_SCOPE_KEY", "DISCARD_FACTOR", "Gate"]
+if TYPE_CHECKING:
+    from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-_log = logging.getLogger("composo.server")
+__all__ = ["API_KEY_SCOPE_KEY", "BODY_SCOPE_KEY", "DISCARD_FACTOR", "Gate"]
 
 BODY_SCOPE_KEY = "composo.body"
 API_KEY_SCOPE_KEY = "composo.api_key"
@@ -40,6 +40,29 @@ class _TooLarge(Exception):
 
 class _Gone(Exception):
     pass
+
+
+@dataclass(frozen=True)
+class _Head:
+    """What the gate reads of a request's headers."""
+
+    api_key: bytes | None = None
+    declared: int | None = None
+    chunked: bool = False
+
+    @classmethod
+    def of(cls, headers: list[tuple[bytes, bytes]]) -> _Head:
+        """Raises ``ValueError`` when Content-Length is not a number."""
+        named = dict(headers)
+        length = named.get(b"content-length")
+        return cls(
+            named.get(b"api-key"),
+            None if length is None else int(length),
+            b"transfer-encoding" in named,
+        )
+
+
+_Refusal = tuple[int, str, dict[str, str]]
 
 
 class Gate:
@@ -72,102 +95,87 @@ class Gate:
             await self._unguarded(scope, receive, send)
             return
         send = _with_request_id(send)
-        headers: list[tuple[bytes, bytes]] = scope["headers"]
-        api_key: bytes | None = None
-        length: bytes | None = None
-        chunked = False
-        for name, value in headers:
-            if name == b"api-key":
-                api_key = value
-            elif name == b"content-length":
-                length = value
-            elif name == b"transfer-encoding":
-                chunked = True
-        path: str = scope["path"]
-        method: str = scope["method"]
         try:
-            declared = None if length is None else int(length)
+            head = _Head.of(scope["headers"])
         except ValueError:
             await _answer(send, 400, "Content-Length is not a number", close=True)
             return
-        # What to do with an unread body after an early answer: nothing to do without one.
-        close = chunked or (declared or 0) > DISCARD_FACTOR * self.max_body_bytes
-
-        if leaked is not None:
-            if self.dev is not None and path.startswith(_EVAL_PREFIX):
-                self.dev.record_refused(method, path, 400)
-            await _answer(
-                send,
-                400,
-                f"query parameter {leaked!r}: this server takes no credentials in the URL (URLs "
-                "are written to logs); send the key in the API-Key header",
-                close=close,
-            )
+        refusal = self._refusal(scope, head, leaked)
+        if refusal is None and self.limiter is not None:
+            send, refusal = self._rate(scope, head.api_key, send, self.limiter)
+        if refusal is not None:
+            # What to do with the unread body: nothing to do without one.
+            close = head.chunked or (head.declared or 0) > DISCARD_FACTOR * self.max_body_bytes
+            await _answer(send, *refusal, close=close)
             return
-        problem = self.keys.problem(api_key)
-        if problem is not None:
-            if self.dev is not None and path.startswith(_EVAL_PREFIX):
-                self.dev.record_refused(method, path, 401)
-            await _answer(send, 401, problem, close=close)
-            return
-        if declared is not None and declared > self.max_body_bytes:
-            await _answer(send, 413, self._too_large(), close=close)
-            return
-        if self.limiter is not None:
-            # Without configured keys any key is accepted, so the key cannot tell clients apart.
-            client = scope.get("client")
-            who = (client[0] if client else "").encode() if self.keys.open else api_key or b""
-            # POSTs are counted; every answer says where the quota stands.
-            wait = self.limiter.retry_after(who) if method == "POST" else 0
-            send = _with_headers(send, self.limiter.headers(who))
-            if wait:
-                await _answer(
-                    send,
-                    429,
-                    f"rate limit of {self.limiter.per_minute:g} requests per minute reached; "
-                    f"retry in {wait}s",
-                    {"retry-after": str(wait)},
-                    close=close,
-                )
-                return
         try:
-            await self._admitted(scope, receive, send, api_key, bool(declared or chunked))
+            await self._admitted(scope, receive, send, head)
         finally:
             scope.pop(BODY_SCOPE_KEY, None)  # a kept-alive connection's scope outlives the answer
+
+    def _refusal(self, scope: Scope, head: _Head, leaked: str | None) -> _Refusal | None:
+        """400 for a credential in the URL, 401 for the key, 413 for a declared length."""
+        problem = self.keys.problem(head.api_key)
+        if leaked is not None:
+            status = 400
+            detail = (
+                f"query parameter {leaked!r}: this server takes no credentials in the URL "
+                "(URLs are written to logs); send the key in the API-Key header"
+            )
+        elif problem is not None:
+            status, detail = 401, problem
+        elif head.declared is not None and head.declared > self.max_body_bytes:
+            return 413, self._too_large(), {}
+        else:
+            return None
+        if self.dev is not None and scope["path"].startswith(_EVAL_PREFIX):
+            self.dev.record_refused(scope["method"], scope["path"], status)
+        return status, detail, {}
+
+    def _rate(
+        self, scope: Scope, api_key: bytes | None, send: Send, limiter: RateLimiter
+    ) -> tuple[Send, _Refusal | None]:
+        """POSTs are counted; every answer says where the quota stands."""
+        # Without configured keys any key is accepted, so the key cannot tell clients apart.
+        client = scope.get("client")
+        who = (client[0] if client else "").encode() if self.keys.open else api_key or b""
+        wait = limiter.retry_after(who) if scope["method"] == "POST" else 0
+        send = _with_headers(send, limiter.headers(who))
+        if not wait:
+            return send, None
+        detail = (
+            f"rate limit of {limiter.per_minute:g} requests per minute reached; retry in {wait}s"
+        )
+        return send, (429, detail, {"retry-after": str(wait)})
 
     async def _unguarded(self, scope: Scope, receive: Receive, send: Send) -> None:
         """A route that reads its own body (the OTLP receiver, which counts it as it streams):
         a declared length still counts against the limit before the application reads a byte."""
-        declared = 0
-        for name, value in scope["headers"]:
-            if name == b"content-length":
-                declared = int(value) if value.isdigit() else 0
+        length = dict(scope["headers"]).get(b"content-length", b"")
+        declared = int(length) if length.isdigit() else 0
         if declared > self.max_body_bytes:
             close = declared > DISCARD_FACTOR * self.max_body_bytes
             await _answer(_with_request_id(send), 413, self._too_large(), close=close)
             return
         await self.app(scope, receive, send)
 
-    async def _admitted(
-        self, scope: Scope, receive: Receive, send: Send, api_key: bytes | None, has_body: bool
-    ) -> None:
+    async def _admitted(self, scope: Scope, receive: Receive, send: Send, head: _Head) -> None:
         """Read the body and hand the request on."""
         path: str = scope["path"]
-        method: str = scope["method"]
         try:
-            body = await self._read(receive) if has_body else b""
+            body = await self._read(receive) if head.declared or head.chunked else b""
         except _TooLarge:
             await _answer(send, 413, self._too_large(), close=True)
             return
         except _Gone:
             return
         if self.dev is not None and path.startswith(_EVAL_PREFIX):
-            self.dev.record(method, path, scope["headers"], body)
+            self.dev.record(scope["method"], path, scope["headers"], body)
             fault = self.dev.take(path)
-            if fault is not None and await self._fault(fault, receive, send):
+            if fault is not None and await _fault(fault, send):
                 return
         scope[BODY_SCOPE_KEY] = body
-        scope[API_KEY_SCOPE_KEY] = api_key
+        scope[API_KEY_SCOPE_KEY] = head.api_key
         await self.app(scope, _no_more(receive), send)
 
     def _too_large(self) -> str:
@@ -191,22 +199,24 @@ class Gate:
                 raise _TooLarge
             chunks.append(chunk)
             if not message.get("more_body", False):
-                return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+                return b"".join(chunks)
 
-    async def _fault(self, fault: Fault, receive: Receive, send: Send) -> bool:
-        """Apply ``fault``; ``True`` when the request was answered (or dropped) by it."""
-        if fault.delay:
-            await asyncio.sleep(fault.delay)
-        if fault.drop:
-            await _drop(send)
-            return True
-        if fault.status is not None:
-            extra = {"retry-after": fault.retry_after} if fault.retry_after is not None else {}
-            await _answer(
-                send, fault.status, fault.detail or f"injected fault {fault.status}", extra
-            )
-            return True
-        return False
+
+async def _fault(fault: Fault, send: Send) -> bool:
+    """Apply ``fault``; ``True`` when the request was answered (or dropped) by it."""
+    if fault.delay:
+        await asyncio.sleep(fault.delay)
+    if fault.drop:
+        # A head that promises a body which never comes: returning without finishing it makes
+        # uvicorn close the connection, as when a server dies mid-answer.
+        headers = [(b"content-length", b"100")]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        return True
+    if fault.status is not None:
+        extra = {"retry-after": fault.retry_after} if fault.retry_after is not None else {}
+        await _answer(send, fault.status, fault.detail or f"injected fault {fault.status}", extra)
+        return True
+    return False
 
 
 def _no_more(receive: Receive) -> Receive:
@@ -225,8 +235,6 @@ def _no_more(receive: Receive) -> Receive:
 
 
 def _with_headers(send: Send, extra: list[tuple[bytes, bytes]]) -> Send:
-    """Add ``extra`` headers to the answer (the rate limit's state as the request was counted)."""
-
     async def tagged(message: Message) -> None:
         if message["type"] == "http.response.start":
             message = {**message, "headers": [*message.get("headers", []), *extra]}
@@ -250,12 +258,3 @@ async def _answer(
         raw.append((b"connection", b"close"))
     await send({"type": "http.response.start", "status": status, "headers": raw})
     await send({"type": "http.response.body", "body": body})
-
-
-async def _drop(send: Send) -> None:
-    """End the exchange without a whole answer: a head that promises a body which never comes.
-    Returning without finishing it makes uvicorn close the connection, so the client sees a
-    broken connection, as when a server dies mid-answer."""
-    await send(
-        {"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"100")]}
-    )

@@ -13,10 +13,8 @@ to the results file as a row of ``composo evaluate``'s format (``composo report`
 from __future__ import annotations
 
 import asyncio
-import hmac
 import json
 import logging
-import os
 import zlib
 from collections import OrderedDict
 from collections.abc import Callable
@@ -28,8 +26,9 @@ from fastapi import FastAPI, Request, Response
 
 from composo._core.responses import MultiAgentTraceResponse
 from composo._core.wire import TraceRequest
-from composo.server._bodies import dumps
+from composo.server._bodies import json_response, refusal
 from composo.server._config import ServerConfig
+from composo.server._guards import KeyCheck
 
 __all__ = ["OtlpReceiver", "SpanSink", "configure", "mount"]
 
@@ -52,13 +51,8 @@ class SpanSink(Protocol):
 
 @dataclass
 class OtlpReceiver:
-    """What ``--otlp`` switches on.
-
-    Attributes:
-        sink: The span collector (``composo.tracing._collector.TraceCollector``).
-        criteria: Every finished trace is evaluated against each.
-        results: The file each result row is appended to (``None``: none).
-    """
+    """What ``--otlp`` switches on: the span collector, the criteria every finished trace is
+    evaluated against, and the file each result row is appended to (``None``: none)."""
 
     sink: SpanSink
     criteria: tuple[str, ...]
@@ -88,30 +82,25 @@ def configure(receiver: OtlpReceiver | None) -> None:
 
 
 def mount(app: FastAPI, config: ServerConfig, tasks: Callable[[], Any]) -> None:
-    """Add the OTLP routes to ``app`` when a receiver is configured.
-
-    Args:
-        app: The server's application.
-        config: Its settings (API keys and the body limit apply to OTLP requests too).
-        tasks: Returns the server's task manager (``submit(request)``, ``info(task_id)``).
-    """
+    """Add the OTLP routes to ``app`` when a receiver is configured; ``tasks()`` is the server's
+    task manager. The API keys and the body limit apply to OTLP requests too."""
     receiver = _receiver
     if receiver is None:
         return
     sweeper: list[asyncio.Task[None]] = []
     running: set[asyncio.Task[None]] = set()
     writing = asyncio.Lock()
+    keys = KeyCheck(config.api_keys)
 
     def refused(request: Request) -> Response | None:
-        if not config.api_keys:
-            return None
+        """The API-Key header, or an OTLP exporter's ``Authorization: Bearer``."""
         given = request.headers.get("api-key") or ""
         auth = request.headers.get("authorization") or ""
         if auth.lower().startswith("bearer "):
             given = given or auth[7:]
-        if any(hmac.compare_digest(given.encode(), k.encode()) for k in config.api_keys):
+        if keys.problem(given.encode()) is None:
             return None
-        return _json({"detail": "missing or wrong API key: send the API-Key header"}, 401)
+        return refusal("missing or wrong API key: send the API-Key header", 401)
 
     async def evaluate(converted: Any) -> None:
         index = receiver.next_index
@@ -188,7 +177,7 @@ def mount(app: FastAPI, config: ServerConfig, tasks: Callable[[], Any]) -> None:
         problem = refused(request)
         if problem is not None:
             return problem
-        too_large = _json({"detail": f"body over {config.max_body_bytes} bytes"}, 413)
+        too_large = refusal(f"body over {config.max_body_bytes} bytes", 413)
         body = await _read_bounded(request, config.max_body_bytes)
         if body is None:
             return too_large
@@ -203,7 +192,7 @@ def mount(app: FastAPI, config: ServerConfig, tasks: Callable[[], Any]) -> None:
                     return too_large
             accepted = await asyncio.to_thread(receiver.sink.ingest, body, content_type)
         except (ValueError, OSError, EOFError, zlib.error) as exc:
-            return _json({"detail": f"not an OTLP trace export: {exc}"}, 400)
+            return refusal(f"not an OTLP trace export: {exc}", 400)
         if not sweeper:
             sweeper.append(asyncio.get_running_loop().create_task(sweep()))
         await drain()
@@ -211,7 +200,7 @@ def mount(app: FastAPI, config: ServerConfig, tasks: Callable[[], Any]) -> None:
         if content_type.startswith("application/x-protobuf"):
             # an empty ExportTraceServiceResponse: everything was accepted
             return Response(b"", media_type="application/x-protobuf")
-        return _json({})
+        return json_response({})
 
     @app.get("/v1/traces/{trace_id}")
     async def trace_status(trace_id: str, request: Request) -> Response:
@@ -220,18 +209,13 @@ def mount(app: FastAPI, config: ServerConfig, tasks: Callable[[], Any]) -> None:
             return problem
         entry = receiver.traces.get(trace_id.lower())
         if entry is None:
-            return _json({"detail": f"no finished trace {trace_id!r} on this server"}, 404)
-        return _json(entry)
+            return refusal(f"no finished trace {trace_id!r} on this server", 404)
+        return json_response(entry)
 
 
 def _append(path: Path, data: bytes) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-    finally:
-        os.close(fd)
+    with path.open("ab") as f:
+        f.write(data)
 
 
 def _row(
@@ -276,7 +260,3 @@ def _inflate(body: bytes, encoding: str, limit: int) -> bytes | None:
     if not inflater.eof:
         raise ValueError(f"the {encoding} stream is cut short")
     return out
-
-
-def _json(obj: Any, status: int = 200) -> Response:
-    return Response(dumps(obj), status_code=status, media_type="application/json")

@@ -19,19 +19,11 @@ from composo._platform_types import (
     USAGE_PATH,
     EvaluationFilterRequest,
 )
-from composo.server._bodies import dumps, loads, validation_detail
+from composo.server._bodies import json_response, loads, refusal, validation_detail
 from composo.server._gate import API_KEY_SCOPE_KEY, BODY_SCOPE_KEY
 from composo.server._history import MAX_PAGE_SIZE, HistoryStore
 
 __all__ = ["mount"]
-
-
-def _json(obj: object, status: int = 200) -> Response:
-    return Response(dumps(obj), status_code=status, media_type="application/json")
-
-
-def _refuse(detail: str, status: int = 422) -> Response:
-    return _json({"detail": detail}, status)
 
 
 def mount(app: FastAPI, history: HistoryStore) -> None:
@@ -40,7 +32,7 @@ def mount(app: FastAPI, history: HistoryStore) -> None:
     @app.get(USAGE_PATH)
     async def usage(request: Request) -> Response:
         key = request.scope.get(API_KEY_SCOPE_KEY)
-        return _json(await asyncio.to_thread(history.usage, key))
+        return json_response(await asyncio.to_thread(history.usage, key))
 
     @app.post(EVALUATIONS_FILTER_PATH)
     async def filter_evaluations(request: Request) -> Response:
@@ -48,31 +40,31 @@ def mount(app: FastAPI, history: HistoryStore) -> None:
         try:
             data = loads(body)
         except ValueError:
-            return _refuse('body: not JSON; send a JSON object such as {"page": 1}')
+            return refusal('body: not JSON; send a JSON object such as {"page": 1}')
         try:
             query = EvaluationFilterRequest.model_validate(data)
         except ValidationError as exc:
-            return _refuse(validation_detail(exc, data))
+            return refusal(validation_detail(exc, data))
         if query.page_size is not None and query.page_size > MAX_PAGE_SIZE:
-            return _refuse(f"page_size: at most {MAX_PAGE_SIZE} (ask for the next page instead)")
+            return refusal(f"page_size: at most {MAX_PAGE_SIZE} (ask for the next page instead)")
         key = request.scope.get(API_KEY_SCOPE_KEY)
-        return _json(await asyncio.to_thread(history.evaluations, key, query))
+        return json_response(await asyncio.to_thread(history.evaluations, key, query))
 
     @app.get(TRACES_PATH)
     async def list_traces(request: Request) -> Response:
         params = request.query_params
         unknown = sorted(set(params) - {"page_token", "page_size", "start_date", "end_date"})
         if unknown:
-            return _refuse(
+            return refusal(
                 f"{unknown[0]}: not a parameter of {TRACES_PATH}; use page_token, page_size, "
                 "start_date or end_date"
             )
         try:
             size = int(params.get("page_size", TRACES_DEFAULT_PAGE_SIZE))
         except ValueError:
-            return _refuse("page_size: expected an integer")
+            return refusal("page_size: expected an integer")
         if not 1 <= size <= TRACES_MAX_PAGE_SIZE:
-            return _refuse(f"page_size: must be between 1 and {TRACES_MAX_PAGE_SIZE}, got {size}")
+            return refusal(f"page_size: must be between 1 and {TRACES_MAX_PAGE_SIZE}, got {size}")
         try:
             start = _when(params.get("start_date"), "start_date")
             end = _when(params.get("end_date"), "end_date")
@@ -81,20 +73,20 @@ def mount(app: FastAPI, history: HistoryStore) -> None:
                 history.traces, key, params.get("page_token"), size, start, end
             )
         except ValueError as exc:
-            return _refuse(str(exc))
-        return _json(page)
+            return refusal(str(exc))
+        return json_response(page)
 
     @app.get(TRACES_PATH + "/{trace_id}")
     async def get_trace(trace_id: str, request: Request) -> Response:
         try:
             canonical = str(uuid.UUID(trace_id))
         except ValueError:
-            return _refuse(f"trace_id: {trace_id[:64]!r} is not a UUID")
+            return refusal(f"trace_id: {trace_id[:64]!r} is not a UUID")
         key = request.scope.get(API_KEY_SCOPE_KEY)
         found = await asyncio.to_thread(history.trace, key, canonical)
         if found is None:
-            return _refuse(f"no trace with id {canonical!r} for this API key", 404)
-        return _json(found)
+            return refusal(f"no trace with id {canonical!r} for this API key", 404)
+        return json_response(found)
 
 
 def _when(text: str | None, name: str) -> float | None:

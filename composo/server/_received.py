@@ -1,7 +1,6 @@
-"""The outermost ASGI layer of a running server: names the judge on every answer, and the
-model it runs when it runs one (the headers of :mod:`composo._core.provenance`, so a client can
-say where its scores came from) and, when asked, keeps a bounded record of the requests received
-(``LocalServer.requests``) for debugging an adapter without a proxy."""
+"""The outermost ASGI layer: names the judge (and the model it runs) on every answer, so a client
+can say where its scores came from, and, when asked, keeps a bounded record of the requests
+received (``LocalServer.requests``) for debugging an adapter without a proxy."""
 
 from __future__ import annotations
 
@@ -10,13 +9,15 @@ import json
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from composo._core.provenance import JUDGE_HEADER, JUDGE_MODEL_HEADER
-from composo.server._asgi import ASGIApp, Message, Receive, Scope, Send
 
-__all__ = ["JUDGE_HEADER", "Received", "ReceivedLog", "judge_header_app"]
-_SECRET_HEADERS = frozenset(
+if TYPE_CHECKING:
+    from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+__all__ = ["JUDGE_HEADER", "SECRET_HEADERS", "Received", "ReceivedLog", "judge_header_app"]
+SECRET_HEADERS = frozenset(
     {"authorization", "proxy-authorization", "api-key", "x-api-key", "cookie"}
 )
 
@@ -42,14 +43,7 @@ class Received:
     at: float = field(default=0.0)
 
     def json(self) -> Any:
-        """The body parsed as JSON.
-
-        Returns:
-            The decoded body.
-
-        Raises:
-            ValueError: The body is not JSON (or was cut at the size limit).
-        """
+        """The body parsed as JSON; ``ValueError`` if it is not (or was cut at the limit)."""
         return json.loads(self.body)
 
 
@@ -98,7 +92,7 @@ def judge_header_app(
             headers = {}
             for k, v in scope.get("headers", []):
                 key = k.decode("latin-1").lower()
-                headers[key] = "***" if key in _SECRET_HEADERS else v.decode("latin-1")
+                headers[key] = "***" if key in SECRET_HEADERS else v.decode("latin-1")
             log.add(
                 Received(
                     method=str(scope.get("method", "")),
