@@ -180,29 +180,14 @@ def compare_rows(
     from composo.cli._summary import Summary
 
     base, new = _table(base_rows), _table(new_rows)
-    if not base or not new:
-        raise CompareError(f"{'BASE' if not base else 'NEW'} holds no result rows")
-    shared = [c for c in new if c in base]
-    only_base = [c for c in base if c not in new]
-    only_new = [c for c in new if c not in base]
-    if not shared:
-        raise CompareError(
-            "the two files share no criterion (were they evaluated against different "
-            "criteria?); compare runs of the same -c criteria"
-        )
+    shared = _shared(base, new)
     by_id = _unique_ids(base) and _unique_ids(new)
     # each run's own figures come from its summary; the pairs are this command's
     before = Summary.of(r for c in shared for r in base[c]).criteria
     after = Summary.of(r for c in shared for r in new[c]).criteria
     out: list[CriterionComparison] = []
     for criterion in shared:
-        old = {_key(r, by_id): r for r in base[criterion]}
-        pairs = [
-            Pair(_key(r, by_id), old[_key(r, by_id)], r)
-            for r in new[criterion]
-            if _key(r, by_id) in old and _scored(r) and _scored(old[_key(r, by_id)])
-        ]
-        pairs.sort(key=lambda p: p.key)
+        pairs = _pairs(base[criterion], new[criterion], by_id)
         b, n = before[criterion], after[criterion]
         entry = CriterionComparison(criterion, b.mean, n.mean, b.count, n.count, pairs)
         if pairs:
@@ -214,7 +199,33 @@ def compare_rows(
             f"no item is scored in both files (items are paired by {how}); compare two runs "
             "over the same dataset"
         )
+    only_base = [c for c in base if c not in new]
+    only_new = [c for c in new if c not in base]
     return Comparison(out, only_base, only_new, "id" if by_id else "line")
+
+
+def _shared(base: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """The criteria both runs hold, in NEW's order."""
+    if not base or not new:
+        raise CompareError(f"{'BASE' if not base else 'NEW'} holds no result rows")
+    shared = [c for c in new if c in base]
+    if not shared:
+        raise CompareError(
+            "the two files share no criterion (were they evaluated against different "
+            "criteria?); compare runs of the same -c criteria"
+        )
+    return shared
+
+
+def _pairs(base: list[dict[str, Any]], new: list[dict[str, Any]], by_id: bool) -> list[Pair]:
+    """One criterion's items scored in both runs, in key order."""
+    old = {_key(r, by_id): r for r in base}
+    pairs = [
+        Pair(_key(r, by_id), old[_key(r, by_id)], r)
+        for r in new
+        if _key(r, by_id) in old and _scored(r) and _scored(old[_key(r, by_id)])
+    ]
+    return sorted(pairs, key=lambda p: p.key)
 
 
 def fig(value: float | None, signed: bool = False) -> str:
