@@ -635,7 +635,7 @@ def test_adapters_do_not_import_openai() -> None:
     import sys
 
     code = (
-        "import sys, composo._core.adapters.openai_responses, composo._core.adapters.openai_chat;"
+        "import sys, composo.adapters.openai_responses, composo.adapters.openai_chat;"
         "print('openai' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -144,3 +144,30 @@ def test_a_broken_installed_plugin_is_skipped_with_a_warning(
     assert pm.get_plugin("transcript") is not None
     assert pm.get_plugin("broken") is None
     assert "'broken'" in caplog.text and "skipped" in caplog.text
+
+
+def test_a_package_above_the_core_declares_its_own_hooks() -> None:
+    from composo._core import hookspecs
+    from composo.plugins import add_hookspecs, hookimpl, hookspec
+
+    class Specs:
+        @hookspec(firstresult=True)
+        def composo_test_colour(self, name: str) -> str | None: ...
+
+    class Impl:
+        @hookimpl
+        def composo_test_colour(self, name: str) -> str | None:
+            return f"{name} is blue"
+
+    pm = get_plugin_manager()
+    pm.register(Impl(), name="test.colour")
+    try:
+        add_hookspecs(Specs)  # after the manager is built: taken at once, impls verified
+        assert pm.hook.composo_test_colour(name="sky") == "sky is blue"
+    finally:
+        pm.unregister(name="test.colour")
+    # tracing declares its hook itself; the core's specifications do not name it
+    import composo.tracing._instruments  # noqa: F401
+
+    assert not hasattr(hookspecs, "composo_instruments")
+    assert pm.hook.composo_instruments.spec is not None

@@ -6,6 +6,7 @@ from __future__ import annotations
 from html.parser import HTMLParser
 
 from composo import Composo
+from composo._display import HTML_ROWS
 from composo.types import MultiAgentTraceResponse
 
 HOSTILE = "<script>alert('x')</script><img src=x onerror=alert(1)> \" ' & ]]>"
@@ -127,5 +128,5 @@ def test_a_long_batch_shows_its_first_rows_and_says_how_many_more(client: Compos
     items = [{"id": f"q{i}", "messages": CONVERSATION} for i in range(60)]
     results = client.evaluate_many(items, "Penalize rude answers")
     html = results._repr_html_()
-    assert _parsed(html).tags.count("tr") == 1 + 1 + 1 + results.HTML_ROWS
-    assert f"showing {results.HTML_ROWS} of 60 results" in _inert(html)
+    assert _parsed(html).tags.count("tr") == 1 + 1 + 1 + HTML_ROWS
+    assert f"showing {HTML_ROWS} of 60 results" in _inert(html)

@@ -192,9 +192,7 @@ def reward_requests(
     if system is not None:
         common["system"] = system
     if tools is None and result is not None:
-        from composo._core.adapters.openai_responses import offered_tools
-
-        tools = offered_tools(result)  # a Responses ``Response`` carries the tools it offered
+        tools = convert.result_tools(result)
     if tools is not None:
         common["tools"] = convert.to_tools(tools)
     return _requests(RewardRequest, sources, single, common)

@@ -12,6 +12,7 @@ from composo._core.trace import MultiAgentTrace
 from composo.errors import ComposoValidationError, validation_error
 
 __all__ = [
+    "result_tools",
     "to_input_messages",
     "to_item",
     "to_messages",
@@ -108,6 +109,11 @@ def to_result_messages(obj: Any) -> list[dict[str, Any]]:
 
 def to_tools(obj: Any) -> list[dict[str, Any]]:
     return list(_convert("tools", "composo_convert_tools", obj))
+
+
+def result_tools(result: Any) -> Any:
+    """The tools ``result`` was offered (a Responses ``Response`` carries them), or ``None``."""
+    return get_plugin_manager().hook.composo_result_tools(result=result)
 
 
 def to_trace(obj: Any) -> MultiAgentTrace:

@@ -1,13 +1,13 @@
 """Hook specifications: every way to teach the SDK about a foreign object goes through these.
 
 Converters are ``firstresult`` hooks: a plugin that does not recognise the object returns ``None``
-and the next one is asked. Built-in adapters are registered ``trylast`` so plugins can override
-them.
+and the next one is asked. Built-in adapters are ``trylast`` so plugins can override them.
+Packages above the core declare their own hooks with :func:`composo._core.plugins.add_hookspecs`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import pluggy
@@ -25,7 +25,7 @@ def composo_convert_messages(obj: Any) -> Messages | None:
     """Turn ``obj`` (a value passed as ``messages=``) into OpenAI-style message dicts.
 
     Not asked for a list of plain chat dicts (``role`` system/user/assistant, a string
-    ``content``, optionally ``name``): those are already in that shape and are sent as they are.
+    ``content``, optionally ``name``): those are sent as they are.
     """
 
 
@@ -45,6 +45,12 @@ def composo_convert_tools(obj: Any) -> Messages | None:
 
 
 @hookspec(firstresult=True)
+def composo_result_tools(result: Any) -> Sequence[Any] | None:
+    """The tools ``result`` was offered (a Responses ``Response`` carries them), used as
+    ``tools=`` when that is not given; ``None`` if it carries none."""
+
+
+@hookspec(firstresult=True)
 def composo_convert_trace(obj: Any) -> MultiAgentTrace | None:
     """Turn ``obj`` (a value passed as ``trace=``) into a ``MultiAgentTrace``."""
 
@@ -60,11 +66,17 @@ def composo_supported_types(kind: str) -> list[str] | None:
     (``messages``, ``input``, ``result``, ``tools``, ``trace`` or ``item``)."""
 
 
-@hookspec
-def composo_instruments() -> list[Any] | None:
-    """Tracing instruments this plugin adds: objects with ``name``, ``instrument(tracer_provider)``
-    and ``uninstrument()`` (see ``composo.tracing._instruments``). ``ComposoTracer.init`` takes
-    them as objects or by name, and an ``Instruments`` member of the same name resolves to them."""
+@hookspec(firstresult=True)
+def composo_repr_html(obj: Any) -> str | None:
+    """A notebook's view of a result (``obj`` is an evaluation response, a ``BatchResult`` or
+    ``BatchResults``); the core itself renders nothing."""
+
+
+@hookspec(firstresult=True)
+def composo_progress_bar(total: int | None) -> Any:
+    """A progress display for ``progress=True``: an object with ``start()``,
+    ``update(done, note)`` and ``close()``. Raise if it cannot be shown: it is asked for before
+    any request is made."""
 
 
 @hookspec

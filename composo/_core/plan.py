@@ -17,13 +17,13 @@ from pydantic import ValidationError
 
 from composo._core import build, convert
 from composo._core.options import OPTION_NAMES, merge, set_options
+from composo._core.plugins import get_plugin_manager
 from composo._core.provenance import Provenance
 from composo._core.responses import (
     EvaluationResponse,
     MultiAgentTraceResponse,
     fitted_repr,
-    html_card,
-    html_text,
+    repr_html,
     score_text,
     short,
 )
@@ -120,17 +120,8 @@ class BatchResult:
         fields.append(("score", score_text(self.score)))
         return fitted_repr("BatchResult", [*fields, ("explanation", self.explanation or "")])
 
-    def _repr_html_(self) -> str:
-        """A notebook's view: the pair, its score and the explanation (or the error)."""
-        body = [("item", self.id if self.id is not None else f"#{self.index}")]
-        body.append(("criterion", self.criterion))
-        if self.error is not None:
-            body.append(("error", error_text(self.error)))
-        else:
-            body.append(("explanation", self.explanation or "(none)"))
-        if self.provenance is not None:
-            body.append(("judge", str(self.provenance)))
-        return html_card("score", self.score, body)
+    def _repr_html_(self) -> str | None:
+        return repr_html(self)
 
     def row(self) -> dict[str, Any]:
         """The JSON-ready record the command line writes, one per line."""
@@ -349,49 +340,27 @@ def window_size(concurrency: int | None, limit: int) -> int:
 
 
 class Progress:
-    """Counts finished pairs and shows them: a rich bar (``progress=True``) or the caller's
-    ``callback(done, total)``."""
+    """Counts finished pairs and shows them: the caller's ``callback(done, total)``, or for
+    ``progress=True`` the display a plugin offers (rich's bar, from :mod:`composo._display`)."""
 
     def __init__(self, option: bool | ProgressCallback, total: int | None) -> None:
         self.done = 0
         self.total = total
         self.status: Callable[[], str | None] | None = None
-        """What the bar's description shows besides "evaluating" (e.g. the pace when
-        throttled); called after each pair."""
-        self._callback: ProgressCallback | None = None
+        """A note the bar shows beside "evaluating" (the pace when throttled)."""
+        self._callback = option if callable(option) else None
         self._bar: Any = None
-        self._task: Any = None
-        if callable(option):
-            self._callback = option
-        elif option:
-            # Checked now, so a missing extra is reported before any request is made.
-            try:
-                from rich.console import Console
-                from rich.progress import (
-                    BarColumn,
-                    MofNCompleteColumn,
-                    TextColumn,
-                    TimeElapsedColumn,
-                    TimeRemainingColumn,
-                )
-                from rich.progress import Progress as RichProgress
-            except ImportError:
-                raise ComposoError(
-                    "progress=True needs the rich package: pip install 'composo[cli]'"
-                ) from None
-            self._bar = RichProgress(
-                TextColumn("[progress.description]{task.description}"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TimeElapsedColumn(),
-                TimeRemainingColumn(),
-                console=Console(stderr=True),
-            )
+        self._started = False
+        if option and self._callback is None:
+            # Asked now, so a missing extra is reported before any request is made.
+            self._bar = get_plugin_manager().hook.composo_progress_bar(total=total)
+            if self._bar is None:
+                raise ComposoError("progress=True: no plugin offers a progress display")
 
     def start(self) -> None:
-        if self._bar is not None and self._task is None:
+        if self._bar is not None and not self._started:
             self._bar.start()
-            self._task = self._bar.add_task("evaluating", total=self.total)
+            self._started = True
 
     @staticmethod
     def total_for(items: Any, per_item: int) -> int | None:
@@ -404,15 +373,13 @@ class Progress:
         self.done += 1
         if self._callback is not None:
             self._callback(self.done, self.total)
-        elif self._task is not None:
-            note = self.status() if self.status is not None else None
-            description = f"evaluating ({note})" if note else "evaluating"
-            self._bar.update(self._task, completed=self.done, description=description)
+        elif self._started:
+            self._bar.update(self.done, self.status() if self.status is not None else None)
 
     def close(self) -> None:
-        if self._task is not None:
-            self._bar.stop()
-            self._task = None
+        if self._started:
+            self._bar.close()
+            self._started = False
 
 
 def finished(p: Pending, response: Any = None, error: BaseException | None = None) -> BatchResult:
@@ -448,9 +415,6 @@ def setup(
 class BatchResults(list[BatchResult]):
     """The results of ``evaluate_many``: a list, which also converts to a table."""
 
-    HTML_ROWS = 50
-    """Rows a notebook shows before it says how many more there are."""
-
     def summary(self) -> dict[str, dict[str, Any]]:
         """Per criterion, in order: ``count``, ``scored``, ``not_applicable``, ``failed`` and the
         ``mean`` score of the scored pairs (``None`` if none)."""
@@ -483,45 +447,8 @@ class BatchResults(list[BatchResult]):
             f"mean score {mean})"
         )
 
-    def _repr_html_(self) -> str:
-        """A notebook's view: a summary per criterion, then the first rows as a table."""
-        head = "".join(
-            f"<th style='text-align:left'>{h}</th>"
-            for h in ("criterion", "count", "mean", "n/a", "failed")
-        )
-        summary = "".join(
-            f"<tr><td style='text-align:left'>{html_text(short(c, 80))}</td><td>{s['count']}</td>"
-            f"<td>{score_text(s['mean'])}</td><td>{s['not_applicable']}</td>"
-            f"<td>{s['failed']}</td></tr>"
-            for c, s in self.summary().items()
-        )
-        cols = ("index", "id", "criterion", "score", "explanation / error")
-        rows = "".join(
-            "<tr>"
-            + "".join(
-                f"<td style='text-align:left'>{html_text(v)}</td>"
-                for v in (
-                    r.index,
-                    "" if r.id is None else r.id,
-                    short(r.criterion, 60),
-                    score_text(r.score) if r.error is None else "error",
-                    short(error_text(r.error) if r.error is not None else r.explanation, 200),
-                )
-            )
-            + "</tr>"
-            for r in self[: self.HTML_ROWS]
-        )
-        more = (
-            f"<p>showing {self.HTML_ROWS} of {len(self)} results; to_pandas() has them all</p>"
-            if len(self) > self.HTML_ROWS
-            else ""
-        )
-        table_head = "".join(f"<th style='text-align:left'>{c}</th>" for c in cols)
-        return (
-            f"<div class='composo-batch'><p><b>{len(self)} results</b></p>"
-            f"<table><tr>{head}</tr>{summary}</table>"
-            f"<table><tr>{table_head}</tr>{rows}</table>{more}</div>"
-        )
+    def _repr_html_(self) -> str | None:
+        return repr_html(self)
 
     def to_pandas(self) -> Any:
         """A pandas DataFrame, one row per (item, criterion): ``index``, ``id``, ``criterion``,

@@ -52,26 +52,13 @@ def fitted_repr(name: str, fields: list[tuple[str, object]]) -> str:
         room -= len(text) - REPR_LIMIT
 
 
-def html_text(text: object) -> str:
-    """``text`` inert inside HTML (markup, quotes and all); line breaks kept."""
-    import html
+def repr_html(obj: object) -> str | None:
+    """A notebook's view of ``obj``, from the plugin that renders one (:mod:`composo._display`);
+    ``None`` shows the text ``repr``."""
+    from composo._core.plugins import get_plugin_manager
 
-    return html.escape(str(text), quote=True).replace("\n", "<br>")
-
-
-def html_card(title: str, score: float | None, body: list[tuple[str, str]]) -> str:
-    """A result as a small HTML block: a title, the score large, then labelled lines; every
-    value is escaped here."""
-    rows = "".join(
-        f"<tr><th style='text-align:left;padding-right:1em;vertical-align:top'>"
-        f"{html_text(k)}</th><td style='text-align:left'>{html_text(v)}</td></tr>"
-        for k, v in body
-    )
-    return (
-        f"<div class='composo-result'><div><b>{html_text(title)}</b> "
-        f"<span style='font-size:1.4em'>{html_text(score_text(score))}</span></div>"
-        f"<table>{rows}</table></div>"
-    )
+    html: str | None = get_plugin_manager().hook.composo_repr_html(obj=obj)
+    return html
 
 
 class _Model(BaseModel):
@@ -99,10 +86,8 @@ class _Judged(_Model):
 
 
 class _Verdict(_Judged):
-    """What both verdicts share: their provenance, shown in a notebook too."""
-
-    def _judge_line(self) -> list[tuple[str, str]]:
-        return [] if self._provenance is None else [("judge", str(self._provenance))]
+    def _repr_html_(self) -> str | None:
+        return repr_html(self)
 
 
 _V = TypeVar("_V", bound=_Judged)
@@ -143,14 +128,6 @@ class EvaluationResponse(_Verdict):
         if self.criterion is not None:
             fields.append(("criterion", repr(short(self.criterion, 40))))
         return fitted_repr("EvaluationResponse", [*fields, ("explanation", self.explanation)])
-
-    def _repr_html_(self) -> str:
-        """A notebook's view: the score, the criterion and the judge's explanation."""
-        body = [("criterion", self.criterion)] if self.criterion is not None else []
-        body.append(("explanation", self.explanation or "(none)"))
-        if self.score is None:
-            body.append(("note", "the criterion did not apply to this conversation"))
-        return html_card("score", self.score, [*body, *self._judge_line()])
 
 
 def rounded(score: float | None) -> float | None:
@@ -241,22 +218,6 @@ class MultiAgentTraceResponse(_Verdict):
         if self.criterion is not None:
             fields.append(("criterion", repr(short(self.criterion, 40))))
         return fitted_repr("MultiAgentTraceResponse", [*fields, ("explanation", self.explanation)])
-
-    def _repr_html_(self) -> str:
-        """A notebook's view: the overall score, then each agent's score and explanation."""
-        body = [("criterion", self.criterion)] if self.criterion is not None else []
-        for name, agent in self.results_by_agent_name.items():
-            for instance_id, res in agent.results_by_agent_instance_id.items():
-                label = (
-                    name
-                    if len(agent.results_by_agent_instance_id) == 1
-                    else (f"{name} ({instance_id})")
-                )
-                if res is None:
-                    body.append((label, "n/a"))
-                else:
-                    body.append((label, f"{score_text(res.score)}: {res.explanation}"))
-        return html_card("overall score", self.overall_score, [*body, *self._judge_line()])
 
     def get_rounded(self) -> MultiAgentTraceResponse:
         """A copy with every instance's score rounded to 0 or 1 at 0.5, and ``agent_scores``,

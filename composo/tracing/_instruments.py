@@ -21,10 +21,12 @@ import threading
 from enum import Enum
 from typing import Any, Protocol, runtime_checkable
 
-from composo._core.plugins import get_plugin_manager
+from composo._core.hookspecs import hookspec
+from composo._core.plugins import add_hookspecs, get_plugin_manager
 
 __all__ = [
     "EntryPointInstrument",
+    "Hookspecs",
     "Instrument",
     "InstrumentorInstrument",
     "Instruments",
@@ -37,6 +39,20 @@ __all__ = [
 ENTRY_POINT_GROUP = "openinference_instrumentor"
 
 _log = logging.getLogger("composo.tracing")
+
+
+class Hookspecs:
+    """Tracing's own hook, declared by this package (the core knows nothing of tracing)."""
+
+    @hookspec
+    def composo_instruments(self) -> list[Any] | None:
+        """Tracing instruments this plugin adds: objects with ``name``,
+        ``instrument(tracer_provider)`` and ``uninstrument()``. ``ComposoTracer.init`` takes
+        them as objects or by name, and an ``Instruments`` member of the same name resolves to
+        them."""
+
+
+add_hookspecs(Hookspecs)
 
 
 def missing_extra(exc: ImportError) -> ImportError:

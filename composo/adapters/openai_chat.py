@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from composo._core.adapters.basic import clean_chat_message, is_openai_object
 from composo._core.plugins import hookimpl
+from composo.adapters.basic import clean_chat_message, is_openai_object
 
 
 def _as_dict(obj: Any) -> Mapping[str, Any] | None:

@@ -16,8 +16,8 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from composo._core.adapters.basic import is_openai_object, is_responses_message, with_sources
 from composo._core.plugins import hookimpl
+from composo.adapters.basic import is_openai_object, is_responses_message, with_sources
 
 Json = Mapping[str, Any]
 Message = dict[str, Any]
@@ -515,9 +515,9 @@ def convert_tools(tools: Sequence[Any]) -> list[Message]:
     return out
 
 
-def offered_tools(result: Any) -> Sequence[Any] | None:
-    """The tools a ``Response`` (object or dict) was offered, or ``None``: what ``result=`` a
-    Response is evaluated with when ``tools=`` is not given."""
+@hookimpl(trylast=True)
+def composo_result_tools(result: Any) -> Sequence[Any] | None:
+    """The tools a ``Response`` (object or dict) was offered, or ``None``."""
     if isinstance(result, Mapping):
         tools = result.get("tools") if result.get("object") == "response" else None
     elif is_openai_object(result) and getattr(result, "object", None) == "response":

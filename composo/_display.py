@@ -1,0 +1,184 @@
+"""How results show to people: rich's progress bar and the HTML a notebook renders.
+
+A plugin like the built-in adapters: the core asks ``composo_progress_bar`` and
+``composo_repr_html`` and draws nothing itself. Every value is escaped here.
+"""
+
+from __future__ import annotations
+
+import html
+from typing import TYPE_CHECKING, Any
+
+from composo._core.plugins import hookimpl
+from composo._core.responses import score_text, short
+from composo.errors import ComposoError
+
+if TYPE_CHECKING:
+    from composo._core.plan import BatchResult, BatchResults
+    from composo._core.responses import EvaluationResponse, MultiAgentTraceResponse
+
+__all__ = ["HTML_ROWS", "RichBar", "composo_progress_bar", "composo_repr_html"]
+
+HTML_ROWS = 50
+"""Rows a notebook shows of a batch before it says how many more there are."""
+
+
+class RichBar:
+    """rich's progress bar on stderr, described "evaluating (note)"."""
+
+    def __init__(self, total: int | None) -> None:
+        try:
+            from rich.console import Console
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                TextColumn,
+                TimeElapsedColumn,
+                TimeRemainingColumn,
+            )
+        except ImportError:
+            raise ComposoError(
+                "progress=True needs the rich package: pip install 'composo[cli]'"
+            ) from None
+        self._total = total
+        self._task: Any = None
+        self._bar = Progress(
+            TextColumn("[progress.description]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TimeRemainingColumn(),
+            console=Console(stderr=True),
+        )
+
+    def start(self) -> None:
+        self._bar.start()
+        self._task = self._bar.add_task("evaluating", total=self._total)
+
+    def update(self, done: int, note: str | None) -> None:
+        description = f"evaluating ({note})" if note else "evaluating"
+        self._bar.update(self._task, completed=done, description=description)
+
+    def close(self) -> None:
+        self._bar.stop()
+
+
+@hookimpl(trylast=True)
+def composo_progress_bar(total: int | None) -> RichBar:
+    return RichBar(total)
+
+
+@hookimpl(trylast=True)
+def composo_repr_html(obj: Any) -> str | None:
+    # imported here: the plugin manager loads this module, and most runs never render HTML
+    from composo._core.plan import BatchResult, BatchResults
+    from composo._core.responses import EvaluationResponse, MultiAgentTraceResponse
+
+    if isinstance(obj, EvaluationResponse):
+        return _evaluation(obj)
+    if isinstance(obj, MultiAgentTraceResponse):
+        return _trace(obj)
+    if isinstance(obj, BatchResult):
+        return _pair(obj)
+    if isinstance(obj, BatchResults):
+        return _batch(obj)
+    return None
+
+
+def _error(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _text(text: object) -> str:
+    """``text`` inert inside HTML (markup, quotes and all); line breaks kept."""
+    return html.escape(str(text), quote=True).replace("\n", "<br>")
+
+
+def _card(title: str, score: float | None, body: list[tuple[str, str]], judge: Any) -> str:
+    """A result as a small block: a title, the score large, then labelled lines."""
+    if judge is not None:
+        body = [*body, ("judge", str(judge))]
+    rows = "".join(
+        f"<tr><th style='text-align:left;padding-right:1em;vertical-align:top'>"
+        f"{_text(k)}</th><td style='text-align:left'>{_text(v)}</td></tr>"
+        for k, v in body
+    )
+    return (
+        f"<div class='composo-result'><div><b>{_text(title)}</b> "
+        f"<span style='font-size:1.4em'>{_text(score_text(score))}</span></div>"
+        f"<table>{rows}</table></div>"
+    )
+
+
+def _evaluation(r: EvaluationResponse) -> str:
+    body = [("criterion", r.criterion)] if r.criterion is not None else []
+    body.append(("explanation", r.explanation or "(none)"))
+    if r.score is None:
+        body.append(("note", "the criterion did not apply to this conversation"))
+    return _card("score", r.score, body, r.provenance)
+
+
+def _trace(r: MultiAgentTraceResponse) -> str:
+    body = [("criterion", r.criterion)] if r.criterion is not None else []
+    for name, agent in r.results_by_agent_name.items():
+        instances = agent.results_by_agent_instance_id
+        for instance_id, res in instances.items():
+            label = name if len(instances) == 1 else f"{name} ({instance_id})"
+            body.append(
+                (label, "n/a" if res is None else f"{score_text(res.score)}: {res.explanation}")
+            )
+    return _card("overall score", r.overall_score, body, r.provenance)
+
+
+def _pair(r: BatchResult) -> str:
+    body = [("item", r.id if r.id is not None else f"#{r.index}"), ("criterion", r.criterion)]
+    if r.error is not None:
+        body.append(("error", _error(r.error)))
+    else:
+        body.append(("explanation", r.explanation or "(none)"))
+    return _card("score", r.score, body, r.provenance)
+
+
+def _cells(values: tuple[object, ...]) -> str:
+    return "".join(f"<td style='text-align:left'>{_text(v)}</td>" for v in values)
+
+
+def _batch(results: BatchResults) -> str:
+    """A summary per criterion, then the first rows as a table."""
+    head = "".join(
+        f"<th style='text-align:left'>{h}</th>"
+        for h in ("criterion", "count", "mean", "n/a", "failed")
+    )
+    summary = "".join(
+        f"<tr><td style='text-align:left'>{_text(short(c, 80))}</td><td>{s['count']}</td>"
+        f"<td>{score_text(s['mean'])}</td><td>{s['not_applicable']}</td>"
+        f"<td>{s['failed']}</td></tr>"
+        for c, s in results.summary().items()
+    )
+    rows = "".join(
+        "<tr>"
+        + _cells(
+            (
+                r.index,
+                "" if r.id is None else r.id,
+                short(r.criterion, 60),
+                score_text(r.score) if r.error is None else "error",
+                short(_error(r.error) if r.error is not None else r.explanation, 200),
+            )
+        )
+        + "</tr>"
+        for r in results[:HTML_ROWS]
+    )
+    more = (
+        f"<p>showing {HTML_ROWS} of {len(results)} results; to_pandas() has them all</p>"
+        if len(results) > HTML_ROWS
+        else ""
+    )
+    cols = ("index", "id", "criterion", "score", "explanation / error")
+    table_head = "".join(f"<th style='text-align:left'>{c}</th>" for c in cols)
+    return (
+        f"<div class='composo-batch'><p><b>{len(results)} results</b></p>"
+        f"<table><tr>{head}</tr>{summary}</table>"
+        f"<table><tr>{table_head}</tr>{rows}</table>{more}</div>"
+    )
