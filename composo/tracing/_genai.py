@@ -19,22 +19,37 @@ A model call's messages are read from whichever form the span carries, newest fi
 Message content may be a string or a list of content blocks as OpenAI, Anthropic, Gemini or
 Bedrock (Strands) write them. Tools offered come from ``gen_ai.tool.definitions`` (or
 OpenLLMetry's ``llm.request.functions.N.*``). Everything becomes OpenAI-style chat messages and
-goes through the same conversion as OpenInference spans (``composo.tracing._spans``). Nothing
-here imports OpenTelemetry.
+goes through the same conversion as OpenInference spans (``composo.tracing._spans``).
+
+``interaction_from_span`` and ``interaction_from_attributes`` read a model-call span by either
+convention: OpenInference's ``llm.*`` messages when it has them, else the GenAI conventions'.
+Nothing here imports OpenTelemetry: a span is anything with ``attributes`` and ``status`` (and
+``events``).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from composo._core.trace import LLMInteraction, ToolSpec
-from composo.tracing._spans import indexed, input_messages, output_messages, tool_spec
+from composo.tracing._spans import (
+    EVENT_PREFIX,
+    indexed,
+    input_messages,
+    interaction,
+    openinference_interaction,
+    output_messages,
+    tool_spec,
+)
 
 __all__ = [
     "Events",
     "genai_interaction",
+    "interaction_from_attributes",
+    "interaction_from_span",
     "tool_arguments",
     "tool_call_id",
     "tool_result",
@@ -57,6 +72,51 @@ _ROLE_EVENTS = {
     "gen_ai.tool.message": "tool",
 }
 _CHOICE = "gen_ai.choice"
+
+_log = logging.getLogger("composo.tracing")
+
+
+def interaction_from_span(span: Any) -> LLMInteraction | None:
+    """The call a finished span describes; ``None`` (logged) when the call failed or the span
+    cannot be read."""
+    status = getattr(getattr(span, "status", None), "status_code", None)
+    name = getattr(span, "name", "LLM span")
+    if getattr(status, "name", None) == "ERROR":
+        _log.debug("skipping failed model call %s: %s", name, span.status.description)
+        return None
+    dropped = getattr(span, "dropped_attributes", 0)
+    if dropped:
+        _log.warning(
+            "model call %s lost %d span attribute(s) to the OpenTelemetry attribute limit, so its "
+            "earliest messages may be missing from the trace; raise the limit with "
+            "OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT or TracerProvider(span_limits=SpanLimits(...))",
+            name,
+            dropped,
+        )
+    try:
+        return interaction_from_attributes(span.attributes or {}, span_events(span))
+    except (ValueError, TypeError, KeyError) as exc:
+        _log.warning("could not read model call %s into the trace: %s", name, exc)
+        return None
+
+
+def span_events(span: Any) -> list[tuple[str, Mapping[str, Any]]]:
+    """A live span's GenAI events (``gen_ai.*``: the older conventions' messages), in order."""
+    return [
+        (e.name, e.attributes or {})
+        for e in getattr(span, "events", None) or ()
+        if e.name.startswith(EVENT_PREFIX)
+    ]
+
+
+def interaction_from_attributes(
+    attributes: Mapping[str, Any], events: Events = ()
+) -> LLMInteraction:
+    """Convert a model call span's attributes (and its ``gen_ai.*`` events)."""
+    found = openinference_interaction(attributes)
+    if found is None:
+        found = genai_interaction(attributes, events)
+    return found if found is not None else interaction(attributes, [], [])
 
 
 def genai_interaction(attributes: Mapping[str, Any], events: Events = ()) -> LLMInteraction | None:

@@ -46,8 +46,8 @@ from composo.tracing._boundaries import (
     starts_agent,
     tool_identity,
 )
+from composo.tracing._genai import interaction_from_span
 from composo.tracing._recorder import Agent, RecordedStep, Step, Within, _ToolEvent
-from composo.tracing._spans import interaction_from_span
 
 __all__ = ["AgentSpanProcessor", "recorded_elsewhere"]
 

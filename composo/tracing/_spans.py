@@ -1,22 +1,17 @@
-"""Finished model-call spans -> ``LLMInteraction``.
+"""OpenInference model-call attributes -> ``LLMInteraction``; chat messages -> trace messages.
 
-The span is read through the OpenInference semantic conventions (``llm.input_messages.*``,
-``llm.output_messages.*`` with their tool calls, ``llm.tools.*``), so any OpenInference
-instrumentor is understood; a span without them is read through the OpenTelemetry GenAI
-conventions (``composo.tracing._genai``). One refinement: for the OpenAI Responses API the
-instrumentor flattens only messages and function calls and drops built-in tool items (code
-interpreter, MCP calls, search queries and results), so when the span carries the raw Responses
-request and response (``input.value`` / ``output.value``) those are converted by the Responses
-adapter instead.
-Nothing here imports OpenTelemetry: a span is anything with ``attributes`` and ``status`` (and
-``events``).
+Any OpenInference instrumentor's ``llm.input_messages.*``, ``llm.output_messages.*`` (with tool
+calls) and ``llm.tools.*`` are understood (other spans are read by ``composo.tracing._genai``).
+For the OpenAI Responses API the instrumentor flattens only messages and function calls and drops
+built-in tool items (code interpreter, MCP calls, searches), so when the span carries the raw
+request and response (``input.value`` / ``output.value``) the Responses adapter converts those.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from composo._core import convert
@@ -35,10 +30,9 @@ __all__ = [
     "EVENT_PREFIX",
     "indexed",
     "input_messages",
-    "interaction_from_attributes",
-    "interaction_from_span",
+    "interaction",
+    "openinference_interaction",
     "output_messages",
-    "span_events",
     "tool_spec",
 ]
 
@@ -55,44 +49,9 @@ EVENT_PREFIX = "gen_ai."
 Message = dict[str, Any]
 
 
-def interaction_from_span(span: Any) -> LLMInteraction | None:
-    """The call a finished span describes; ``None`` (logged) when the call failed or the span
-    cannot be read."""
-    status = getattr(getattr(span, "status", None), "status_code", None)
-    name = getattr(span, "name", "LLM span")
-    if getattr(status, "name", None) == "ERROR":
-        _log.debug("skipping failed model call %s: %s", name, span.status.description)
-        return None
-    dropped = getattr(span, "dropped_attributes", 0)
-    if dropped:
-        _log.warning(
-            "model call %s lost %d span attribute(s) to the OpenTelemetry attribute limit, so its "
-            "earliest messages may be missing from the trace; raise the limit with "
-            "OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT or TracerProvider(span_limits=SpanLimits(...))",
-            name,
-            dropped,
-        )
-    try:
-        return interaction_from_attributes(span.attributes or {}, span_events(span))
-    except (ValueError, TypeError, KeyError) as exc:
-        _log.warning("could not read model call %s into the trace: %s", name, exc)
-        return None
-
-
-def span_events(span: Any) -> list[tuple[str, Mapping[str, Any]]]:
-    """A live span's GenAI events (``gen_ai.*``: the older conventions' messages), in order."""
-    return [
-        (e.name, e.attributes or {})
-        for e in getattr(span, "events", None) or ()
-        if e.name.startswith(EVENT_PREFIX)
-    ]
-
-
-def interaction_from_attributes(
-    attributes: Mapping[str, Any], events: Sequence[tuple[str, Mapping[str, Any]]] = ()
-) -> LLMInteraction:
-    """Convert a model call span's attributes (and its ``gen_ai.*`` events): OpenInference's
-    ``llm.*`` messages when it has them, else the GenAI conventions'."""
+def openinference_interaction(attributes: Mapping[str, Any]) -> LLMInteraction | None:
+    """The call a span's OpenInference attributes describe; ``None`` when it has none of their
+    messages."""
     inputs = [_flat_message(f) for _, f in sorted(indexed(attributes, _INPUTS).items())]
     outputs = [_flat_message(f) for _, f in sorted(indexed(attributes, _OUTPUTS).items())]
     raw = _responses_api(attributes)
@@ -100,11 +59,14 @@ def interaction_from_attributes(
         raw_inputs, outputs = raw
         inputs = raw_inputs if raw_inputs is not None else inputs
     elif not inputs and not outputs:
-        from composo.tracing._genai import genai_interaction  # it imports this module
+        return None
+    return interaction(attributes, inputs, outputs)
 
-        found = genai_interaction(attributes, events)
-        if found is not None:
-            return found
+
+def interaction(
+    attributes: Mapping[str, Any], inputs: list[Message], outputs: list[Message]
+) -> LLMInteraction:
+    """Chat messages as a call, with the tools the span's attributes say were offered."""
     specs = [_tool_spec(f) for _, f in sorted(indexed(attributes, _TOOLS).items())]
     return LLMInteraction(
         input_messages=input_messages(inputs, name_responses=True),

@@ -46,9 +46,13 @@ from composo.tracing._boundaries import (
     tool_identity,
     tool_name,
 )
-from composo.tracing._genai import tool_arguments, tool_call_id, tool_result
+from composo.tracing._genai import (
+    interaction_from_attributes,
+    tool_arguments,
+    tool_call_id,
+    tool_result,
+)
 from composo.tracing._recorder import Agent, TraceRecorder
-from composo.tracing._spans import interaction_from_attributes
 
 __all__ = [
     "AGENT_ID",
