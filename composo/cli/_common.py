@@ -38,6 +38,7 @@ __all__ = [
     "add_client_arguments",
     "add_connection_arguments",
     "add_input_arguments",
+    "add_listen_arguments",
     "check_judge",
     "connect",
     "finish_run",
@@ -136,6 +137,21 @@ def add_connection_arguments(parser: argparse.ArgumentParser) -> None:
         default=DEFAULT_TIMEOUT,
         metavar="SECONDS",
         help="seconds each request may take, retries included (default %(default)g)",
+    )
+
+
+def add_listen_arguments(
+    parser: argparse.ArgumentParser, host: str, port: int, host_note: str = "", port_note: str = ""
+) -> None:
+    """``--host`` and ``--port`` of a command that listens."""
+    parser.add_argument(
+        "--host",
+        default=host,
+        metavar="ADDRESS",
+        help=f"address to listen on (default %(default)s{host_note})",
+    )
+    parser.add_argument(
+        "--port", type=int, default=port, metavar="N", help=f"port (default %(default)s{port_note})"
     )
 
 

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from composo.cli import UsageError
+from composo.cli._common import add_listen_arguments
 from composo.server._config import (
     DEFAULT_HISTORY_DAYS,
     DEFAULT_HISTORY_ROWS,
@@ -37,15 +38,7 @@ def parse_rate(text: str) -> float:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--host",
-        default=DEFAULT_HOST,
-        metavar="ADDRESS",
-        help="to listen on (default: %(default)s)",
-    )
-    parser.add_argument(
-        "--port", type=int, default=DEFAULT_PORT, metavar="N", help="port (default: %(default)s)"
-    )
+    add_listen_arguments(parser, DEFAULT_HOST, DEFAULT_PORT)
     parser.add_argument(
         "--judge",
         default="heuristic",

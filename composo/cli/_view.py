@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from composo.cli import _report as report  # the page it writes, its data and conversations
+from composo.cli._common import add_listen_arguments
 
 if TYPE_CHECKING:
     from composo.cli._report import Run
@@ -41,19 +42,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "to each results file)",
     )
     parser.add_argument("--title", default="Evaluation results", metavar="TEXT", help="page title")
-    parser.add_argument(
-        "--host",
-        default="127.0.0.1",
-        metavar="ADDRESS",
-        help="address to listen on (default %(default)s: this machine only; anyone who can "
-        "reach another address can read the results and write reviews)",
-    )
-    parser.add_argument(
-        "--port",
-        type=int,
-        default=DEFAULT_PORT,
-        metavar="N",
-        help="port (default %(default)s; 0 picks a free one)",
+    add_listen_arguments(
+        parser,
+        "127.0.0.1",
+        DEFAULT_PORT,
+        ": this machine only; anyone who can reach another address can read the results and "
+        "write reviews",
+        "; 0 picks a free one",
     )
     parser.add_argument("--open", action="store_true", help="open the page in a browser")
 
@@ -190,9 +185,6 @@ def review_record(run: "Run", body: Any) -> dict[str, Any]:
     """A review posted by the page, checked against the run, as the line to append. Its
     ``label`` is what ``composo agreement`` reads: the reviewer's own score, the judge's score
     when they agreed, the other verdict of a pass/fail criterion when they disagreed."""
-    from composo._core.wire import is_binary
-    from composo.cli._results import valid_score
-
     if not isinstance(body, dict):
         raise report.ViewError("a review is a JSON object")
     key, criterion = body.get("id"), body.get("criterion")
@@ -200,6 +192,24 @@ def review_record(run: "Run", body: Any) -> dict[str, Any]:
     row = next((r for r, k in rows if k == key and r["criterion"] == criterion), None)
     if row is None:
         raise report.ViewError(f"id {key!r} with that criterion is not an item of {run.path.name}")
+    verdict, score, comment = _review_fields(body)
+    judged = row.get("score")
+    return {
+        "id": key,
+        "criterion": criterion,
+        "label": _label(score, verdict, judged, str(criterion)),
+        "verdict": verdict,
+        "score": None if score is None else float(score),
+        "judge_score": judged,
+        "comment": comment,
+        "at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    }
+
+
+def _review_fields(body: dict[str, Any]) -> tuple[Any, Any, str]:
+    """The review's verdict, score and comment, checked."""
+    from composo.cli._results import valid_score
+
     verdict = body.get("verdict")
     if verdict is not None and verdict not in VERDICTS:
         raise report.ViewError(f"verdict {verdict!r}: use 'agree', 'disagree' or null")
@@ -209,24 +219,19 @@ def review_record(run: "Run", body: Any) -> dict[str, Any]:
     comment = body.get("comment") or ""
     if not isinstance(comment, str) or len(comment) > _COMMENT_CAP:
         raise report.ViewError(f"comment: text of at most {_COMMENT_CAP} characters")
-    judged = row.get("score")
-    label: float | None = None
+    return verdict, score, comment
+
+
+def _label(score: Any, verdict: Any, judged: Any, criterion: str) -> float | None:
+    from composo._core.wire import is_binary
+
     if score is not None:
-        label = float(score)
-    elif verdict == "agree" and judged is not None:
-        label = float(judged)
-    elif verdict == "disagree" and judged is not None and is_binary(str(criterion)):
-        label = 0.0 if float(judged) >= 0.5 else 1.0
-    return {
-        "id": key,
-        "criterion": criterion,
-        "label": label,
-        "verdict": verdict,
-        "score": None if score is None else float(score),
-        "judge_score": judged,
-        "comment": comment,
-        "at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-    }
+        return float(score)
+    if verdict == "agree" and judged is not None:
+        return float(judged)
+    if verdict == "disagree" and judged is not None and is_binary(criterion):
+        return 0.0 if float(judged) >= 0.5 else 1.0
+    return None
 
 
 def append_review(run: "Run", record: dict[str, Any]) -> None:
