@@ -176,55 +176,79 @@ class AgentSpanProcessor(SpanProcessor):
         self._lock = threading.Lock()
 
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
-        if not self.active:
-            return
-        tracer = current_tracer()
+        tracer = self._tracer_for(span)
         if tracer is None:
-            return
-        if recorded_elsewhere and any(claims(span) for claims in recorded_elsewhere):
             return
         span_id = span.context.span_id
         parent = span.parent
         spans = tracer._spans
         within = spans.get(parent.span_id) if parent is not None and spans else None
-        outer: _Slot | None = None
-        if parent is not None and self._claimed:
-            with self._lock:
-                outer = self._claimed.get(parent.span_id)
-                if outer is not None and outer.llm:
-                    # Inside a model call: part of it. Remembered so that its own children are
-                    # recognised too; only the owner span fills the slot.
-                    self._claimed[span_id] = outer
-                    if within is not None:
-                        self._remember(tracer, span_id, within)
-                    return
-        attributes = span.attributes
-        kind = span_kind(attributes)
+        outer, inside = self._outer(tracer, span_id, parent, within)
+        if inside:
+            return
+        kind = span_kind(span.attributes)
         llm = kind == "LLM"
         if not llm and kind is not None:
             # Known not to be a model call; the calls inside it still belong to ``outer``.
-            within = self._boundary(tracer, span, kind, within)
-            if outer is not None or within is not None:
-                with self._lock:
-                    if outer is not None:
-                        self._claimed[span_id] = outer
-                    if within is not None:
-                        self._remember(tracer, span_id, within)
+            self._claim(tracer, span_id, outer, self._boundary(tracer, span, kind, within))
             return
         slot = _Slot(span_id, llm=llm, parent=outer)
-        target: Agent | None = None
-        if within is not None:
-            if llm and within.agent is None:
-                with self._lock:
-                    if within.agent is None:
-                        # the first model call inside a tool: the tool's calls are a sub-agent
-                        within.agent = tracer._agent_started(within.id, within.name, within.owner)
-            target = within.here
-        tracer._reserve(slot, target)
+        tracer._reserve(slot, self._target(tracer, within, llm=llm))
+        self._claim(tracer, span_id, slot, within)
+
+    def _tracer_for(self, span: Span) -> AgentTracer | None:
+        """The tracer active where ``span`` starts, unless another feed records it."""
+        if not self.active:
+            return None
+        tracer = current_tracer()
+        if tracer is None or any(claims(span) for claims in recorded_elsewhere):
+            return None
+        return tracer
+
+    def _outer(
+        self, tracer: AgentTracer, span_id: int, parent: Any, within: Within | None
+    ) -> tuple[_Slot | None, bool]:
+        """The place of the nearest enclosing span that is or may become a model call, and
+        whether that span is one already (then this span is part of it, and claimed here)."""
+        if parent is None or not self._claimed:
+            return None, False
         with self._lock:
+            outer = self._claimed.get(parent.span_id)
+            if outer is None or not outer.llm:
+                return outer, False
+            # Remembered so that its own children are recognised too; only the owner span
+            # fills the slot.
+            self._claim_locked(tracer, span_id, outer, within)
+            return outer, True
+
+    def _target(self, tracer: AgentTracer, within: Within | None, *, llm: bool) -> Agent | None:
+        """The agent whose history a span starting under ``within`` takes a place in."""
+        if within is None:
+            return None
+        if llm and within.agent is None:
+            with self._lock:
+                if within.agent is None:
+                    # the first model call inside a tool: the tool's calls are a sub-agent
+                    within.agent = tracer._agent_started(within.id, within.name, within.owner)
+        return within.here
+
+    def _claim(
+        self, tracer: AgentTracer, span_id: int, slot: _Slot | None, within: Within | None
+    ) -> None:
+        if slot is not None or within is not None:
+            with self._lock:
+                self._claim_locked(tracer, span_id, slot, within)
+
+    def _claim_locked(
+        self, tracer: AgentTracer, span_id: int, slot: _Slot | None, within: Within | None
+    ) -> None:
+        """Remember the place ``span_id`` fills (or is inside) and, under a boundary, where its
+        children record (caller holds the lock)."""
+        if slot is not None:
             self._claimed[span_id] = slot
-            if within is not None:
-                self._remember(tracer, span_id, within)
+        if within is not None:
+            tracer._spans[span_id] = within
+            self._under[span_id] = tracer
 
     def _boundary(
         self, tracer: AgentTracer, span: Span, kind: str, within: Within | None
@@ -246,11 +270,6 @@ class AgentSpanProcessor(SpanProcessor):
             return Within(span_id, tracer._agent_started(*ident, above))
         ident = tool_identity(attributes, span.name, format(span_id, "016x"))
         return Within(span_id, None, above, ident)
-
-    def _remember(self, tracer: AgentTracer, span_id: int, within: Within) -> None:
-        """Spans under a boundary are looked up by their children (caller holds the lock)."""
-        tracer._spans[span_id] = within
-        self._under[span_id] = tracer
 
     def on_end(self, span: ReadableSpan) -> None:
         if not self._claimed and not self._under:
