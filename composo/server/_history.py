@@ -1,10 +1,9 @@
-"""What the local server served, kept per API key: the evaluation history, this month's usage
-and the traces evaluations named, in SQLite (a file beside the task database, or memory).
+"""What the local server served, kept per API key in SQLite (beside the task database, or in
+memory): the evaluation history, this month's usage and the traces evaluations named.
 
-Recording costs the request microseconds: an answered evaluation is appended to a list, and a
-worker thread writes the list in one transaction a few times a second (and before every read,
-so a caller always reads its own evaluations). The history is bounded by age and row count;
-usage counts are kept apart from it, so pruning never lowers them.
+An answered evaluation is appended to a list; a worker thread writes the list in one transaction
+a few times a second (and before every read, so a caller reads its own evaluations). The history
+is bounded by age and row count; usage is counted apart, so pruning never lowers it.
 """
 
 from __future__ import annotations
@@ -32,15 +31,7 @@ from composo.server._config import DEFAULT_HISTORY_DAYS, DEFAULT_HISTORY_ROWS
 from composo.server._store import open_database
 from composo.server.judges import JudgeError
 
-__all__ = [
-    "CALLER",
-    "DEFAULT_PAGE_SIZE",
-    "Caller",
-    "HistoryStore",
-    "history_path",
-    "keep_flushing",
-    "recorded",
-]
+__all__ = ["CALLER", "MAX_PAGE_SIZE", "Caller", "HistoryStore", "keep_flushing", "recorded"]
 
 _log = logging.getLogger("composo.server")
 
@@ -49,50 +40,28 @@ MAX_PAGE_SIZE = 1000  # a page of the evaluations filter holds at most this many
 _PRUNE_EVERY = 60.0  # seconds between pruning passes
 
 _SCHEMA = (
-    """CREATE TABLE IF NOT EXISTS history_evaluations (
-        id TEXT PRIMARY KEY,
-        client TEXT,
-        created REAL NOT NULL,
-        endpoint TEXT NOT NULL,
-        kind TEXT NOT NULL,
-        status INTEGER NOT NULL,
-        latency_ms REAL,
-        criterion TEXT,
-        model TEXT,
-        tags TEXT NOT NULL,
-        request TEXT,
-        response TEXT,
-        tokens INTEGER,
-        trace_id TEXT
-    )""",
+    """CREATE TABLE IF NOT EXISTS history_evaluations (id TEXT PRIMARY KEY, client TEXT,
+        created REAL NOT NULL, endpoint TEXT NOT NULL, kind TEXT NOT NULL,
+        status INTEGER NOT NULL, latency_ms REAL, criterion TEXT, model TEXT, tags TEXT NOT NULL,
+        request TEXT, response TEXT, tokens INTEGER, trace_id TEXT)""",
     "CREATE INDEX IF NOT EXISTS history_by_client ON history_evaluations (client, created)",
-    """CREATE TABLE IF NOT EXISTS history_usage (
-        client TEXT NOT NULL,
-        month TEXT NOT NULL,
-        model TEXT NOT NULL,
-        requests INTEGER NOT NULL,
-        tokens INTEGER NOT NULL,
-        PRIMARY KEY (client, month, model)
-    )""",
-    """CREATE TABLE IF NOT EXISTS history_traces (
-        client TEXT NOT NULL,
-        trace_id TEXT NOT NULL,
-        created REAL NOT NULL,
-        updated REAL NOT NULL,
-        tags TEXT NOT NULL,
-        trace TEXT NOT NULL,
-        PRIMARY KEY (client, trace_id)
-    )""",
+    """CREATE TABLE IF NOT EXISTS history_usage (client TEXT NOT NULL, month TEXT NOT NULL,
+        model TEXT NOT NULL, requests INTEGER NOT NULL, tokens INTEGER NOT NULL,
+        PRIMARY KEY (client, month, model))""",
+    """CREATE TABLE IF NOT EXISTS history_traces (client TEXT NOT NULL, trace_id TEXT NOT NULL,
+        created REAL NOT NULL, updated REAL NOT NULL, tags TEXT NOT NULL, trace TEXT NOT NULL,
+        PRIMARY KEY (client, trace_id))""",
     "CREATE INDEX IF NOT EXISTS traces_by_client ON history_traces (client, created)",
-    """CREATE TABLE IF NOT EXISTS history_trace_evaluations (
-        client TEXT NOT NULL,
-        trace_id TEXT NOT NULL,
-        created REAL NOT NULL,
-        body TEXT NOT NULL
-    )""",
+    """CREATE TABLE IF NOT EXISTS history_trace_evaluations (client TEXT NOT NULL,
+        trace_id TEXT NOT NULL, created REAL NOT NULL, body TEXT NOT NULL)""",
     "CREATE INDEX IF NOT EXISTS trace_evaluations_by_trace "
     "ON history_trace_evaluations (client, trace_id)",
 )
+
+
+def _tables(db: sqlite3.Connection) -> None:
+    for statement in _SCHEMA:
+        db.execute(statement)
 
 
 @dataclass(frozen=True)
@@ -143,17 +112,7 @@ class HistoryStore:
         self._since_prune = 0  # rows written since the last pruning pass
         # Pruned at least this often (and whenever a tenth of the row budget was written).
         self._prune_every = min(_PRUNE_EVERY, max(0.5, keep_days * 86400.0 / 4))
-        self._db = open_database(path)
-        with self._lock:
-            if path is not None:
-                self._db.execute("PRAGMA journal_mode=WAL")
-                self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.execute("BEGIN IMMEDIATE")
-            for statement in _SCHEMA:
-                self._db.execute(statement)
-            self._db.execute("COMMIT")
-        if path is not None:
-            path.chmod(0o600)
+        self._db = open_database(path, _tables)
 
     # -- writes ---------------------------------------------------------------------------------
 

@@ -1,15 +1,11 @@
 """Background tasks in SQLite, so a server killed with tasks pending finishes them after restart.
 
-Recovery does not look at process ids. Each server instance (an ``owner``: a random id) holds a
-*lease* on the unfinished tasks it runs, renewed while it lives; with a database file it also
-holds an OS lock on a small file named after itself, which the kernel releases the moment the
-process ends, however it ends. Another server takes over an unfinished task when its lease has
-expired or its owner's lock is free. Every change of state is conditional, so a finished task is
-never claimed or run again; only a task that was being judged when its server died is judged a
-second time (at-least-once judging for work in flight at a crash).
-
-Requests with ``data_retention="none"`` are stored without their body or result; if their server
-dies before answering, they are marked failed with a message saying why.
+Each server (an ``owner``: a random id) holds a *lease* on the unfinished tasks it runs, renewed
+while it lives, and, with a database file, an OS lock on a file named after itself, which the
+kernel releases however the process ends. Another server takes over a task whose lease expired or
+whose owner's lock is free. Every change of state is conditional, so a finished task is never run
+again; only work in flight at a crash is judged twice. ``data_retention="none"`` tasks are stored
+without body or result; if their server dies first, they fail saying why.
 """
 
 from __future__ import annotations
@@ -25,6 +21,7 @@ import sqlite3
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -47,27 +44,13 @@ except ImportError:  # pragma: no cover - not on Windows: leases alone decide th
     fcntl = None  # type: ignore[assignment]
 
 _SCHEMA = (
-    """CREATE TABLE IF NOT EXISTS tasks (
-        task_id TEXT PRIMARY KEY,
-        kind TEXT NOT NULL,
-        status TEXT NOT NULL,
-        retain INTEGER NOT NULL,
-        request TEXT,
-        result TEXT,
-        error TEXT,
-        owner TEXT,
-        created REAL NOT NULL,
-        updated REAL NOT NULL
-    )""",
+    """CREATE TABLE IF NOT EXISTS tasks (task_id TEXT PRIMARY KEY, kind TEXT NOT NULL,
+        status TEXT NOT NULL, retain INTEGER NOT NULL, request TEXT, result TEXT, error TEXT,
+        owner TEXT, created REAL NOT NULL, updated REAL NOT NULL)""",
     "CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL)",
 )
 # Columns added after the first release; older files gain them on open.
-_ADDED_COLUMNS = {
-    "lease_until": "REAL",
-    "client": "TEXT",
-    "idem": "TEXT",
-    "idem_request": "TEXT",
-}
+_ADDED_COLUMNS = {"lease_until": "REAL", "client": "TEXT", "idem": "TEXT", "idem_request": "TEXT"}
 _INDEXES = (
     "CREATE INDEX IF NOT EXISTS tasks_unfinished ON tasks (status) "
     "WHERE status IN ('pending', 'running')",
@@ -81,17 +64,60 @@ _LOST = (
 )
 
 
-def open_database(path: Path | None) -> sqlite3.Connection:
-    """A SQLite connection the server's threads share (``None``: in memory), its folder made,
-    in autocommit mode, waiting out another process's write lock."""
+def open_database(
+    path: Path | None, schema: Callable[[sqlite3.Connection], None]
+) -> sqlite3.Connection:
+    """A SQLite connection the server's threads share (``None``: in memory; a file is made
+    private and put in WAL mode), in autocommit mode, waiting out another process's write lock,
+    its tables made by ``schema`` in one write transaction. That transaction is tried again for
+    as long as the busy timeout while other servers set up the same new file: two connections
+    that each want the other's lock are told at once that the file is locked (SQLite does not
+    wait when waiting cannot help), and the one that tries again a moment later gets it."""
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
-    return sqlite3.connect(
+    db = sqlite3.connect(
         ":memory:" if path is None else str(path),
         check_same_thread=False,
         isolation_level=None,
         timeout=_BUSY_SECONDS,
     )
+    try:
+        _retry_locked(lambda: _set_up(db, path is not None, schema))
+        if path is not None:
+            os.chmod(path, 0o600)
+    except BaseException:
+        db.close()
+        raise
+    return db
+
+
+def _set_up(
+    db: sqlite3.Connection, on_disk: bool, schema: Callable[[sqlite3.Connection], None]
+) -> None:
+    if on_disk:
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=NORMAL")
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        schema(db)
+        db.execute("COMMIT")
+    except BaseException:
+        if db.in_transaction:
+            db.execute("ROLLBACK")
+        raise
+
+
+def _retry_locked(step: Callable[[], None]) -> None:
+    deadline = time.monotonic() + _BUSY_SECONDS
+    pause = 0.005
+    while True:
+        try:
+            return step()
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() + pause > deadline:
+                raise
+            time.sleep(pause * (1 + random.random()))
+            pause = min(pause * 2, 0.2)
 
 
 class TaskStoreError(ValueError):
@@ -125,70 +151,38 @@ class TaskStore:
         self.lease_seconds = lease_seconds
         self.owner = uuid.uuid4().hex
         self._lock_file: IO[bytes] | None = None
-        try:
-            self._db = open_database(path)
-        except (OSError, sqlite3.Error) as exc:
-            raise TaskStoreError(f"cannot open the task database {path}: {exc}") from exc
         self._lock = threading.Lock()
         try:
-            with self._lock:
-                self._set_up(path is not None)
-            if path is not None:
-                os.chmod(path, 0o600)
-                self._lock_file = self._hold_owner_lock(path)
+            self._db = open_database(path, self._tables)
         except (OSError, sqlite3.Error) as exc:
+            raise TaskStoreError(f"cannot open the task database {path}: {exc}") from exc
+        try:
+            if path is not None:
+                self._lock_file = self._hold_owner_lock(path)
+        except OSError as exc:
             self._db.close()
             raise TaskStoreError(f"cannot use the task database {path}: {exc}") from exc
 
-    def _set_up(self, on_disk: bool) -> None:
-        """Switch the file to WAL and create or update its tables, trying again for as long as
-        the busy timeout while other servers do the same to a new file: two connections that
-        each want the other's lock are told at once that the file is locked (SQLite does not
-        wait when waiting cannot help), and the one that tries again a moment later gets it."""
-        deadline = time.monotonic() + _BUSY_SECONDS
-        pause = 0.005
-        while True:
-            try:
-                if on_disk:
-                    self._db.execute("PRAGMA journal_mode=WAL")
-                    self._db.execute("PRAGMA synchronous=NORMAL")
-                self._tables()
-                return
-            except sqlite3.OperationalError as exc:
-                if "locked" not in str(exc) or time.monotonic() + pause > deadline:
-                    raise
-                time.sleep(pause * (1 + random.random()))
-                pause = min(pause * 2, 0.2)
-
-    def _tables(self) -> None:
-        """Create or bring the tables up to date in one write transaction: servers that open
-        the same new file at once take turns, so none adds a column twice."""
-        db = self._db
-        db.execute("BEGIN IMMEDIATE")
-        try:
-            for statement in _SCHEMA:
-                db.execute(statement)
-            have = {row[1] for row in db.execute("PRAGMA table_info(tasks)")}
-            for column, kind in _ADDED_COLUMNS.items():
-                if column not in have:
-                    db.execute(f"ALTER TABLE tasks ADD COLUMN {column} {kind}")
-            for statement in _INDEXES:
-                db.execute(statement)
-            db.execute(
-                "INSERT OR IGNORE INTO meta (name, value) VALUES ('salt', ?)",
-                (secrets.token_hex(16),),
-            )
-            (salt,) = db.execute("SELECT value FROM meta WHERE name = 'salt'").fetchone()
-            self._salt = bytes.fromhex(salt)
-            db.execute(
-                "DELETE FROM tasks WHERE status IN ('succeeded', 'failed') AND updated < ?",
-                (time.time() - KEEP_FINISHED_SECONDS,),
-            )
-            db.execute("COMMIT")
-        except BaseException:
-            if db.in_transaction:
-                db.execute("ROLLBACK")
-            raise
+    def _tables(self, db: sqlite3.Connection) -> None:
+        """Create or bring the tables up to date (servers that open the same new file at once
+        take turns, so none adds a column twice) and forget long-finished tasks."""
+        for statement in _SCHEMA:
+            db.execute(statement)
+        have = {row[1] for row in db.execute("PRAGMA table_info(tasks)")}
+        for column, kind in _ADDED_COLUMNS.items():
+            if column not in have:
+                db.execute(f"ALTER TABLE tasks ADD COLUMN {column} {kind}")
+        for statement in _INDEXES:
+            db.execute(statement)
+        db.execute(
+            "INSERT OR IGNORE INTO meta (name, value) VALUES ('salt', ?)", (secrets.token_hex(16),)
+        )
+        (salt,) = db.execute("SELECT value FROM meta WHERE name = 'salt'").fetchone()
+        self._salt = bytes.fromhex(salt)
+        db.execute(
+            "DELETE FROM tasks WHERE status IN ('succeeded', 'failed') AND updated < ?",
+            (time.time() - KEEP_FINISHED_SECONDS,),
+        )
 
     # -- liveness -------------------------------------------------------------------------------
 
@@ -211,14 +205,9 @@ class TaskStore:
         if fcntl is None or self.path is None or not owner.isalnum():
             return False
         lock_path = self._owners_dir() / f"{owner}.lock"
-        try:
+        try:  # held: its server is alive; missing: only the lease can tell
             with open(lock_path, "rb") as handle:
-                try:
-                    fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-                except OSError:
-                    return False  # held: its server is alive
-        except FileNotFoundError:
-            return False  # unknown to the lock files: only the lease can tell
+                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
             return False
         with contextlib.suppress(OSError):
@@ -280,23 +269,13 @@ class TaskStore:
                     if seen is not None and request_digest is not None and seen != request_digest:
                         raise IdempotencyConflict(idempotency_key)
                     return str(row[0])
+            lease, retain = now + self.lease_seconds, int(request is not None)
+            digest = request_digest if idem is not None else None
             self._db.execute(
                 "INSERT INTO tasks (task_id, kind, status, retain, request, owner, created,"
                 " updated, lease_until, client, idem, idem_request)"
-                " VALUES (?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    task_id,
-                    kind,
-                    int(request is not None),
-                    request,
-                    self.owner,
-                    now,
-                    now,
-                    now + self.lease_seconds,
-                    client,
-                    idem,
-                    request_digest if idem is not None else None,
-                ),
+                " VALUES (?1, ?2, 'pending', ?3, ?4, ?5, ?6, ?6, ?7, ?8, ?9, ?10)",
+                (task_id, kind, retain, request, self.owner, now, lease, client, idem, digest),
             )
         return task_id
 
@@ -315,18 +294,13 @@ class TaskStore:
         """Mark done (the first answer wins); the result is written only for tasks that may
         keep content. ``False`` when the task was already finished."""
         status = "failed" if error is not None else "succeeded"
+        data = None if result is None else json.dumps(result)
         with self._lock:
             cur = self._db.execute(
                 "UPDATE tasks SET status = ?, error = ?, updated = ?, lease_until = NULL,"
                 " result = CASE WHEN retain = 1 THEN ? ELSE NULL END, request = NULL"
                 f" WHERE task_id = ? AND {_UNFINISHED}",
-                (
-                    status,
-                    error,
-                    time.time(),
-                    None if result is None else json.dumps(result),
-                    task_id,
-                ),
+                (status, error, time.time(), data, task_id),
             )
         return cur.rowcount == 1
 
@@ -347,16 +321,9 @@ class TaskStore:
             ).fetchone()
         if row is None:
             return None
-        return StoredTask(
-            task_id=row[0],
-            kind=row[1],
-            status=row[2],
-            retain=bool(row[3]),
-            request=row[4],
-            result=None if row[5] is None else json.loads(row[5]),
-            error=row[6],
-            client=row[7],
-        )
+        task_id, kind, status, retain, request, result, error, client = row
+        result = None if result is None else json.loads(result)
+        return StoredTask(task_id, kind, status, bool(retain), request, result, error, client)
 
     def claim(self) -> list[StoredTask]:
         """Take over unfinished tasks whose lease expired or whose server is gone; return those
@@ -370,22 +337,17 @@ class TaskStore:
             ).fetchall()
         gone = [owner for (owner,) in rows if self._owner_gone(owner)]
         with self._lock:
-            claimed: list[str] = []
-            for (tid,) in self._db.execute(
+            claimed = self._db.execute(
                 f"SELECT task_id FROM tasks WHERE {_UNFINISHED} AND owner IS NOT ? AND"
                 " (owner IS NULL OR lease_until IS NULL OR lease_until < ?)",
                 (self.owner, now),
-            ).fetchall():
-                claimed.append(tid)
+            ).fetchall()
             for owner in gone:
-                claimed += [
-                    tid
-                    for (tid,) in self._db.execute(
-                        f"SELECT task_id FROM tasks WHERE {_UNFINISHED} AND owner = ?", (owner,)
-                    ).fetchall()
-                ]
+                claimed += self._db.execute(
+                    f"SELECT task_id FROM tasks WHERE {_UNFINISHED} AND owner = ?", (owner,)
+                ).fetchall()
             taken: list[str] = []
-            for tid in claimed:
+            for (tid,) in claimed:
                 # Conditional on what was seen: a task finished or claimed meanwhile is skipped.
                 cur = self._db.execute(
                     "UPDATE tasks SET owner = ?, status = 'pending', updated = ?, lease_until = ?"
