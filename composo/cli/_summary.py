@@ -413,9 +413,6 @@ def md_cell(text: object) -> str:
 def summary_markdown(summary: Summary) -> str:
     """Who judged and how the scores came, one table row per criterion of the run, then the
     gates; every value from the data escaped, so a criterion cannot break the table."""
-    from composo._core.wire import is_binary
-    from composo.cli._criteria import label
-
     outcomes = summary.outcomes
     failed = [o for o in outcomes if not o.passed]
     verdict = ""
@@ -423,31 +420,41 @@ def summary_markdown(summary: Summary) -> str:
         verdict = f" — ❌ {len(failed)} of {len(outcomes)} gate(s) failed"
     elif outcomes:
         verdict = f" — ✅ {len(outcomes)} gate(s) passed"
-    lines = [f"### Composo evaluation{verdict}", ""]
-    judges = summary.judges()
-    if judges:
-        who = md_cell(judge_text(next(iter(judges))))
-        if len(judges) > 1:
-            listed = [f"{md_cell(judge_text(j))} ({n})" for j, n in judges.items()]
-            who = "mixed, each row names its judge: " + "; ".join(listed)
-        lines += [f"**Judge:** {who}. **Scores:** {md_cell(sources_text(summary.sources()))}.", ""]
+    lines = [f"### Composo evaluation{verdict}", "", *_md_judges(summary)]
     lines += [
         "| criterion | count | mean | pass rate | min | max | n/a | errors | gate |",
         "|---|--:|--:|--:|--:|--:|--:|--:|:-:|",
     ]
     run = summary.info.criteria or list(summary.criteria)
-    for criterion in (c for c in run if c in summary.criteria):
-        s = summary.criteria[criterion]
-        f = s.figures()
-        rate = s.pass_rate() if is_binary(criterion) else None
-        mine = [o.passed for o in outcomes if o.gate.criterion == criterion]
-        gate = "" if not mine else ("✅" if all(mine) else "❌")
-        lines.append(
-            f"| {md_cell(label(criterion, 60))} | {s.count} | {_fmt(f['mean'], '–')} | "
-            f"{'–' if rate is None else f'{100 * rate:.0f}%'} | {_fmt(f['min'], '–')} | "
-            f"{_fmt(f['max'], '–')} | {s.not_applicable} | {s.errors} | {gate} |"
-        )
+    lines += [_md_row(summary, c) for c in run if c in summary.criteria]
     if outcomes:
         lines.append("")
         lines += [f"- {'✅' if o.passed else '❌'} {md_cell(o.describe())}" for o in outcomes]
     return "\n".join(lines) + "\n\n"
+
+
+def _md_judges(summary: Summary) -> list[str]:
+    judges = summary.judges()
+    if not judges:
+        return []
+    who = md_cell(judge_text(next(iter(judges))))
+    if len(judges) > 1:
+        listed = [f"{md_cell(judge_text(j))} ({n})" for j, n in judges.items()]
+        who = "mixed, each row names its judge: " + "; ".join(listed)
+    return [f"**Judge:** {who}. **Scores:** {md_cell(sources_text(summary.sources()))}.", ""]
+
+
+def _md_row(summary: Summary, criterion: str) -> str:
+    from composo._core.wire import is_binary
+    from composo.cli._criteria import label
+
+    s = summary.criteria[criterion]
+    f = s.figures()
+    rate = s.pass_rate() if is_binary(criterion) else None
+    mine = [o.passed for o in summary.outcomes if o.gate.criterion == criterion]
+    gate = "" if not mine else ("✅" if all(mine) else "❌")
+    return (
+        f"| {md_cell(label(criterion, 60))} | {s.count} | {_fmt(f['mean'], '–')} | "
+        f"{'–' if rate is None else f'{100 * rate:.0f}%'} | {_fmt(f['min'], '–')} | "
+        f"{_fmt(f['max'], '–')} | {s.not_applicable} | {s.errors} | {gate} |"
+    )
