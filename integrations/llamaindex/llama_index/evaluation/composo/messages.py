@@ -132,6 +132,20 @@ def _block_text(block: Any) -> str | None:
 
 def chat_message_dict(message: ChatMessage, index: int = 0) -> dict[str, Any]:
     """One ``ChatMessage`` as a new dict; the message itself is left untouched."""
+    role = _role(message, index)
+    texts = [t for t in (_block_text(b) for b in message.blocks) if t is not None]
+    out: dict[str, Any] = {"role": role, "content": "\n".join(texts) if texts else None}
+    calls = _tool_calls(message, index)
+    if calls:
+        out["tool_calls"] = calls
+    if role == "tool":
+        out.update(_tool_reply(message.additional_kwargs))
+    if role != "assistant" and out["content"] is None:
+        out["content"] = ""
+    return out
+
+
+def _role(message: ChatMessage, index: int) -> str:
     role_value = getattr(message.role, "value", message.role)
     role = _ROLES.get(str(role_value))
     if role is None:
@@ -139,16 +153,18 @@ def chat_message_dict(message: ChatMessage, index: int = 0) -> dict[str, Any]:
             f"messages[{index}].role is {role_value!r}; Composo takes system, user, assistant "
             "and tool messages"
         )
-    texts = [t for t in (_block_text(b) for b in message.blocks) if t is not None]
-    extra = message.additional_kwargs
-    out: dict[str, Any] = {"role": role, "content": "\n".join(texts) if texts else None}
+    return role
 
-    calls: list[dict[str, Any]] = []
-    for block in message.blocks:
-        if isinstance(block, ToolCallBlock):
-            call = _call(block.tool_call_id or "", block.tool_name, _arguments(block.tool_kwargs))
-            calls.append(call)
-    for raw in extra.get("tool_calls") or ():
+
+def _tool_calls(message: ChatMessage, index: int) -> list[dict[str, Any]]:
+    """The message's tool calls, from its blocks and ``additional_kwargs``, each once, with an
+    id."""
+    calls = [
+        _call(block.tool_call_id or "", block.tool_name, _arguments(block.tool_kwargs))
+        for block in message.blocks
+        if isinstance(block, ToolCallBlock)
+    ]
+    for raw in message.additional_kwargs.get("tool_calls") or ():
         extra_call = _extra_tool_call(raw)
         if extra_call is None:
             raise ValueError(
@@ -160,20 +176,18 @@ def chat_message_dict(message: ChatMessage, index: int = 0) -> dict[str, Any]:
     for j, call in enumerate(kept):
         if not call["id"]:
             call["id"] = f"call_{index}_{j}"
-    if kept:
-        out["tool_calls"] = kept
+    return kept
 
-    if role == "tool":
-        call_id = extra.get("tool_call_id") or extra.get("tool_use_id")
-        if call_id:
-            out["tool_call_id"] = str(call_id)
-        name = extra.get("name") or extra.get("tool_name")
-        if name:
-            out["name"] = str(name)
-        if out["content"] is None:
-            out["content"] = ""
-    elif role != "assistant" and out["content"] is None:
-        out["content"] = ""
+
+def _tool_reply(extra: Mapping[str, Any]) -> dict[str, str]:
+    """The call id and tool name a tool message's ``additional_kwargs`` carry."""
+    out: dict[str, str] = {}
+    call_id = extra.get("tool_call_id") or extra.get("tool_use_id")
+    if call_id:
+        out["tool_call_id"] = str(call_id)
+    name = extra.get("name") or extra.get("tool_name")
+    if name:
+        out["name"] = str(name)
     return out
 
 
