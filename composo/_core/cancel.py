@@ -1,13 +1,11 @@
 """Stopping the sync client's concurrent work when its caller stops waiting (Ctrl-C, an exception,
 an iterator closed early).
 
-A thread cannot be interrupted from outside; what it waits on can be. Work started by
-:func:`composo._core.runner.bounded` runs inside a :class:`Scope`: its sleeps (pacing, backoff)
-wait on the scope's event, and every blocking read or write of the client's own connections
-(:mod:`composo._core.connections`) registers its stream with the scope while it waits. Cancelling
-the scope wakes the sleeps and shuts the registered sockets down, so each worker's call ends at
-once with :class:`Cancelled` and the calling thread can return within a fraction of a second,
-even from a server that never answers. Only this process's own requests are touched.
+A thread cannot be interrupted; what it waits on can. Work run by
+:func:`composo._core.runner.bounded` sleeps on its :class:`Scope`'s event, and each blocking
+socket wait of the client's connections registers its stream with the scope. Cancelling wakes
+the sleeps and shuts those sockets, so every call ends at once with :class:`Cancelled`, even
+against a server that never answers.
 """
 
 from __future__ import annotations
@@ -79,14 +77,12 @@ class Scope:
 
 
 def current() -> Scope | None:
-    """The scope of the work this thread is doing, if any."""
     scope: Scope | None = getattr(_local, "scope", None)
     return scope
 
 
 @contextlib.contextmanager
 def within(scope: Scope) -> Iterator[Scope]:
-    """This thread's work belongs to ``scope`` inside the block."""
     outer = current()
     _local.scope = scope
     try:
@@ -103,8 +99,7 @@ def check() -> None:
 
 
 def check_as(kind: type[Exception]) -> None:
-    """Raise ``kind`` (a transport's own error, so that its clean-up runs) if this thread's
-    work was cancelled."""
+    """:func:`check` raising ``kind`` (a transport's own error, so its clean-up runs)."""
     scope = current()
     if scope is not None and scope.cancelled:
         raise kind("the call was cancelled")

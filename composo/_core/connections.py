@@ -1,17 +1,11 @@
-"""The clients' own connections: every socket wait of the sync client ends by the call's deadline,
-and both go through the proxies and trust the certificates the environment names, as httpx does.
+"""The clients' own connections, through the proxies and CA bundle :class:`Network` names.
 
-``httpx.Timeout`` bounds each socket operation on its own, so a server that sends one byte every
-half second (in the status line, the headers or the body) could hold a blocking call for ever.
-Here httpcore's connection pool (and its proxy pools, ``HTTPProxy`` and ``SOCKSProxy``) is built
-with a network backend (its public ``network_backend=`` argument) whose streams cap every read,
-write, connect and TLS handshake (a proxy's ``CONNECT`` included) at what is left of the deadline
-set for the current thread by :func:`deadline`. :class:`Connections` is that pool as an httpx
-transport (built from public httpx and httpcore types), for any ``httpx.Client``: the client's
-own, or one you build (``httpx.Client(transport=Connections())``). The async client needs none
-of this (``asyncio.timeout`` cancels an attempt wherever it waits); its own connections are
-:class:`AsyncShards`, several small httpx pools. Which proxy a request takes, and the TLS
-context, come from :class:`~composo._core.network.Network`.
+``httpx.Timeout`` bounds each socket operation on its own, so a server sending one byte every
+half second could hold a blocking call for ever. :class:`Connections` is httpcore's pool (and its
+proxy pools) built with a network backend (the public ``network_backend=``) whose streams cap
+every read, write, connect and TLS handshake at what is left of the thread's :func:`deadline`.
+The async client needs none of this (``asyncio.timeout`` cancels wherever it waits); its
+connections are :class:`AsyncShards`, several small httpx pools.
 """
 
 from __future__ import annotations
@@ -197,9 +191,8 @@ class _Body(httpx.SyncByteStream):
 
 
 def _via(proxy: httpx.Proxy, context: ssl.SSLContext, **pool: Any) -> httpcore.ConnectionPool:
-    """httpcore's pool through ``proxy``: tunnelling https (``CONNECT``) and forwarding http, or
-    SOCKS; a proxy reached over https trusts what the servers' context trusts unless the
-    ``httpx.Proxy`` brings a context of its own."""
+    """httpcore's pool through ``proxy`` (HTTP or SOCKS); an https proxy trusts what the servers'
+    context trusts unless the ``httpx.Proxy`` brings its own."""
     url = proxy.url
     where = httpcore.URL(scheme=url.raw_scheme, host=url.raw_host, port=url.port, target=b"/")
     if url.scheme.startswith("socks"):
@@ -308,11 +301,10 @@ class _Shards:
 
 
 class AsyncShards(httpx.AsyncBaseTransport):
-    """Async connections held in many small ``httpx.AsyncHTTPTransport`` pools, each request
-    sent on the least busy one of its route (direct, or each proxy ``network`` names). httpcore's
-    pool re-examines every connection it holds each time a request starts or ends, so its work
-    per request grows with its size: with 50 requests in flight, one pool of 50 costs the client
-    about four times the CPU of pools of two (``benchmarks/bench_client.py``).
+    """Async connections in many small ``httpx.AsyncHTTPTransport`` pools, each request on the
+    least busy pool of its route. httpcore re-examines every connection of a pool as each request
+    starts or ends: with 50 in flight, one pool of 50 costs about four times the CPU of pools of
+    two (``benchmarks/bench_client.py``).
 
     Args:
         max_connections: Connections open at most on each route, over all its pools.

@@ -1,16 +1,10 @@
-"""What a process made by ``os.fork()`` must not share with its parent.
+"""What a process made by ``os.fork()`` must not share with its parent: its copies of connections
+are the parent's sockets (each would get the other's answers), its locks may be held by threads
+that do not exist there, its thread pools have no threads. Objects holding such things register
+here and, in the child, drop them and build fresh ones on next use.
 
-A forked child starts with copies of the parent's objects but only the thread that forked: its
-copies of open connections are the very sockets the parent is using (a request sent on one by
-each process gets the other's answer), its locks may be held by threads that do not exist there,
-and its thread pools have no threads. Every object that holds such things registers here; in the
-child, right after the fork, each one drops them and builds fresh ones on next use.
-
-The parent's sockets and files are left as they are: the child never closes, shuts or reuses
-them. What it drops is kept referenced in :data:`_left_behind` so that collecting it in the child
-cannot close anything either (closing a descriptor in the child would be harmless to the parent,
-but an SQLite connection closed there may act on the parent's files, and the warnings would be
-noise). Nothing here runs in a process that never forks.
+What the child drops is kept referenced (:data:`_left_behind`), never closed: an SQLite
+connection closed there may act on the parent's files.
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""``lazy_exports``: a module's public names, imported on first use.
-
-Packages whose names pull in heavy or optional imports (``composo`` itself, ``composo.tracing``,
-``composo.ext``, the integration packages) list where each name lives and let the first
-attribute access import it, so importing the package itself costs next to nothing.
-"""
+"""``lazy_exports``: a package's public names imported on first use, so importing the package
+(``composo``, ``composo.tracing``, the integrations) costs next to nothing."""
 
 from __future__ import annotations
 
@@ -18,19 +14,8 @@ __all__ = ["lazy_exports"]
 def lazy_exports(
     module: str, where: Mapping[str, str]
 ) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
-    """The ``__getattr__`` and ``__dir__`` of a module whose names load on first use.
-
-    Use at the end of the module: ``__getattr__, __dir__ = lazy_exports(__name__, {...})``.
-
-    Args:
-        module: The module's ``__name__``.
-        where: Each lazily loaded name -> the module defining it (absolute, or relative to
-            ``module`` with a leading dot), or ``"module:attribute"`` when it is defined there
-            under another name.
-
-    Returns:
-        The two functions; a loaded name is cached in the module, so later reads are plain.
-    """
+    """``__getattr__, __dir__ = lazy_exports(__name__, {name: "module" or "module:attr"})``
+    (a module may be relative, with a leading dot); a loaded name is cached in the module."""
     namespace = sys.modules[module].__dict__
     package = module if hasattr(sys.modules[module], "__path__") else module.rpartition(".")[0]
 

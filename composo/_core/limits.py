@@ -1,8 +1,5 @@
-"""Every limit and default the SDK applies, in one place (the platform's where it has one).
-
-Client, batch, CLI and the local server's OpenAI judge read these names; nothing else writes
-the numbers down.
-"""
+"""Every limit and default the SDK applies, in one place (the platform's where it has one):
+nothing else writes the numbers down."""
 
 from __future__ import annotations
 
@@ -35,92 +32,62 @@ __all__ = [
     "THROTTLE_RELEASE",
 ]
 
-# -- the platform's request contract ------------------------------------------------------------
+# -- the platform's request contract (characters) -----------------------------------------------
 MAX_CRITERION_LENGTH = 4096
-"""Characters in one criterion."""
-MAX_EVALUATOR_NAME_LENGTH = 255
-"""Characters in a saved evaluator's name."""
-TAG_LIMIT = 64
-"""Characters in a tag's key and in its value."""
-MIN_MESSAGES = 2
-"""A reward request needs at least the question and the answer."""
+MAX_EVALUATOR_NAME_LENGTH = 255  # a saved evaluator's name
+TAG_LIMIT = 64  # a tag's key, and its value
+MIN_MESSAGES = 2  # a reward request needs at least the question and the answer
 
-# -- retries ------------------------------------------------------------------------------------
-RETRYABLE_STATUS = frozenset({408, 409, 429})
-"""Statuses worth a second try besides every 5xx."""
+# -- retries (seconds) ----------------------------------------------------------------------------
+RETRYABLE_STATUS = frozenset({408, 409, 429})  # worth a second try, besides every 5xx
 MAX_RETRY_AFTER = 30.0
-"""Seconds: the longest ``Retry-After`` the local server's OpenAI judge waits. The clients wait
-any ``Retry-After`` their call's timeout leaves room for, and refuse a longer one at once."""
-BACKOFF_BASE = 0.5
-"""Seconds: the first backoff's ceiling, doubled for each attempt (full jitter)."""
-BACKOFF_MAX = 8.0
-"""Seconds: the largest backoff ceiling."""
+"""The longest ``Retry-After`` the local server's OpenAI judge waits. The clients wait any their
+call's timeout leaves room for, and refuse a longer one at once."""
+BACKOFF_BASE = 0.5  # the first backoff's ceiling, doubled each attempt (full jitter)
+BACKOFF_MAX = 8.0  # the largest ceiling
 
 # -- throttling (429): a budget of its own, separate from ``num_retries`` ------------------------
 MAX_THROTTLE_WAITS = 25
-"""Waits for a 429 one batch request (``evaluate_many``, background evaluation) may make before
-its ``RateLimitError`` is recorded; each wait is also bounded by the call's timeout."""
+"""Waits for a 429 one batch request may make before its ``RateLimitError`` is recorded (each
+also bounded by the call's timeout)."""
 RATE_DECREASE = 0.85
-"""On a 429 with a ``Retry-After`` the client's shared request rate drops to this share of what
-the server just allowed (once per throttling episode, however many requests were refused in
-it)."""
-RATE_GROWTH = 0.05
-"""Requests a second added to the shared rate per success once it is back at the rate the
-server was last seen allowing (probing above it slowly)."""
-RATE_REGAIN = 1.5
-"""Below that rate (after an episode's decrease, or from the release window's pace when nothing
-was measured), each success multiplies the rate by this: it is regained within a few requests."""
-RATE_MEASURE_WINDOW = 5.0
-"""Seconds of recent successes the rate the server allows is measured over."""
+"""On a 429 with ``Retry-After``, the shared rate drops to this share of what the server just
+allowed (once per throttling episode, however many requests it refused)."""
+RATE_GROWTH = 0.05  # requests a second added per success once back at the allowed rate
+RATE_REGAIN = 1.5  # below that rate, each success multiplies the rate by this
+RATE_MEASURE_WINDOW = 5.0  # seconds of recent successes the allowed rate is measured over
 THROTTLE_JITTER = 0.1
-"""A ``Retry-After`` wait is stretched by up to this share, at random, so that clients told the
-same instant do not all come back at once (requests of one client are spaced by its rate)."""
+"""A ``Retry-After`` wait is stretched by up to this share at random, so clients told the same
+instant do not all come back at once."""
 THROTTLE_RELEASE = 0.5
-"""Seconds over which the requests that waited out a hold leave (at most half the hold): one
-client's requests come back spread out, not all at the same instant."""
-THROTTLE_FORGET = 60.0
-"""Seconds without a 429 after which a client stops pacing (unless ``requests_per_minute`` is
-set)."""
+"""Seconds over which the requests that waited out a hold leave (at most half the hold)."""
+THROTTLE_FORGET = 60.0  # seconds without a 429 before pacing stops (unless requests_per_minute)
 
 # -- responses ----------------------------------------------------------------------------------
 MAX_RESPONSE_BYTES = 8 * 1024 * 1024
-"""Bytes of a response body, after decompression (8 MiB: a verdict is a few KiB, a trace
-verdict with thousands of agent instances a few MiB). A larger body is refused with
-``ResponseTooLargeError`` without being held in memory."""
-MAX_TASK_ID_LENGTH = 256
-"""Characters in a background task's id."""
+"""Bytes of a decompressed response body (a verdict is a few KiB, a trace verdict with
+thousands of agent instances a few MiB); a larger one is refused without being held."""
+MAX_TASK_ID_LENGTH = 256  # characters in a background task's id
 
 # -- client defaults ----------------------------------------------------------------------------
-DEFAULT_TIMEOUT = 60.0
-"""Seconds one call may take, retries and waits included."""
-DEFAULT_NUM_RETRIES = 1
-"""Retries after the first attempt."""
-DEFAULT_MAX_CONCURRENT_REQUESTS = 5
-"""Requests in flight per client; the platform advises about 5."""
+DEFAULT_TIMEOUT = 60.0  # seconds one call may take, retries and waits included
+DEFAULT_NUM_RETRIES = 1  # after the first attempt
+DEFAULT_MAX_CONCURRENT_REQUESTS = 5  # requests in flight per client; the platform advises 5
 
 # -- the result cache (composo._cache) ------------------------------------------------------------
 CACHE_MAX_BYTES = 1024**3
-"""Bytes of answers the result cache keeps (1 GiB: some 300,000 answers of a few KiB); a write
-that takes it past this removes the oldest answers first. ``COMPOSO_CACHE_MAX_SIZE`` or
-``ResultCache(max_bytes=...)`` changes it."""
+"""Bytes of answers kept (1 GiB, some 300,000 answers); the oldest go first
+(``COMPOSO_CACHE_MAX_SIZE``, ``ResultCache(max_bytes=...)``)."""
 CACHE_MAX_AGE = 30 * 24 * 3600.0
-"""Seconds an answer is kept (30 days); an older one is never served, and is removed.
-``COMPOSO_CACHE_MAX_AGE`` or ``ResultCache(max_age=...)`` changes it."""
+"""Seconds an answer is kept and served (``COMPOSO_CACHE_MAX_AGE``, ``ResultCache(max_age=)``)."""
 CACHE_EVICT_TO = 0.99
-"""Share of ``max_bytes`` a write that went past it brings the cache down to: removing happens
-once per hundredth of the cap written, not on every write, and each time takes a few
-milliseconds per MiB removed (one statement; the writes between pay nothing for it)."""
-CACHE_ROW_OVERHEAD = 100
-"""Bytes counted for each answer besides its key, body and headers: SQLite's own bookkeeping
-(the row, its key in the primary index, its time in the age index)."""
+"""Share of ``max_bytes`` a write past it brings the cache down to: eviction runs once per
+hundredth of the cap written (a few ms per MiB), not on every write."""
+CACHE_ROW_OVERHEAD = 100  # bytes counted per answer for SQLite's row and index entries
 
 # -- messages -----------------------------------------------------------------------------------
-MAX_ERROR_MESSAGE = 500
-"""Characters of a server's error body shown in an exception's message (the whole body is
-kept on the exception)."""
+MAX_ERROR_MESSAGE = 500  # characters of an error body in the message (all of it on the exception)
 
 # -- traces read from spans -----------------------------------------------------------------------
-MAX_SPANS_PER_TRACE = 10_000
-"""Spans one trace id may have before it is reported as too large (its spans are not kept)."""
-CONTEXT_LIMIT = 4000
-"""Characters of a context span's input or output kept in the trace."""
+MAX_SPANS_PER_TRACE = 10_000  # spans of one trace id before it is reported too large (not kept)
+CONTEXT_LIMIT = 4000  # characters of a context span's input or output kept in the trace

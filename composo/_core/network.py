@@ -1,13 +1,9 @@
 """Where the clients' own connections go and which certificates they trust, as httpx decides it.
 
-httpx honours ``HTTP_PROXY``, ``HTTPS_PROXY``, ``ALL_PROXY`` and ``NO_PROXY`` (either case, read
-through the standard library's ``urllib.request.getproxies``, which on macOS and Windows falls
-back on the system's settings) and ``SSL_CERT_FILE`` / ``SSL_CERT_DIR``, but only for a client
-built without a transport. The clients build their own (every socket wait bounded by the call's
-deadline), so :class:`Network` applies httpx's rules to them: a ``proxy`` given takes every
-request; else the environment's, per scheme (``ALL_PROXY`` where the scheme has none), except for
-the hosts ``NO_PROXY`` names (``*`` for all of them); ``trust_env=False`` reads none of it. The
-environment is read once, when the settings are made, as httpx reads it when a client is built.
+httpx reads ``HTTP(S)_PROXY``, ``ALL_PROXY``, ``NO_PROXY`` (through ``urllib.request.getproxies``)
+and ``SSL_CERT_FILE`` / ``SSL_CERT_DIR`` only for a client built without a transport; the
+clients build their own (deadline-bound sockets), so :class:`Network` applies the same rules,
+read once when it is made. ``trust_env=False`` reads none of it.
 """
 
 from __future__ import annotations
@@ -75,10 +71,9 @@ def _proxy(value: Any, where: str) -> httpx.Proxy:
 
 
 class _Bypass:
-    """One ``NO_PROXY`` entry, matched as httpx matches it: ``example.com`` is that domain and
-    its subdomains, ``.example.com`` its subdomains only, ``localhost`` or an IP address that
-    host exactly, ``http://host`` that scheme only, ``host:port`` that port only; an address with
-    a prefix length (``10.0.0.0/8``) is the whole network."""
+    """One ``NO_PROXY`` entry, matched as httpx does: ``example.com`` and its subdomains,
+    ``.example.com`` subdomains only, ``localhost`` or an address exactly, ``http://host`` that
+    scheme only, ``host:port`` that port only; ``10.0.0.0/8`` the whole network."""
 
     __slots__ = ("host", "kind", "network", "port", "scheme")
 
@@ -130,7 +125,6 @@ class _Bypass:
 
 
 def _address(text: str) -> ipaddress.IPv4Network | ipaddress.IPv6Network | None:
-    """``text`` as an address or network (``None`` for a name)."""
     try:
         return ipaddress.ip_network(text.strip("[]"), strict=False)
     except ValueError:
@@ -201,9 +195,8 @@ class Network:
                 ) from None
 
     def _check_verify(self, verify: Any) -> tuple[str, str | None, str | None] | None:
-        """Where the trusted certificates come from: ``("default", file, dir)`` (the
-        environment's, else certifi's), ``("path", file, dir)``, ``("off", ...)`` or ``None``
-        for a context given."""
+        """The CA source: ``(kind, file, dir)``, kind ``default``, ``env``, ``path`` or ``off``;
+        ``None`` for a context given."""
         if isinstance(verify, bool):
             if not verify:
                 return ("off", None, None)
@@ -236,16 +229,13 @@ class Network:
             f"{type(verify).__name__}"
         )
 
-    # -- what the connections ask -----------------------------------------------------------------
-
     @property
     def proxies(self) -> dict[str, httpx.Proxy]:
-        """The proxies requests may go through, by route name (``all``, ``http``, ``https``)."""
+        """By route name (``all``, ``http``, ``https``)."""
         return dict(self._proxies)
 
     def route(self, url: httpx.URL) -> str | None:
-        """The name of the proxy ``url`` goes through (a key of :attr:`proxies`), or ``None``
-        for a direct connection."""
+        """The key of :attr:`proxies` ``url`` goes through, ``None`` for a direct connection."""
         if not self._proxies:
             return None
         key = (url.scheme, url.host, url.port)
@@ -266,13 +256,8 @@ class Network:
         return route
 
     def ssl_context(self) -> ssl.SSLContext:
-        """The TLS context for servers (and https proxies): one per CA source for the process,
-        made when the first connections are (loading a bundle takes tens of milliseconds, which
-        a client made and never used should not pay).
-
-        Raises:
-            ComposoValidationError: The CA bundle cannot be loaded.
-        """
+        """The TLS context: one per CA source for the process, made with the first connections
+        (loading a bundle takes tens of ms, which an unused client should not pay)."""
         if self._context is not None:
             return self._context
         ca = self._ca

@@ -1,13 +1,7 @@
-"""The evaluate options, defined once.
-
-:class:`EvaluateOptions` is what ``evaluate``, ``evaluate_trace``, ``evaluate_many`` and
-``evaluate_many_iter`` (of both clients), the batch plan, the command line and the background
-evaluator accept. Adding an option is one line here plus the wire field that carries it
-(:mod:`composo._core.wire`) and a keyword-only parameter of ``evaluate`` and ``evaluate_trace``,
-typed with the alias below (those two name every option in their signatures, in the platform
-SDK's positional order; ``tests/test_options.py`` checks that they carry every option with
-this type); everything else reads :data:`OPTION_NAMES`.
-"""
+"""The evaluate options, defined once: every evaluate method, the batch plan and the command line
+read :data:`OPTION_NAMES`. Adding one is a line here, its wire field (:mod:`composo._core.wire`)
+and a keyword of ``evaluate`` and ``evaluate_trace``, which name every option in the platform
+SDK's order (``tests/test_options.py`` checks it)."""
 
 from __future__ import annotations
 
@@ -75,8 +69,7 @@ def check_names(options: Mapping[str, Any], where: str) -> None:
 def unknown_argument(
     where: str, name: str, accepted: Collection[str], listed: str = "it takes"
 ) -> UnknownArgumentError:
-    """``where() got an unexpected keyword argument 'name'``, with the closest accepted name
-    and the list of them."""
+    """Python's unknown-keyword ``TypeError``, with the closest accepted name and the list."""
     import difflib
 
     close = difflib.get_close_matches(name, accepted, n=1, cutoff=0.6)
@@ -88,10 +81,9 @@ def unknown_argument(
 
 
 def keywords_checked(fn: Callable[P, R]) -> Callable[P, R]:
-    """``fn`` refusing a keyword it does not take with :func:`unknown_argument` instead of
-    Python's bare ``TypeError``. The arguments are bound to the signature only once a call
-    has raised a ``TypeError``, so a good call pays one function frame (a coroutine function
-    stays one, and is refused when awaited)."""
+    """``fn`` refusing an unknown keyword with :func:`unknown_argument`; the signature is bound
+    only after a ``TypeError``, so a good call pays one frame (a coroutine is refused when
+    awaited)."""
     accepted = [n for n in inspect.signature(fn).parameters if n != "self"]
 
     def refusal(exc: TypeError, args: Any, kwargs: dict[str, Any]) -> TypeError:

@@ -1,8 +1,6 @@
-"""Where a verdict came from: the judge that made it, the model it ran and whether the result
-cache gave it. The headers that say so are named here and nowhere else: the local server sends
-them, the result cache keeps them with an answer and sends them again on a hit (with
-:data:`CACHE_HEADER`), and the client reads them once per answer onto the result. The platform
-sends none of them; its answers are the platform's, judged by the model core asked for."""
+"""Where a verdict came from: judge, model, fresh or cached. The headers that say so are named
+only here: the local server sends them, the result cache replays them on a hit (adding
+:data:`CACHE_HEADER`), the client reads them once per answer. The platform sends none."""
 
 from __future__ import annotations
 
@@ -51,7 +49,6 @@ class Provenance:
 
     @property
     def cached(self) -> bool:
-        """Whether the result cache gave the answer."""
         return self.source == "cache"
 
     def __str__(self) -> str:
@@ -60,8 +57,7 @@ class Provenance:
 
     @classmethod
     def from_headers(cls, headers: Mapping[str, str]) -> Provenance:
-        """What an answer's headers say (``headers`` looked up by lower-case name, as
-        ``httpx.Headers`` is)."""
+        """What an answer's headers say (looked up by lower-case name, as ``httpx.Headers``)."""
         return cls(
             headers.get(JUDGE_HEADER) or PLATFORM,
             headers.get(JUDGE_MODEL_HEADER) or None,
@@ -69,8 +65,7 @@ class Provenance:
         )
 
     def asked(self, model_core: str | None) -> Provenance:
-        """This provenance with, for a platform answer, the model core its request asked for
-        (the platform does not name it)."""
+        """For a platform answer, the model core the request asked for (it names none)."""
         if self.judge != PLATFORM or self.model is not None or model_core is None:
             return self
         return replace(self, model=model_core)

@@ -1,32 +1,20 @@
-"""One request-rate limiter per client, shared by every call, batch and background evaluation
-it makes.
+"""One request-rate limiter per client, shared by all its calls; asked just before each request
+is sent (after it holds a request slot), so what it learns applies to requests already waiting.
+Unthrottled it costs two attribute reads per request.
 
-Unthrottled it costs two attribute reads per request. Every request asks it just before it is
-sent (after it holds one of the client's request slots), so whatever it learns meanwhile applies
-to requests already waiting, not only to new ones:
-
-- ``Retry-After`` on a 429 (or a spent quota's reset) holds every request of the client until
-  then, stretched a little at random; only requests already on the wire still reach the server.
-  The requests that waited leave spread over a short window, never in lockstep.
-- Such a 429 also slows the pace to a share of the rate the server was just seen allowing (once
-  per throttling episode); successes bring it back to that rate within a few requests and then
-  probe above it slowly (additive increase, multiplicative decrease). With nothing measured yet,
-  the pace starts from the release window and grows by half with each success; pacing stops once
-  it no longer limits anything. A 429 without a ``Retry-After`` says nothing of when: only the
-  request that drew it backs off.
+- A 429's ``Retry-After`` (or a spent quota's reset) holds every request until then, stretched
+  a little at random; the waiting requests then leave spread over a short window, not in
+  lockstep. A 429 without one backs off only the request that drew it.
+- A held 429 also slows the pace (AIMD: once per episode, to a share of the rate last seen
+  allowed; successes regain it, then probe above it slowly). Pacing stops once it limits nothing.
+- A declared quota (``X-RateLimit-Limit`` a minute, ``X-RateLimit-Remaining``) is copied as a
+  bucket, corrected down by each answer; no request starts that the bucket cannot pay for, so
+  one process draws no 429. AIMD and ``Retry-After`` cover other processes sharing the key.
 - ``requests_per_minute`` paces from the start and caps the rate.
 
-A server that declares its quota (``X-RateLimit-Limit`` a minute, ``X-RateLimit-Remaining``)
-is paced from the first answer that says so: the limiter keeps a copy of the server's bucket
-(what remains, refilled at the declared rate, corrected down by every later answer) and starts
-no request the bucket could not pay for, so a single process draws no 429 at all. AIMD and
-``Retry-After`` stay for what the copy cannot see (other processes sharing the key).
-
-A request fails for pacing only when its deadline truly cannot be met: a hold the server asked
-for, the declared quota or ``requests_per_minute`` would keep it past its timeout. The limiter's
-own guess of the rate never fails a request (past its deadline, it is not applied).
-
-The limiter only says how long to wait; the clients sleep (``time.sleep`` or ``asyncio.sleep``).
+A request fails for pacing only when a hold, the quota or ``requests_per_minute`` would keep it
+past its deadline; the limiter's own guess never fails one. It only says how long to wait: the
+clients sleep.
 """
 
 from __future__ import annotations
@@ -71,9 +59,8 @@ def check_requests_per_minute(value: float | None) -> float | None:
 
 
 def rate_limit_reset(headers: Mapping[str, str]) -> float | None:
-    """Seconds until ``X-RateLimit-Reset`` when ``X-RateLimit-Remaining`` says the quota is spent;
-    ``None`` otherwise. The reset is read as seconds from now, or as a Unix time when it is
-    larger than a year of seconds (both are in use)."""
+    """Seconds until ``X-RateLimit-Reset`` when ``X-RateLimit-Remaining`` is 0, else ``None``.
+    The reset is seconds from now, or a Unix time when above a year of seconds (both are used)."""
     remaining = headers.get("x-ratelimit-remaining")
     if remaining is None or remaining.strip() not in ("0", "0.0"):
         return None
@@ -112,9 +99,9 @@ def _number(text: str | None) -> float | None:
 
 
 class Permits(Protocol):
-    """A source of permission beyond this process (a cluster-wide budget, such as
-    :class:`composo.ray.RequestBudget`): each attempt holds one permit from before it is sent
-    until its answer is read. Blocking calls; the sync client's attempts use them."""
+    """Permission beyond this process (a cluster-wide budget such as
+    :class:`composo.ray.RequestBudget`): each sync attempt holds one permit until its answer is
+    read."""
 
     def acquire(self) -> None: ...
 
@@ -138,8 +125,7 @@ class Throttle:
         self.reset()
 
     def reset(self) -> None:
-        """A fresh limiter (at construction, and in a forked child: a lock held by one of the
-        parent's threads would never be released there)."""
+        """A fresh limiter (also in a forked child, where a parent thread's lock stays held)."""
         self.rate: float | None = self.ceiling
         self.throttled = 0
         self._lock = threading.Lock()
@@ -151,14 +137,12 @@ class Throttle:
         self._last_429 = 0.0
         self._target: float | None = None  # the rate to regain quickly after an episode
         self._ok: deque[float] = deque(maxlen=256)
-        # The server's declared quota (requests a second, a minute's bucket), and this client's
-        # copy of its bucket: what remained at ``_quota_at``.
+        # the declared quota (rate a second, bucket size) and our copy: what remained at _quota_at
         self._quota: tuple[float, float] | None = None
         self._tokens = 0.0
         self._quota_at = 0.0
         self._reset_header: float | None = None
-        # Requests started, and answered, before any answer declared the quota: the ones still
-        # in flight when it is declared will draw on the bucket it describes.
+        # requests before the quota was declared: those still in flight will draw on its bucket
         self._blind_started = 0
         self._blind_answered = 0
 
@@ -193,9 +177,9 @@ class Throttle:
         return f"paced: {pace}"
 
     def admit(self, deadline: float) -> float | None:
-        """Whether a request may start now: ``0.0`` (it starts, and counts as started), else
-        the seconds to wait before asking again; ``None`` when it cannot start before
-        ``deadline`` (a hold, the declared quota or ``requests_per_minute`` forbid it)."""
+        """``0.0``: the request starts now (and is counted); else the seconds to wait before
+        asking again; ``None``: a hold, the quota or ``requests_per_minute`` keep it past
+        ``deadline``."""
         if (
             self.rate is None
             and self._hold == 0.0
@@ -243,9 +227,8 @@ class Throttle:
         return self._hold > time.monotonic()
 
     def passed(self, headers: Mapping[str, str]) -> None:
-        """A request succeeded: the pace regains the rate last seen allowed, then grows slowly;
-        a spent quota announced by ``X-RateLimit-Remaining: 0`` holds the next requests until
-        its reset."""
+        """A request succeeded: the pace regains the rate last allowed, then grows slowly; a spent
+        quota (``X-RateLimit-Remaining: 0``) holds the next requests until its reset."""
         if (
             "x-ratelimit-remaining" in headers
             and not self.learn(headers)
@@ -274,10 +257,8 @@ class Throttle:
             self.rate = rate if self.ceiling is None else min(rate, self.ceiling)
 
     def learn(self, headers: Mapping[str, str]) -> bool:
-        """Take the quota an answer declared (``X-RateLimit-Limit`` a minute): the first such
-        answer starts the copy of the server's bucket at its ``X-RateLimit-Remaining``; later
-        ones lower the copy to what they report (never raise it: an answer read late reports a
-        bucket that has paid for requests started since). ``False`` when no quota was
+        """Take a declared quota: the first answer starts our copy of the bucket, later ones only
+        lower it (an answer read late predates requests started since). ``False``: none
         declared."""
         limit = _number(headers.get("x-ratelimit-limit"))
         remaining = _number(headers.get("x-ratelimit-remaining"))
@@ -288,8 +269,7 @@ class Throttle:
             now = time.monotonic()
             self._reset_header = _number(headers.get("x-ratelimit-reset"))
             if self._quota != (rate, cap):  # first declared, or the quota changed
-                # Requests started before this answer and not yet answered will spend the
-                # bucket too (this answer's own request is among the answered).
+                # unanswered earlier requests will spend it too (this answer's is answered)
                 owed = max(0, self._blind_started - self._blind_answered - 1)
                 self._blind_started = self._blind_answered = 0  # counted once, by this copy
                 self._quota, self._quota_at = (rate, cap), now
@@ -319,10 +299,8 @@ class Throttle:
             self._release_left = self._concurrency
 
     def throttled_by(self, retry_after: float | None, waits: int = 0) -> float:
-        """A 429 arrived. With a ``Retry-After``, every request of the client is held until
-        then and the pace slows (once per episode); returns 0.0, the hold being the wait.
-        Without one, only this request backs off: returns its wait (exponential, jittered;
-        ``waits``: how many it made already)."""
+        """A 429: with ``retry_after`` every request is held and the pace slows (once per
+        episode), returning 0.0; without, this request's own jittered backoff after ``waits``."""
         with self._lock:
             now = time.monotonic()
             self.throttled += 1
@@ -349,8 +327,7 @@ class Throttle:
             return 0.0
 
     def _done_pacing(self, now: float, rate: float) -> bool:
-        """Whether pacing can stop: no 429 for long, or the pace (back above what the server
-        was seen allowing) is twice what is actually sent, so it no longer limits anything."""
+        """No 429 for long, or a pace (back above what was allowed) twice what is sent."""
         if now - self._last_429 > THROTTLE_FORGET:
             return True
         if self._target is not None and rate < self._target:

@@ -1,8 +1,5 @@
-"""Retry policy, in one place: what to retry, how long to wait, when to give up.
-
-Used by both clients and by the local server's OpenAI judge; the numbers are in
-:mod:`composo._core.limits`.
-"""
+"""Retry policy, in one place (both clients and the local server's OpenAI judge): what to retry,
+how long to wait, when to give up. The numbers are in :mod:`composo._core.limits`."""
 
 from __future__ import annotations
 
@@ -25,7 +22,6 @@ __all__ = [
     "async_retrying",
     "is_retryable",
     "parse_retry_after",
-    "retrying",
 ]
 
 _log = logging.getLogger("composo")
@@ -109,45 +105,14 @@ def _policy(num_retries: int, timeout: float | None, max_retry_after: float) -> 
     }
 
 
-def retrying(
-    num_retries: int, timeout: float | None, *, max_retry_after: float = MAX_RETRY_AFTER
-) -> Retrying:
-    """The policy for a blocking call: ``num_retries`` after the first attempt, within
-    ``timeout`` seconds (``None``: no overall bound)."""
-    from tenacity import Retrying
-
-    return Retrying(**_policy(num_retries, timeout, max_retry_after))
-
-
 def async_retrying(
     num_retries: int, timeout: float | None, *, max_retry_after: float = MAX_RETRY_AFTER
 ) -> AsyncRetrying:
-    """:func:`retrying` for coroutines."""
+    """The policy for a coroutine: ``num_retries`` after the first attempt, within ``timeout``
+    seconds (``None``: no overall bound)."""
     from tenacity import AsyncRetrying
 
     return AsyncRetrying(**_policy(num_retries, timeout, max_retry_after))
-
-
-_PAST_DEADLINE: Any = None
-
-
-def _past_deadline() -> Any:
-    """The tenacity stop "the next wait would end past the call's deadline" (made on first use,
-    as tenacity loads only then)."""
-    global _PAST_DEADLINE
-    if _PAST_DEADLINE is None:
-        from tenacity.stop import stop_base
-
-        class PastDeadline(stop_base):
-            def __init__(self, deadline: float) -> None:
-                self.deadline = deadline
-
-            def __call__(self, retry_state: RetryCallState) -> bool:
-                wait = retry_state.upcoming_sleep or 0.0
-                return time.monotonic() + wait >= self.deadline
-
-        _PAST_DEADLINE = PastDeadline
-    return _PAST_DEADLINE
 
 
 class Policy:
@@ -164,14 +129,18 @@ class Policy:
         self._async: AsyncRetrying | None = None
 
     def _stop(self, deadline: float) -> Any:
-        from tenacity import stop_after_attempt
+        from tenacity import stop_after_attempt, stop_before_delay
 
-        return stop_after_attempt(self.num_retries + 1) | _past_deadline()(deadline)
+        # the retries start now: no wait may end past the deadline
+        left = deadline - time.monotonic()
+        return stop_after_attempt(self.num_retries + 1) | stop_before_delay(left)
 
     def sync(self, deadline: float) -> Retrying:
         """The policy for one blocking call ending by ``deadline`` (``time.monotonic()``)."""
         if self._sync is None:
-            self._sync = retrying(self.num_retries, None, max_retry_after=math.inf)
+            from tenacity import Retrying
+
+            self._sync = Retrying(**_policy(self.num_retries, None, math.inf))
         from composo._core.cancel import sleep  # cut short when the caller leaves
 
         return self._sync.copy(stop=self._stop(deadline), sleep=sleep)

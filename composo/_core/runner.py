@@ -1,12 +1,7 @@
-"""Run calls on threads with a bounded number in flight, handing outcomes back as they finish.
-
-The one way blocking work runs concurrently in the core: the sync client's several-criteria call
-and the thread form of the batch engine both use it (coroutines use
-:func:`composo._core.batch_async.astream`). When the caller stops early (Ctrl-C, an exception,
-the iterator closed), the calls still running are cancelled (:mod:`composo._core.cancel`: their
-sleeps end, their sockets are shut) and waited for briefly, so no thread goes on working for a
-caller that left.
-"""
+"""Run calls on threads with a bounded number in flight, handing outcomes back as they finish
+(the sync client's several-criteria call and the thread batch engine). When the caller stops
+early, the running calls are cancelled (:mod:`composo._core.cancel`) and waited for briefly, so
+no thread goes on working for a caller that left."""
 
 from __future__ import annotations
 
@@ -28,8 +23,6 @@ CANCEL_GRACE = 1.0
 
 
 class Outcome(NamedTuple, Generic[R]):
-    """What one call gave: its position in the work, and its value or the exception it raised."""
-
     position: int
     value: R | None
     error: BaseException | None
@@ -44,12 +37,8 @@ def bounded(
     name: str = "composo",
 ) -> Generator[Outcome[R], None, None]:
     """``fn`` over ``work`` with at most ``window`` calls running; outcomes in finishing order.
-
-    ``work`` is read only as places free up, so a long generator is never held in memory. A
-    ``pool`` given is used and left open; otherwise one is made for this run and shut down when
-    the iterator is exhausted or closed. Stopped early, the calls not started are dropped and
-    the running ones cancelled.
-    """
+    ``work`` is read only as places free up; a ``pool`` given is left open, else one is made
+    for the run."""
     executor = pool if pool is not None else ThreadPoolExecutor(window, thread_name_prefix=name)
     done: queue.SimpleQueue[Outcome[R]] = queue.SimpleQueue()
     scope = Scope()
