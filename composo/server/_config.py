@@ -18,7 +18,6 @@ __all__ = [
     "JudgeOptions",
     "ServerConfig",
     "default_db_path",
-    "is_loopback",
 ]
 
 DEFAULT_HOST = "127.0.0.1"
@@ -75,27 +74,26 @@ class ServerConfig:
             )
         if any(not k for k in self.api_keys):
             raise ValueError("api_keys: an API key cannot be empty")
-        if self.latency < 0:
-            raise ValueError(f"latency: must be >= 0 seconds, got {self.latency}")
-        if self.max_body_bytes < 1024:
-            raise ValueError(f"max_body_bytes: must be at least 1024, got {self.max_body_bytes}")
-        if self.max_connections < 1:
-            raise ValueError(f"max_connections: must be at least 1, got {self.max_connections}")
-        if self.task_lease_seconds < 1:
-            raise ValueError(
-                f"task_lease: must be at least 1 second, got {self.task_lease_seconds}"
-            )
-        if self.history_days < 0 or self.history_max_rows < 1:
-            raise ValueError(
-                "history: keep it for 0 days or more (0 keeps none) and at least 1 row, got "
-                f"{self.history_days} days and {self.history_max_rows} rows"
-            )
-        if self.rate_limit_burst is not None and self.rate_limit_burst < 1:
-            raise ValueError(f"rate_limit_burst: must be at least 1, got {self.rate_limit_burst}")
+        for name, least in _LEAST.items():
+            value = getattr(self, name)
+            if value is not None and value < least:
+                raise ValueError(f"{name}: must be at least {least}, got {value}")
         if self.rate_limit_per_minute is not None and self.rate_limit_per_minute <= 0:
             raise ValueError(
                 f"rate_limit: must be a positive number a minute, got {self.rate_limit_per_minute}"
             )
+
+
+# The settings with a least value (0 days of history keeps none).
+_LEAST = {
+    "latency": 0,
+    "max_body_bytes": 1024,
+    "max_connections": 1,
+    "task_lease_seconds": 1,
+    "history_days": 0,
+    "history_max_rows": 1,
+    "rate_limit_burst": 1,
+}
 
 
 def is_loopback(host: str) -> bool:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from composo.server._config import MAX_HEAD_BYTES, JudgeOptions, ServerConfig
 
 if TYPE_CHECKING:
-    from composo.server._received import Received
+    from composo.server._received import Received, ReceivedLog
 
 __all__ = ["LocalServer", "listening_socket", "require_server_extra", "serve_forever"]
 
@@ -34,17 +34,19 @@ def require_server_extra() -> None:
         ) from exc
 
 
-def _uvicorn_config(app: Any, config: ServerConfig, access_log: bool) -> Any:
-    """uvicorn with its documented settings only: h11 as the HTTP/1.1 parser (it bounds what
-    it buffers of an unfinished request head, ``h11_max_incomplete_event_size``), idle keep-alive
-    connections closed after 5 s, and ``limit_concurrency`` (503 past it). The body limits are
-    the gate's (:mod:`composo.server._gate`)."""
+def _uvicorn(config: ServerConfig, received: ReceivedLog | None, access_log: bool) -> Any:
+    """The application (its task store and judge set up now, so a bad setting fails before the
+    port is bound) served by uvicorn with its documented settings only: h11, which bounds what
+    it buffers of an unfinished request head, idle keep-alive connections closed after 5 s, and
+    ``limit_concurrency`` (503 past it). The body limits are the gate's."""
+    require_server_extra()
     import uvicorn
 
+    from composo.server._app import build_app
     from composo.server._redact import install_log_redaction
 
     made = uvicorn.Config(
-        app,
+        build_app(config, received),
         host=config.host,
         port=config.port,
         http="h11",
@@ -59,7 +61,7 @@ def _uvicorn_config(app: Any, config: ServerConfig, access_log: bool) -> Any:
     )
     # After uvicorn has set up its loggers: no credential reaches a log line.
     install_log_redaction(config.api_keys)
-    return made
+    return uvicorn.Server(made)
 
 
 def serve_forever(
@@ -67,19 +69,11 @@ def serve_forever(
 ) -> None:
     """Serve in the foreground until interrupted (SIGINT/SIGTERM stop it cleanly).
     ``on_ready`` runs once the task store and the judge are set up, just before serving."""
-    require_server_extra()
-    import uvicorn
-
-    from composo.server._app import build_app
-
-    app = build_app(config)
-    sock = listening_socket(config.host, config.port)
-    try:
+    server = _uvicorn(config, None, access_log)
+    with listening_socket(config.host, config.port) as sock:
         if on_ready is not None:
             on_ready()
-        uvicorn.Server(_uvicorn_config(app, config, access_log)).run(sockets=[sock])
-    finally:
-        sock.close()
+        server.run(sockets=[sock])
 
 
 def listening_socket(host: str, port: int) -> socket.socket:
@@ -133,10 +127,8 @@ class LocalServer:
         task_lease_seconds: float | None = None,
         record_requests: bool | int = False,
     ) -> None:
-        """Args:
-        record_requests: Keep what the server receives in :attr:`requests`: ``True`` keeps
-            the last 1000 requests, a number that many; off by default.
-        """
+        """``record_requests``: keep what the server receives in :attr:`requests` (``True``: the
+        last 1000 requests, a number: that many)."""
         from composo.server._received import ReceivedLog
 
         if isinstance(record_requests, bool):
@@ -149,13 +141,11 @@ class LocalServer:
                 f"keep, got {record_requests!r}"
             )
         self._received = ReceivedLog(keep) if keep else None
-        extra: dict[str, Any] = {}
-        if max_body_bytes is not None:
-            extra["max_body_bytes"] = max_body_bytes
-        if max_connections is not None:
-            extra["max_connections"] = max_connections
-        if task_lease_seconds is not None:
-            extra["task_lease_seconds"] = task_lease_seconds
+        limits = {
+            "max_body_bytes": max_body_bytes,
+            "max_connections": max_connections,
+            "task_lease_seconds": task_lease_seconds,
+        }
         self.config = ServerConfig(
             host=host,
             port=port,
@@ -166,7 +156,7 @@ class LocalServer:
             rate_limit_per_minute=rate_limit_per_minute,
             dev_faults=dev_faults,
             latency=latency,
-            **extra,
+            **{k: v for k, v in limits.items() if v is not None},  # type: ignore[arg-type]
         )
         # A generated key starts with letters: one beginning with "-" would read as an option
         # when pasted after `--api-key` on a command line.
@@ -183,11 +173,7 @@ class LocalServer:
 
     @property
     def requests(self) -> list[Received]:
-        """The requests received so far, oldest first (the last ``record_requests`` of them).
-
-        Raises:
-            RuntimeError: The server was made without ``record_requests=True``.
-        """
+        """The requests received so far, oldest first (the last ``record_requests`` of them)."""
         if self._received is None:
             raise RuntimeError(
                 "requests are not recorded; make the server with LocalServer(record_requests=True)"
@@ -207,19 +193,15 @@ class LocalServer:
         return f"http://[{host}]:{self.port}" if ":" in host else f"http://{host}:{self.port}"
 
     def start(self, timeout: float = 30.0) -> LocalServer:
-        require_server_extra()
-        import uvicorn
-
-        from composo.server._app import build_app
-
         if self._thread is not None:
             return self
-        sock = listening_socket(self.config.host, self.config.port)
-        self._socket = sock
+        sock = self._socket = listening_socket(self.config.host, self.config.port)
         self.port = sock.getsockname()[1]
-        app = build_app(self.config, self._received)
-        server = uvicorn.Server(_uvicorn_config(app, self.config, False))
-        self._server = server
+        try:
+            server = self._server = _uvicorn(self.config, self._received, False)
+        except BaseException:
+            self._cleanup()
+            raise
         self._thread = threading.Thread(
             target=server.run, kwargs={"sockets": [sock]}, name="composo-server", daemon=True
         )
