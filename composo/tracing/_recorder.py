@@ -25,15 +25,8 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import TypeVar
 
-from composo._core.trace import (
-    AgentInstance,
-    InputMessage,
-    LLMInteraction,
-    MultiAgentTrace,
-    OutputMessage,
-    ToolCall,
-    ToolResponse,
-)
+from composo._core import trace as model
+from composo._core.trace import LLMInteraction, MultiAgentTrace, ToolCall, ToolResponse
 from composo.errors import ComposoValidationError
 
 __all__ = ["Agent", "Capture", "Interaction", "RecordedStep", "Step", "TraceRecorder", "Within"]
@@ -364,7 +357,7 @@ class TraceRecorder:
                 history = list(agent._history)
                 histories[agent] = history
                 todo.extend(s for s in history if isinstance(s, Agent))
-        agents: dict[str, AgentInstance] = {}
+        agents: dict[str, model.AgentInstance] = {}
         calls = [0]
 
         def build(agent: Agent, top: bool) -> bool:
@@ -373,7 +366,7 @@ class TraceRecorder:
                     f"agent_id: {agent.id!r} is used by two {self._kind} in one trace; give each "
                     "run its own id, or leave agent_id unset to get a fresh one"
                 )
-            instance = AgentInstance(id=agent.id, name=agent.name)
+            instance = model.AgentInstance(id=agent.id, name=agent.name)
             agents[agent.id] = instance  # parents before their sub-agents
             history = histories[agent]
             found = {id(s): s.resolve() for s in history if isinstance(s, Step)}
@@ -412,7 +405,7 @@ class TraceRecorder:
             raise ComposoValidationError(missing or _NO_CALLS)
         if len(roots) == 1:
             return MultiAgentTrace(root_agent_instance_id=roots[0].id, agent_instance_by_id=agents)
-        top = AgentInstance(
+        top = model.AgentInstance(
             id=root_id or str(uuid.uuid4()),
             name=name or "agent",
             interactions=[a.id for a in roots],
@@ -435,7 +428,7 @@ class TraceRecorder:
 def _with_responses(call: LLMInteraction, responses: list[ToolResponse]) -> LLMInteraction:
     have = {m.content.id for m in call.input_messages if isinstance(m.content, ToolResponse)}
     extra = [
-        InputMessage(role="tool", type="tool_response", content=r)
+        model.InputMessage(role="tool", type="tool_response", content=r)
         for r in responses
         if r.id not in have
     ]
@@ -452,7 +445,10 @@ def _add_call(steps: list[str | LLMInteraction], tool: ToolCall) -> None:
                 isinstance(m.content, ToolCall) and m.content.id == tool.id
                 for m in call.output_messages
             ):
-                outputs = [*call.output_messages, OutputMessage(type="tool_call", content=tool)]
+                outputs = [
+                    *call.output_messages,
+                    model.OutputMessage(type="tool_call", content=tool),
+                ]
                 steps[i] = call.model_copy(update={"output_messages": outputs})
             return
     _log.debug("tool call %s came before any model call of its agent", tool.name)
