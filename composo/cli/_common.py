@@ -11,7 +11,7 @@ import argparse
 import contextlib
 import os
 import sys
-from collections.abc import Generator, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from composo import Composo
     from composo._core.plan import BatchResult
     from composo.cli._results import Resume, RowWriter
-    from composo.cli._summary import CriterionStats, RunInfo, Summary
+    from composo.cli._summary import CriterionStats, RunInfo
     from composo.types import EvaluateOptions
 
 __all__ = [
@@ -35,13 +35,12 @@ __all__ = [
     "Pending",
     "Rows",
     "UsageError",
-    "add_client_arguments",
     "add_connection_arguments",
-    "add_input_arguments",
     "add_listen_arguments",
+    "add_run_arguments",
     "check_judge",
     "connect",
-    "finish_run",
+    "end_run",
     "open_results",
     "parse_tags",
     "platform_client",
@@ -79,10 +78,19 @@ def parse_tags(pairs: Iterable[str]) -> dict[str, str]:
     return tags
 
 
-def add_input_arguments(
-    parser: argparse.ArgumentParser, *, metavar: str, input_help: str, output_help: str
+def add_run_arguments(
+    parser: argparse.ArgumentParser,
+    *,
+    metavar: str,
+    input_help: str,
+    output_help: str,
+    tag_help: str = "a tag sent with every evaluation (repeatable)",
+    own: Callable[[argparse.ArgumentParser], object] | None = None,
 ) -> None:
-    """The input file, ``-c/--criterion``, ``-o/--output`` and ``--concurrency``."""
+    """A scoring run's flags: the input, ``-c``, ``-o``, ``--concurrency``, ``--tag``,
+    ``--model-core``, where the evaluations go, the command's ``own``, then the quality gates'."""
+    from composo.cli._gates import add_arguments as add_gate_arguments
+
     parser.add_argument("input", metavar=metavar, help=input_help)
     parser.add_argument(
         "-c",
@@ -102,15 +110,6 @@ def add_input_arguments(
         metavar="N",
         help="requests in flight at once (default 5, what the platform advises)",
     )
-
-
-def add_client_arguments(
-    parser: argparse.ArgumentParser,
-    *,
-    tag_help: str = "a tag sent with every evaluation (repeatable)",
-) -> None:
-    """``--tag``, ``--model-core`` and where the evaluations go: ``--base-url``, ``--api-key``
-    or ``--local``."""
     parser.add_argument("--tag", action="append", default=[], metavar="KEY=VALUE", help=tag_help)
     parser.add_argument(
         "--model-core",
@@ -124,6 +123,9 @@ def add_client_arguments(
         help="start a local server with the offline heuristic judge (no account needed; "
         "a development stand-in, not a quality judge)",
     )
+    if own is not None:
+        own(parser)
+    add_gate_arguments(parser)
 
 
 def add_connection_arguments(parser: argparse.ArgumentParser) -> None:
@@ -455,12 +457,27 @@ class Pending:
         return index, where
 
 
-def finish_run(args: argparse.Namespace, info: RunInfo, rows: Rows) -> Summary:
-    """The run's summary (read back from ``-o``, else from what was kept of stdout's rows),
-    printed on stderr; the run header is saved beside ``-o``."""
+def end_run(
+    args: argparse.Namespace,
+    info: RunInfo,
+    rows: Rows,
+    stopped: tuple[str | None, bool, str | None],
+    then: Callable[[], object] = lambda: None,
+    failed: bool = False,
+) -> int:
+    """A run's exit status, and what it says. ``stopped``: why the server stopped it (a
+    :class:`Guard`'s reason), whether it was interrupted, why the input did; ``then``: the
+    command's own closing, after the summary. A run stopped before any row is one line; else the
+    summary (read back from ``-o``, else from what was kept of stdout's rows) is printed, the
+    run header saved beside ``-o``, and a run that finished checks the gates."""
+    from composo.cli._finish import finish
     from composo.cli._results import iter_rows
     from composo.cli._summary import RunInfo, Summary, print_summary
 
+    stop, interrupted, fatal = stopped
+    if stop is not None and not rows.written:  # nothing to sum up: the one line says why
+        print(f"composo {args.command}: {stop}", file=sys.stderr)
+        return EXIT_SERVER
     stats = Summary.of(iter_rows(args.output)).criteria if args.output else (rows.tally or {})
     earlier = RunInfo.load(args.output) if args.output is not None else None
     info.account(stats, rows.sources, earlier)
@@ -468,4 +485,13 @@ def finish_run(args: argparse.Namespace, info: RunInfo, rows: Rows) -> Summary:
         info.save(args.output)
     summary = Summary(stats, info)
     print_summary(summary, str(args.output) if args.output else "stdout", command=args.command)
-    return summary
+    then()
+    if interrupted:
+        print("interrupted; run the same command again to resume", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    for reason, status in ((stop, EXIT_SERVER), (fatal, EXIT_FAILED)):
+        if reason is not None:
+            print(f"composo {args.command}: stopped: {reason}", file=sys.stderr)
+            return status
+    gate_status = finish(args, summary)  # exit 3 when a gate fails
+    return EXIT_FAILED if summary.errors or failed else gate_status

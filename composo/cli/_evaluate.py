@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import functools
 import importlib.util
 import os
 import sys
@@ -15,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from composo.cli import UsageError
 from composo.cli import _common as common
-from composo.cli._common import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_SERVER
+from composo.cli._common import EXIT_FAILED
 
 if TYPE_CHECKING:
     from composo import Composo
@@ -28,7 +29,9 @@ __all__ = ["add_arguments", "run"]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    common.add_input_arguments(
+    from composo.cli._data import add_arguments as add_data_arguments  # tables, result cache
+
+    common.add_run_arguments(
         parser,
         metavar="INPUT",
         input_help="JSONL file, one conversation per line ('messages', or 'input' and 'result'; "
@@ -38,20 +41,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         output_help="results file (default: stdout). Re-running with the same INPUT and file "
         "resumes: rows are matched by line number and criterion, scored pairs are skipped, "
         "failed ones retried. A name ending .parquet also writes Parquet at the end",
+        tag_help="a tag sent with every evaluation (repeatable; an item's own tags win)",
+        own=add_data_arguments,
     )
-    common.add_client_arguments(
-        parser, tag_help="a tag sent with every evaluation (repeatable; an item's own tags win)"
-    )
-    # -- tables and the result cache (composo.cli._data) --
-    from composo.cli._data import add_arguments as add_data_arguments
-
-    add_data_arguments(parser)
-    # -- end tables and the result cache --
-    # -- quality gates and CI files (composo.cli._gates) --
-    from composo.cli._gates import add_arguments as add_gate_arguments
-
-    add_gate_arguments(parser)
-    # -- end quality gates --
 
 
 def run(args: argparse.Namespace) -> int:
@@ -89,26 +81,9 @@ def run(args: argparse.Namespace) -> int:
         rows.close()
         data.close()
     stop = run_state.guard.reason if run_state is not None else None
-    if stop is not None and not rows.written:  # nothing to sum up: the one line says why
-        print(f"composo evaluate: {stop}", file=sys.stderr)
-        return EXIT_SERVER
-    summary = common.finish_run(args, info, rows)
-    data.finish(run_state.fatal if run_state is not None else None, interrupted)  # cache, Parquet
-    if interrupted:
-        print("interrupted; run the same command again to resume", file=sys.stderr)
-        return EXIT_INTERRUPTED
-    if stop is not None:
-        print(f"composo evaluate: stopped: {stop}", file=sys.stderr)
-        return EXIT_SERVER
-    if run_state is not None and run_state.fatal is not None:
-        print(f"composo evaluate: stopped: {run_state.fatal}", file=sys.stderr)
-        return EXIT_FAILED
-    # -- quality gates and CI files (composo.cli._gates): exit 3 when a gate fails --
-    from composo.cli._finish import finish
-
-    gate_status = finish(args, summary)
-    # -- end quality gates --
-    return EXIT_FAILED if summary.errors else gate_status
+    fatal = run_state.fatal if run_state is not None else None
+    closing = functools.partial(data.finish, fatal, interrupted)  # the cache, a Parquet -o
+    return common.end_run(args, info, rows, (stop, interrupted, fatal), closing)
 
 
 class _Pace:

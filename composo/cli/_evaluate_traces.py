@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,7 +19,6 @@ from typing import TYPE_CHECKING, Any
 
 from composo.cli import UsageError
 from composo.cli import _common as common
-from composo.cli._common import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_SERVER
 
 if TYPE_CHECKING:
     from composo.tracing._otlp import OtlpReader
@@ -27,16 +27,7 @@ if TYPE_CHECKING:
 __all__ = ["add_arguments", "run"]
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from composo.cli._gates import add_arguments as add_gate_arguments
-
-    common.add_input_arguments(
-        parser,
-        metavar="FILE",
-        input_help="OTLP/JSON trace export: one ExportTraceServiceRequest per line (the "
-        "OpenTelemetry Collector's file exporter) or a single JSON document",
-        output_help="results file (default: stdout); re-running with the same FILE resumes",
-    )
+def _max_spans(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--max-spans",
         type=common.positive_int,
@@ -44,12 +35,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="spans one trace may have before it is reported as too large (default 10000)",
     )
-    common.add_client_arguments(parser)
-    add_gate_arguments(parser)
+
+
+add_arguments = functools.partial(
+    common.add_run_arguments,
+    metavar="FILE",
+    input_help="OTLP/JSON trace export: one ExportTraceServiceRequest per line (the "
+    "OpenTelemetry Collector's file exporter) or a single JSON document",
+    output_help="results file (default: stdout); re-running with the same FILE resumes",
+    own=_max_spans,
+)
 
 
 def run(args: argparse.Namespace) -> int:
-    from composo.cli._finish import finish
     from composo.errors import ComposoValidationError
     from composo.tracing._otlp import MAX_SPANS_PER_TRACE, OtlpReader
 
@@ -83,24 +81,15 @@ def run(args: argparse.Namespace) -> int:
         rows.close()
     for problem in reader.problems:
         print(f"{source.name}: {problem}", file=sys.stderr)
-    stop = state.guard.reason
-    if stop is not None and not rows.written:  # nothing to sum up: the one line says why
-        print(f"composo evaluate-traces: {stop}", file=sys.stderr)
-        return EXIT_SERVER
-    summary = common.finish_run(args, info, rows)
-    print(
-        f"{state.traces} trace(s) read, {state.unusable} could not be evaluated",
-        file=sys.stderr,
+    said = f"{state.traces} trace(s) read, {state.unusable} could not be evaluated"
+    return common.end_run(
+        args,
+        info,
+        rows,
+        (state.guard.reason, interrupted, None),
+        lambda: print(said, file=sys.stderr),
+        failed=bool(reader.problems),
     )
-    if interrupted:
-        print("interrupted; run the same command again to resume", file=sys.stderr)
-        return EXIT_INTERRUPTED
-    if stop is not None:
-        print(f"composo evaluate-traces: stopped: {stop}", file=sys.stderr)
-        return EXIT_SERVER
-    gate_status = finish(args, summary)
-    failed = bool(summary.errors or reader.problems)
-    return EXIT_FAILED if failed else gate_status
 
 
 class _Run:
