@@ -1,10 +1,6 @@
-"""Evaluate many items on threads: consumed lazily, a bounded window of requests in flight, every
-result matched to its item and criterion, and one item's failure recorded without stopping the
-others.
-
-The engine takes a send function (one request in, one response out) and knows no client; the
-clients put their ``evaluate_many`` methods on top of it. Memory is flat in the number of items:
-an item is held only while its requests are pending, and results are handed over as they finish.
+"""Evaluate many items on threads: read lazily, a bounded window in flight, one item's failure
+recorded without stopping the others. It takes a send function and knows no client; an item is
+held only while its requests are pending, so memory stays flat.
 The async form is :mod:`composo._core.batch_async`; what both share is :mod:`composo._core.plan`.
 """
 

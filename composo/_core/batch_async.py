@@ -1,8 +1,5 @@
-"""The batch engine as tasks on the caller's event loop; the same plan as the thread form.
-
-Kept apart so that importing the core (and the sync client) does not load asyncio. It takes a
-send coroutine function and knows no client.
-"""
+"""The batch engine as tasks on the caller's event loop (apart, so the sync client never loads
+asyncio); the same plan as the thread form."""
 
 from __future__ import annotations
 
@@ -38,11 +35,8 @@ async def astream(
     progress: Progress | None = None,
     on_result: Callable[[BatchResult], None] | None = None,
 ) -> AsyncIterator[BatchResult]:
-    """Results as they finish, with at most ``window`` calls of ``send`` in flight (tasks).
-
-    ``on_result`` sees each result the moment it is ready, even while the engine waits for the
-    next job (a live feed that is not read until a window fills).
-    """
+    """Results as they finish, with at most ``window`` calls of ``send`` in flight (tasks);
+    ``on_result`` sees each the moment it is ready, even while the engine waits for a job."""
     running: set[asyncio.Task[None]] = set()
     done: asyncio.Queue[BatchResult] = asyncio.Queue()
     in_flight = 0

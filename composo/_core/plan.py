@@ -1,9 +1,6 @@
-"""What a batch run is made of, shared by the thread engine (:mod:`composo._core.batch`) and the
-task engine (:mod:`composo._core.batch_async`): the plan that turns items into requests, the
-results, the progress display, and the checks made before the first request.
-
-Nothing here runs a request or knows a client: the engines take a send function.
-"""
+"""What a batch run is made of, shared by the thread and task engines: the plan that turns items
+into requests, the results, the progress count, the checks made before the first request. Nothing
+here runs a request or knows a client."""
 
 from __future__ import annotations
 
@@ -153,8 +150,6 @@ class Job:
 
 @dataclass
 class Pending:
-    """One request waiting to be sent, with what its result is filed under."""
-
     index: int
     criterion: str
     id: str | None
@@ -178,7 +173,6 @@ class Plan:
         evaluator_name: Any = None,
         options: Mapping[str, Any] | None = None,
     ) -> Plan:
-        """Validate everything shared by the items, so mistakes surface before any request."""
         sources, _ = build.normalize_criteria(criteria, evaluator_name)
         labels = [next(iter(s.values())) for s in sources]
         if len(set(labels)) != len(labels):
@@ -201,7 +195,7 @@ class Plan:
         return self._order.get(criterion, len(self._order))
 
     def expand(self, job: Job) -> Iterator[Pending | BatchResult]:
-        """The requests for one job, or one failed result per criterion if the item is unusable."""
+        """The job's requests, or one failed result per criterion for an unusable item."""
         wanted = self.criteria if job.criteria is None else list(job.criteria)
         item_id: str | None = None
         metadata: dict[str, Any] | None = None
@@ -303,7 +297,6 @@ def _item_id(value: Any) -> str | None:
 
 
 def jobs_from(items: Iterable[Any]) -> Iterator[Job]:
-    """Each item at its position; nothing is read ahead."""
     for index, item in enumerate(items):
         yield Job(index, item)
 
@@ -383,7 +376,6 @@ class Progress:
 
 
 def finished(p: Pending, response: Any = None, error: BaseException | None = None) -> BatchResult:
-    """The result of a sent request."""
     return BatchResult(p.index, p.criterion, p.id, response, error, p.metadata)
 
 

@@ -11,14 +11,7 @@ import pluggy
 
 from composo._core import hookspecs
 
-__all__ = [
-    "BUILTIN_PLUGINS",
-    "ENTRY_POINT_GROUP",
-    "add_hookspecs",
-    "get_plugin_manager",
-    "hookimpl",
-]
-
+# The public names are composo.plugins's (its __all__ lists them).
 ENTRY_POINT_GROUP = "composo"
 hookimpl = pluggy.HookimplMarker("composo")
 

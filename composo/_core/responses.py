@@ -23,14 +23,10 @@ __all__ = [
 ]
 
 
-# -- how results show in a console and a notebook (standard library only) ------------------------
-
-REPR_LIMIT = 200
-"""The longest a result's ``repr`` may be: one console line, never a wall of text."""
+REPR_LIMIT = 200  # a result's repr is one console line, never a wall of text
 
 
 def short(text: object, limit: int) -> str:
-    """``text`` on one line, cut to ``limit`` characters with an ellipsis."""
     flat = " ".join(str(text).split())
     return flat if len(flat) <= limit else flat[: max(0, limit - 1)] + "\u2026"
 
