@@ -215,16 +215,11 @@ def trace_of(root: Run) -> MultiAgentTrace:
 
 def _with_error(trace: MultiAgentTrace, error: BaseException) -> MultiAgentTrace:
     agents = trace.agent_instance_by_id
-    root = agents[trace.root_agent_instance_id]
-    calls = [i for i, step in enumerate(root.interactions) if isinstance(step, LLMInteraction)]
-    if not calls:  # only sub-agents called models: the note goes on the last of those
-        for agent in reversed(list(agents.values())):
-            if any(isinstance(step, LLMInteraction) for step in agent.interactions):
-                root = agent
-                calls = [
-                    i for i, s in enumerate(agent.interactions) if isinstance(s, LLMInteraction)
-                ]
-                break
+    # The root's last model call; when only sub-agents called models, the last of those.
+    for root in (agents[trace.root_agent_instance_id], *reversed(agents.values())):
+        calls = [i for i, s in enumerate(root.interactions) if isinstance(s, LLMInteraction)]
+        if calls:
+            break
     last = root.interactions[calls[-1]]
     assert isinstance(last, LLMInteraction)
     note = OutputMessage(type="error", content=error_note(error))

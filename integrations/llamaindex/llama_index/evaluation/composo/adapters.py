@@ -52,31 +52,24 @@ def composo_convert_messages(obj: Any) -> list[dict[str, Any]] | None:
 
 @hookimpl
 def composo_convert_result(obj: Any) -> list[dict[str, Any]] | None:
-    if _chat_history(obj):
-        from llama_index.evaluation.composo.messages import chat_messages
-
-        return chat_messages(obj)
-    if not _from_llama_index(obj):
+    history = _chat_history(obj)
+    if not history and not _from_llama_index(obj):
         return None
+    from llama_index.evaluation.composo import messages
+
     name = _class_name(obj)
+    if history:
+        return messages.chat_messages(obj)
     if name == "ChatMessage":
-        from llama_index.evaluation.composo.messages import chat_message_dict
-
-        return [chat_message_dict(obj)]
-    if name in ("ChatResponse", "CompletionResponse"):
-        from llama_index.evaluation.composo.messages import chat_response_messages
-
-        if name == "CompletionResponse":
-            return [{"role": "assistant", "content": obj.text}]
-        return chat_response_messages(obj)
+        return [messages.chat_message_dict(obj)]
+    if name == "CompletionResponse":
+        return [{"role": "assistant", "content": obj.text}]
+    if name == "ChatResponse":
+        return messages.chat_response_messages(obj)
     if name in ("Response", "AgentChatResponse", "PydanticResponse"):
-        from llama_index.evaluation.composo.messages import response_messages
-
-        return response_messages(obj)
+        return messages.response_messages(obj)
     if name == "AgentOutput":  # what a workflow agent's run() returns
-        from llama_index.evaluation.composo.messages import agent_output_messages
-
-        return agent_output_messages(obj)
+        return messages.agent_output_messages(obj)
     return None
 
 

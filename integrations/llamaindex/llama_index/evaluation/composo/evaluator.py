@@ -456,20 +456,13 @@ class _Call:
         self.criteria = criteria
         self.result = result
         self.kwargs = kwargs
+        self.method = "evaluate_trace" if "trace" in kwargs else "evaluate"
 
     def run_sync(self, client: Composo) -> list[Any]:
-        if "trace" in self.kwargs:
-            out = client.evaluate_trace(criteria=self.criteria, **self.kwargs)
-        else:
-            out = client.evaluate(criteria=self.criteria, **self.kwargs)
-        return _as_list(out)
+        return _as_list(getattr(client, self.method)(criteria=self.criteria, **self.kwargs))
 
     async def run_async(self, client: AsyncComposo) -> list[Any]:
-        if "trace" in self.kwargs:
-            out = await client.evaluate_trace(criteria=self.criteria, **self.kwargs)
-        else:
-            out = await client.evaluate(criteria=self.criteria, **self.kwargs)
-        return _as_list(out)
+        return _as_list(await getattr(client, self.method)(criteria=self.criteria, **self.kwargs))
 
 
 def _as_list(out: Any) -> list[Any]:
