@@ -13,7 +13,7 @@ import os
 import sys
 from collections.abc import Callable, Generator, Iterable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from composo._core.limits import DEFAULT_TIMEOUT
 from composo.cli import UsageError
@@ -41,6 +41,7 @@ __all__ = [
     "check_judge",
     "connect",
     "end_run",
+    "from_platform",
     "open_results",
     "parse_tags",
     "platform_client",
@@ -54,6 +55,7 @@ __all__ = [
 # Every command's statuses are listed once, in docs/cli.md's "Exit statuses" (see EPILOG in
 # composo/cli/__init__.py); 3 is _gates.EXIT_GATE, 4 _results.EXIT_BAD_ROWS.
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_SERVER, EXIT_INTERRUPTED = 0, 1, 2, 5, 130
+T = TypeVar("T")
 SHOWN_ERRORS = 20  # problems said on stderr before the rest are left to the rows
 
 
@@ -168,6 +170,20 @@ def platform_client(args: argparse.Namespace) -> Composo:
         return Composo(api_key=args.api_key, base_url=args.base_url, timeout=args.timeout)
     except ComposoValidationError as exc:  # a bad --base-url or --timeout
         raise UsageError(str(exc)) from None
+
+
+def from_platform(args: argparse.Namespace, ask: Callable[[Composo], T]) -> T | int:
+    """``ask(client)`` with :func:`platform_client`, or the exit status of its failure, said on
+    stderr: 5 when no request can succeed (see :func:`refusal`), else 1."""
+    from composo.errors import ComposoError
+
+    try:
+        with platform_client(args) as client:
+            return ask(client)
+    except ComposoError as exc:
+        stop = refusal(args, exc)
+        print(f"composo {args.command}: {stop or f'error: {exc}'}", file=sys.stderr)
+        return EXIT_SERVER if stop else EXIT_FAILED
 
 
 def refusal(args: argparse.Namespace, error: BaseException | None) -> str | None:

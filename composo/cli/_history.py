@@ -10,13 +10,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from composo.cli._common import (
-    EXIT_FAILED,
-    EXIT_SERVER,
-    add_connection_arguments,
-    platform_client,
-    refusal,
-)
+from composo.cli._common import EXIT_FAILED, add_connection_arguments, from_platform
 
 __all__ = ["add_arguments", "run"]
 
@@ -101,24 +95,18 @@ def _write(rows: list[dict[str, Any]], path: Path) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from composo.errors import ComposoError
-
     tags: dict[str, list[str]] = {}
     for key, value in args.tag:
         tags.setdefault(key, []).append(value)
-    try:
-        with platform_client(args) as client:
-            history = client.list_evaluations(
-                tags=tags or None,
-                criteria=args.criterion or None,
-                endpoint=args.endpoint,
-                page_size=args.page_size,
-            )
-            rows = history.to_rows()
-    except ComposoError as exc:
-        stop = refusal(args, exc)
-        print(f"composo history: {stop or f'error: {exc}'}", file=sys.stderr)
-        return EXIT_SERVER if stop else EXIT_FAILED
+    criteria, endpoint, size = args.criterion or None, args.endpoint, args.page_size
+    rows = from_platform(
+        args,
+        lambda client: client.list_evaluations(
+            tags=tags or None, criteria=criteria, endpoint=endpoint, page_size=size
+        ).to_rows(),
+    )
+    if isinstance(rows, int):
+        return rows
     if args.since is not None:
         rows = [r for r in rows if _utc(r["created_at"]) >= args.since]
     try:

@@ -3,21 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import sys
 
-from composo.cli._common import (
-    EXIT_FAILED,
-    EXIT_SERVER,
-    add_connection_arguments,
-    platform_client,
-    refusal,
-)
+from composo.cli._common import add_connection_arguments, from_platform
 
 __all__ = ["add_arguments", "run"]
 
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_connection_arguments(parser)
+add_arguments = add_connection_arguments
 
 
 def _table(rows: list[tuple[str, str]]) -> str:
@@ -26,16 +17,10 @@ def _table(rows: list[tuple[str, str]]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from composo.errors import ComposoError
-
-    try:
-        with platform_client(args) as client:
-            usage = client.usage()
-            limits = client.rate_limits()
-    except ComposoError as exc:
-        stop = refusal(args, exc)
-        print(f"composo usage: {stop or f'error: {exc}'}", file=sys.stderr)
-        return EXIT_SERVER if stop else EXIT_FAILED
+    answer = from_platform(args, lambda client: (client.usage(), client.rate_limits()))
+    if isinstance(answer, int):
+        return answer
+    usage, limits = answer
     counts = usage.usage
     quota = counts.monthly_token_quota
     rows = [
