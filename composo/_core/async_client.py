@@ -12,17 +12,11 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 from composo._core import forks
-from composo._core.base_client import BaseClient, RequestHeaders
+from composo._core.base_client import BaseClient, RequestHeaders, awaited
 from composo._core.limits import (
     DEFAULT_MAX_CONCURRENT_REQUESTS,
     DEFAULT_NUM_RETRIES,
     DEFAULT_TIMEOUT,
-)
-from composo._core.options import (  # the aliases: for get_type_hints
-    DataRetention,
-    ExplanationCleaning,
-    Tags,
-    keywords_checked,
 )
 from composo._core.retry import Policy, is_retryable
 from composo.errors import ComposoError, RateLimitError
@@ -142,62 +136,8 @@ class AsyncClient(BaseClient):
     async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
 
-    @keywords_checked
-    async def evaluate(
-        self,
-        messages: Any = None,
-        input: Any = None,
-        system: str | None = None,
-        tools: Any = None,
-        result: Any = None,
-        criteria: str | Sequence[str] | None = None,
-        block: bool = True,
-        tags: Tags | None = None,
-        evaluate_latest: bool | None = None,
-        evaluator_name: str | Sequence[str] | None = None,
-        explanation_cleaning: ExplanationCleaning | None = None,
-        data_retention: DataRetention | None = None,
-        *,
-        model_core: str | None = None,
-    ) -> Any:
-        """As :meth:`Composo.evaluate`, awaited: one response for one criterion (a string or a
-        list of one), a list in the order given for several."""
-        options = {
-            "model_core": model_core,
-            "tags": tags,
-            "evaluate_latest": evaluate_latest,
-            "explanation_cleaning": explanation_cleaning,
-            "data_retention": data_retention,
-        }
-        requests = self._reward_requests(
-            criteria, evaluator_name, options, messages, input, result, system, tools
-        )
-        return await self._run_all(requests, block)
-
-    @keywords_checked
-    async def evaluate_trace(
-        self,
-        trace: Any,
-        criteria: str | Sequence[str] | None = None,
-        model_core: str | None = None,
-        block: bool = True,
-        tags: Tags | None = None,
-        evaluate_latest: bool | None = None,
-        evaluator_name: str | Sequence[str] | None = None,
-        data_retention: DataRetention | None = None,
-        *,
-        explanation_cleaning: ExplanationCleaning | None = None,
-    ) -> Any:
-        """As :meth:`Composo.evaluate_trace`, awaited."""
-        options = {
-            "model_core": model_core,
-            "tags": tags,
-            "evaluate_latest": evaluate_latest,
-            "explanation_cleaning": explanation_cleaning,
-            "data_retention": data_retention,
-        }
-        requests = self._trace_requests(trace, criteria, evaluator_name, options)
-        return await self._run_all(requests, block)
+    evaluate = awaited(BaseClient.evaluate)
+    evaluate_trace = awaited(BaseClient.evaluate_trace)
 
     async def get_task(self, task_id: str) -> TaskInfo:
         """As :meth:`Composo.get_task`, awaited."""
@@ -320,19 +260,19 @@ class AsyncClient(BaseClient):
         try:
             if sys.version_info >= (3, 11):
                 async with asyncio.timeout_at(_loop_time(deadline)):
-                    response, raw = await self._exchange(method, url, json, headers, deadline)
+                    response, seen, raw = await self._exchange(method, url, json, headers, deadline)
             else:  # pragma: no cover (3.10)
                 exchange = self._exchange(method, url, json, headers, deadline)
-                response, raw = await asyncio.wait_for(exchange, left)
+                response, seen, raw = await asyncio.wait_for(exchange, left)
         except (TimeoutError, asyncio.TimeoutError):
             raise self._timed_out() from None
         except (httpx.HTTPError, OSError) as exc:  # httpcore 1.0.0 lets TLS errors out raw
             raise self._transport_error(exc, url) from None
-        return self._decode(response, raw)
+        return self._decode(response, seen, raw)
 
     async def _exchange(
         self, method: str, url: str, json: Any, headers: RequestHeaders, deadline: float
-    ) -> tuple[httpx.Response, bytes]:
+    ) -> tuple[httpx.Response, dict[str, str], bytes]:
         """Wait for a request slot and the client's pace, send, then read the answer as it
         arrives, within the limits of the body's size."""
         http, slots = self._bind()
@@ -342,13 +282,13 @@ class AsyncClient(BaseClient):
             while wait := self._admit(deadline):  # a hold begun meanwhile is waited out too
                 await asyncio.sleep(wait)
             left = deadline - time.monotonic()
-            request = http.build_request(method, url, json=json, headers=headers, timeout=left)
+            request = self._build(http, method, url, json, headers, left)
             response = await http.send(request, stream=True)
             try:
-                inflater = self._inflater(response)
+                inflater, seen = self._inflater(response)
                 async for chunk in _raw(response):
                     inflater.feed(chunk)
-                return response, inflater.result()
+                return response, seen, inflater.result()
             finally:
                 await response.aclose()
 

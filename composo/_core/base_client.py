@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import json as jsonlib
 import os
 import time
-from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 from urllib.parse import quote
 
 import httpx
@@ -14,7 +15,13 @@ import httpx
 from composo._core.body import ACCEPT_ENCODING, Inflater
 from composo._core.cores import check_model_core
 from composo._core.limits import MAX_TASK_ID_LENGTH, MAX_THROTTLE_WAITS
-from composo._core.options import check_names
+from composo._core.options import (  # the aliases: for get_type_hints
+    DataRetention,
+    ExplanationCleaning,
+    Tags,
+    check_names,
+    keywords_checked,
+)
 from composo._core.provenance import Provenance
 from composo._core.ratelimit import Throttle, check_requests_per_minute, rate_limit_reset
 from composo._core.retry import parse_retry_after
@@ -35,7 +42,7 @@ if TYPE_CHECKING:  # the model modules load on first use, not with the client
     from composo._core.responses import EvaluationResponse, MultiAgentTraceResponse, TaskInfo
     from composo._core.wire import RewardRequest, TraceRequest
 
-__all__ = ["DEFAULT_BASE_URL", "BaseClient"]
+__all__ = ["DEFAULT_BASE_URL", "BaseClient", "awaited"]
 
 DEFAULT_BASE_URL = "https://platform.composo.ai"
 REWARD_PATH = "/api/v1/evals/reward"
@@ -45,9 +52,24 @@ _REQUEST_ID_HEADERS = ("x-request-id", "request-id", "x-amzn-requestid")
 
 
 # A request's own headers: none, those of a supplied ``http_client``'s calls, or with a key.
-RequestHeaders = httpx.Headers | dict[str, str] | None
+RequestHeaders = Mapping[str, str] | None
 # What makes the transport of a client's own httpx client (sync or async).
 Maker = Callable[[], Any]
+P = ParamSpec("P")
+C = TypeVar("C")
+
+
+def awaited(
+    method: Callable[Concatenate[C, P], Any],
+) -> Callable[Concatenate[C, P], Coroutine[Any, Any, Any]]:
+    """``method`` (which returns the coroutine of the async client's ``_run_all``) as a
+    coroutine function with its parameters and documentation: its arguments are checked when
+    it is awaited, as any coroutine's body runs."""
+
+    async def coroutine(self: C, /, *args: P.args, **kwargs: P.kwargs) -> Any:
+        return await method(self, *args, **kwargs)
+
+    return functools.wraps(method)(coroutine)
 
 
 class Answer(dict[str, Any]):
@@ -65,7 +87,6 @@ class BaseClient:
     """Configuration and decoding shared by :class:`Composo` and :class:`AsyncComposo`."""
 
     _owns_http: bool  # set by each client: no ``http_client`` was given
-    _supplied_headers: httpx.Headers | None = None
 
     def __init__(
         self,
@@ -168,37 +189,149 @@ class BaseClient:
             out["model_core"] = self.model_core
         return out
 
-    def _reward_requests(
+    def _given(
         self,
-        criteria: Any,
-        evaluator_name: Any,
-        options: Mapping[str, Any],
-        messages: Any,
-        input: Any,
-        result: Any,
-        system: str | None,
-        tools: Any,
-    ) -> list[RewardRequest]:
+        model_core: str | None,
+        tags: Tags | None,
+        evaluate_latest: bool | None,
+        explanation_cleaning: ExplanationCleaning | None,
+        data_retention: DataRetention | None,
+    ) -> dict[str, Any]:
+        """The options ``evaluate`` and ``evaluate_trace`` name (so no name to check), with the
+        client's ``model_core`` as default."""
+        return {
+            "model_core": self.model_core if model_core is None else model_core,
+            "tags": tags,
+            "evaluate_latest": evaluate_latest,
+            "explanation_cleaning": explanation_cleaning,
+            "data_retention": data_retention,
+        }
+
+    def _run_all(self, requests: Sequence[Any], block: bool) -> Any:
+        """One request's answer, or several as a list in request order (the async client's is
+        a coroutine)."""
+        raise NotImplementedError
+
+    @keywords_checked
+    def evaluate(
+        self,
+        messages: Any = None,
+        input: Any = None,
+        system: str | None = None,
+        tools: Any = None,
+        result: Any = None,
+        criteria: str | Sequence[str] | None = None,
+        block: bool = True,
+        tags: Tags | None = None,
+        evaluate_latest: bool | None = None,
+        evaluator_name: str | Sequence[str] | None = None,
+        explanation_cleaning: ExplanationCleaning | None = None,
+        data_retention: DataRetention | None = None,
+        *,
+        model_core: str | None = None,
+    ) -> Any:
+        """Score a conversation against one or more criteria.
+
+        The parameters come in the platform SDK's positional order (usually they are given by
+        name); ``tags``, ``evaluate_latest``, ``explanation_cleaning``, ``data_retention`` and
+        ``model_core`` are the options of :class:`~composo.types.EvaluateOptions`, where
+        ``None`` means "not sent".
+
+        Args:
+            messages: The chat so far: OpenAI or Anthropic message dicts, or any object a plugin
+                converts (give this or ``input``).
+            input: The OpenAI Responses API ``input`` instead of ``messages``.
+            system: The system prompt the assistant had.
+            tools: The tools it was offered (OpenAI or Anthropic definitions).
+            result: The answer to score, appended to the conversation (a message, a chat
+                completion, a Responses ``Response``...).
+            criteria: One criterion (``"Reward ..."``, ``"Penalize ..."``, ``"Passes if ..."``,
+                ``"Fails if ..."``) or a list of them (or give ``evaluator_name``).
+            block: ``False`` submits the evaluation and returns ``{"task_id": ...}`` at once.
+            tags: Flat ``{str: str}`` labels stored with the evaluation.
+            evaluate_latest: Score only the last assistant turn (``True``) or them all.
+            evaluator_name: A saved evaluator's name (or a list), instead of ``criteria``.
+            explanation_cleaning: ``"end_user"`` adds an explanation fit to show end users.
+            data_retention: ``"standard"`` or ``"none"`` (nothing kept after answering).
+            model_core: The evaluation model (default: the client's).
+
+        Returns:
+            One criterion (a string, or a list of one) gives one :class:`EvaluationResponse`;
+            two or more give a list of them in the order given. With ``block=False``, a
+            ``{"task_id": ...}`` dict in place of each response (awaited, on the async client).
+            For a list whatever the count, use :meth:`evaluate_many`.
+
+        Raises:
+            ComposoValidationError: Bad input, before any network call.
+            APIStatusError: The server refused the request (a subclass per status family).
+            APIConnectionError: The server could not be reached (``APITimeoutError`` in time).
+        """
         import composo._core.build as build  # not ``from ... import``: cheaper on every call
 
-        conversation = {"messages": messages, "input": input, "result": result}
-        return build.reward_requests(
+        options = self._given(
+            model_core, tags, evaluate_latest, explanation_cleaning, data_retention
+        )
+        requests = build.reward_requests(
             criteria,
             evaluator_name,
-            self._options(options, "evaluate"),
-            **conversation,
+            options,
+            messages=messages,
+            input=input,
+            result=result,
             system=system,
             tools=tools,
         )
+        return self._run_all(requests, block)
 
-    def _trace_requests(
-        self, trace: Any, criteria: Any, evaluator_name: Any, options: Mapping[str, Any]
-    ) -> list[TraceRequest]:
+    @keywords_checked
+    def evaluate_trace(
+        self,
+        trace: Any,
+        criteria: str | Sequence[str] | None = None,
+        model_core: str | None = None,
+        block: bool = True,
+        tags: Tags | None = None,
+        evaluate_latest: bool | None = None,
+        evaluator_name: str | Sequence[str] | None = None,
+        data_retention: DataRetention | None = None,
+        *,
+        explanation_cleaning: ExplanationCleaning | None = None,
+    ) -> Any:
+        """Score a multi-agent trace against one or more criteria.
+
+        The parameters come in the platform SDK's positional order; usually they are given
+        by name.
+
+        Args:
+            trace: A :class:`MultiAgentTrace`, a dict of that shape, or an object a plugin
+                converts (e.g. a captured agent run).
+            criteria: One criterion or a list of them (or give ``evaluator_name``).
+            model_core: The evaluation model (default: the client's).
+            block: ``False`` submits the evaluation and returns ``{"task_id": ...}`` at once.
+            tags: Flat ``{str: str}`` labels stored with the evaluation.
+            evaluate_latest: Must not be ``True`` for traces.
+            evaluator_name: A saved evaluator's name (or a list), instead of ``criteria``.
+            data_retention: ``"standard"`` or ``"none"`` (nothing kept after answering).
+            explanation_cleaning: Refused for traces, before any request (reward evaluations
+                only).
+
+        Returns:
+            One criterion (a string, or a list of one) gives one
+            :class:`MultiAgentTraceResponse`; two or more give a list in the order given. With
+            ``block=False``, a ``{"task_id": ...}`` dict in place of each response.
+
+        Raises:
+            ComposoValidationError: Bad input, before any network call.
+            APIStatusError: The server refused the request.
+            APIConnectionError: The server could not be reached.
+        """
         import composo._core.build as build
 
-        return build.trace_requests(
-            criteria, evaluator_name, self._options(options, "evaluate_trace"), trace=trace
+        options = self._given(
+            model_core, tags, evaluate_latest, explanation_cleaning, data_retention
         )
+        requests = build.trace_requests(criteria, evaluator_name, options, trace=trace)
+        return self._run_all(requests, block)
 
     def _plan(
         self,
@@ -233,17 +366,31 @@ class BaseClient:
         its own, which its retries repeat, so a retry after a lost answer cannot start a second
         task. The client's own ``httpx`` client holds the common headers already (merging them
         into every request is a good part of httpx's work per request); a supplied one gets
-        them with each request, and its own defaults stay as they are."""
+        them set on each request (see :meth:`_build`), and its own defaults stay as they are."""
+        common = None if self._owns_http else self._base_headers
         if block:
-            if self._owns_http:
-                return None
-            if self._supplied_headers is None:  # normalized once, not on every request
-                self._supplied_headers = httpx.Headers(self._base_headers)
-            return self._supplied_headers
+            return common
         import uuid
 
-        common = {} if self._owns_http else self._base_headers
-        return {**common, "Idempotency-Key": uuid.uuid4().hex}
+        return {**(common or {}), "Idempotency-Key": uuid.uuid4().hex}
+
+    @staticmethod
+    def _build(
+        http: httpx.Client | httpx.AsyncClient,
+        method: str,
+        url: str,
+        json: Any,
+        headers: RequestHeaders,
+        timeout: float,
+    ) -> httpx.Request:
+        """The request as ``http`` builds it, then ``headers`` set on it one by one (cheaper than
+        httpx's merge of a second header set into its defaults, with the same result)."""
+        request = http.build_request(method, url, json=json, timeout=timeout)
+        if headers:
+            own = request.headers
+            for name, value in headers.items():
+                own[name] = value
+        return request
 
     @staticmethod
     def _task_path(task_id: Any) -> str:
@@ -277,35 +424,36 @@ class BaseClient:
     # -- responses --------------------------------------------------------------------------
 
     @staticmethod
-    def _inflater(response: httpx.Response) -> Inflater:
+    def _inflater(response: httpx.Response) -> tuple[Inflater, dict[str, str]]:
         """The bounded reader of ``response``'s body (one a transport already read whole is
-        taken as it is, and still held to the limit)."""
-        headers = response.headers
+        taken as it is, and still held to the limit), and the answer's headers by lower-case
+        name, read once (each lookup in ``httpx.Headers`` scans and decodes them all)."""
+        headers = dict(response.headers.items())
         if response.is_stream_consumed:
             inflater = Inflater(None)
             inflater.feed(response.content)
-            return inflater
+            return inflater, headers
         inflater = Inflater(headers.get("content-encoding"))
         inflater.check_length(headers.get("content-length"))
-        return inflater
+        return inflater, headers
 
-    def _decode(self, response: httpx.Response, raw: bytes) -> Any:
+    def _decode(self, response: httpx.Response, headers: dict[str, str], raw: bytes) -> Any:
         """The JSON body of a success (an object as an :class:`Answer`, with its provenance);
         raises the status's error for anything else."""
         try:
             body = jsonlib.loads(raw)
         except ValueError:
             body = raw.decode("utf-8", "replace")
-        headers = response.headers
-        if response.is_success:
+        status = response.status_code
+        if 200 <= status < 300:
             self._throttle.passed(headers)
             return Answer(body, Provenance.from_headers(headers)) if type(body) is dict else body
         request_id = next((headers[h] for h in _REQUEST_ID_HEADERS if h in headers), None)
-        exc = status_error(response.status_code, body, request_id)
-        if response.status_code in (401, 404):
+        exc = status_error(status, body, request_id)
+        if status in (401, 404):
             exc.message += self._hint(response)
         exc.retry_after = parse_retry_after(headers)
-        if response.status_code == 429:
+        if status == 429:
             self._throttle.learn(headers)  # the quota's copy learns it is spent
             if exc.retry_after is None:
                 exc.retry_after = rate_limit_reset(headers)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Generator, Iterable, Sequence
+from queue import Empty, SimpleQueue
 from typing import TYPE_CHECKING, Any
 
 import httpx
@@ -18,12 +19,6 @@ from composo._core.limits import (
     DEFAULT_MAX_CONCURRENT_REQUESTS,
     DEFAULT_NUM_RETRIES,
     DEFAULT_TIMEOUT,
-)
-from composo._core.options import (  # the aliases: for get_type_hints
-    DataRetention,
-    ExplanationCleaning,
-    Tags,
-    keywords_checked,
 )
 from composo._core.retry import Policy, is_retryable
 from composo.errors import ComposoError, RateLimitError
@@ -42,6 +37,15 @@ if TYPE_CHECKING:  # the model modules and the thread pool load on first use
     Request = RewardRequest | TraceRequest
 
 __all__ = ["SyncClient"]
+
+
+def _slots(count: int) -> SimpleQueue[None]:
+    """``count`` request slots: one is taken from the queue for each request in flight and
+    put back after (a C queue: a semaphore in Python costs microseconds on every request)."""
+    slots: SimpleQueue[None] = SimpleQueue()
+    for _ in range(count):
+        slots.put(None)
+    return slots
 
 
 class SyncClient(BaseClient):
@@ -95,7 +99,7 @@ class SyncClient(BaseClient):
         self._closed = False
         self._policy = Policy(num_retries)
         self._throttle.permits = permits
-        self._slots = threading.BoundedSemaphore(max_concurrent_requests)
+        self._slots = _slots(max_concurrent_requests)
         self._pool: ThreadPoolExecutor | None = None
         self._pool_lock = threading.Lock()
         forks.register(self)
@@ -111,7 +115,7 @@ class SyncClient(BaseClient):
         self._pool = None
         self._http_lock = threading.Lock()
         self._pool_lock = threading.Lock()
-        self._slots = threading.BoundedSemaphore(self.max_concurrent_requests)
+        self._slots = _slots(self.max_concurrent_requests)
         self._throttle.reset()
 
     # -- lifecycle ----------------------------------------------------------------------------
@@ -132,124 +136,6 @@ class SyncClient(BaseClient):
         self.close()
 
     # -- public API ---------------------------------------------------------------------------
-
-    @keywords_checked
-    def evaluate(
-        self,
-        messages: Any = None,
-        input: Any = None,
-        system: str | None = None,
-        tools: Any = None,
-        result: Any = None,
-        criteria: str | Sequence[str] | None = None,
-        block: bool = True,
-        tags: Tags | None = None,
-        evaluate_latest: bool | None = None,
-        evaluator_name: str | Sequence[str] | None = None,
-        explanation_cleaning: ExplanationCleaning | None = None,
-        data_retention: DataRetention | None = None,
-        *,
-        model_core: str | None = None,
-    ) -> Any:
-        """Score a conversation against one or more criteria.
-
-        The parameters come in the platform SDK's positional order (usually they are given by
-        name); ``tags``, ``evaluate_latest``, ``explanation_cleaning``, ``data_retention`` and
-        ``model_core`` are the options of :class:`~composo.types.EvaluateOptions`, where
-        ``None`` means "not sent".
-
-        Args:
-            messages: The chat so far: OpenAI or Anthropic message dicts, or any object a plugin
-                converts (give this or ``input``).
-            input: The OpenAI Responses API ``input`` instead of ``messages``.
-            system: The system prompt the assistant had.
-            tools: The tools it was offered (OpenAI or Anthropic definitions).
-            result: The answer to score, appended to the conversation (a message, a chat
-                completion, a Responses ``Response``...).
-            criteria: One criterion (``"Reward ..."``, ``"Penalize ..."``, ``"Passes if ..."``,
-                ``"Fails if ..."``) or a list of them (or give ``evaluator_name``).
-            block: ``False`` submits the evaluation and returns ``{"task_id": ...}`` at once.
-            tags: Flat ``{str: str}`` labels stored with the evaluation.
-            evaluate_latest: Score only the last assistant turn (``True``) or them all.
-            evaluator_name: A saved evaluator's name (or a list), instead of ``criteria``.
-            explanation_cleaning: ``"end_user"`` adds an explanation fit to show end users.
-            data_retention: ``"standard"`` or ``"none"`` (nothing kept after answering).
-            model_core: The evaluation model (default: the client's).
-
-        Returns:
-            One criterion (a string, or a list of one) gives one :class:`EvaluationResponse`;
-            two or more give a list of them in the order given. With ``block=False``, a
-            ``{"task_id": ...}`` dict in place of each response. For a list whatever the
-            count, use :meth:`evaluate_many`.
-
-        Raises:
-            ComposoValidationError: Bad input, before any network call.
-            APIStatusError: The server refused the request (a subclass per status family).
-            APIConnectionError: The server could not be reached (``APITimeoutError`` in time).
-        """
-        options = {
-            "model_core": model_core,
-            "tags": tags,
-            "evaluate_latest": evaluate_latest,
-            "explanation_cleaning": explanation_cleaning,
-            "data_retention": data_retention,
-        }
-        requests = self._reward_requests(
-            criteria, evaluator_name, options, messages, input, result, system, tools
-        )
-        return self._run_all(requests, block)
-
-    @keywords_checked
-    def evaluate_trace(
-        self,
-        trace: Any,
-        criteria: str | Sequence[str] | None = None,
-        model_core: str | None = None,
-        block: bool = True,
-        tags: Tags | None = None,
-        evaluate_latest: bool | None = None,
-        evaluator_name: str | Sequence[str] | None = None,
-        data_retention: DataRetention | None = None,
-        *,
-        explanation_cleaning: ExplanationCleaning | None = None,
-    ) -> Any:
-        """Score a multi-agent trace against one or more criteria.
-
-        The parameters come in the platform SDK's positional order; usually they are given
-        by name.
-
-        Args:
-            trace: A :class:`MultiAgentTrace`, a dict of that shape, or an object a plugin
-                converts (e.g. a captured agent run).
-            criteria: One criterion or a list of them (or give ``evaluator_name``).
-            model_core: The evaluation model (default: the client's).
-            block: ``False`` submits the evaluation and returns ``{"task_id": ...}`` at once.
-            tags: Flat ``{str: str}`` labels stored with the evaluation.
-            evaluate_latest: Must not be ``True`` for traces.
-            evaluator_name: A saved evaluator's name (or a list), instead of ``criteria``.
-            data_retention: ``"standard"`` or ``"none"`` (nothing kept after answering).
-            explanation_cleaning: Refused for traces, before any request (reward evaluations
-                only).
-
-        Returns:
-            One criterion (a string, or a list of one) gives one
-            :class:`MultiAgentTraceResponse`; two or more give a list in the order given. With
-            ``block=False``, a ``{"task_id": ...}`` dict in place of each response.
-
-        Raises:
-            ComposoValidationError: Bad input, before any network call.
-            APIStatusError: The server refused the request.
-            APIConnectionError: The server could not be reached.
-        """
-        options = {
-            "model_core": model_core,
-            "tags": tags,
-            "evaluate_latest": evaluate_latest,
-            "explanation_cleaning": explanation_cleaning,
-            "data_retention": data_retention,
-        }
-        requests = self._trace_requests(trace, criteria, evaluator_name, options)
-        return self._run_all(requests, block)
 
     def get_task(self, task_id: str) -> TaskInfo:
         """Read the state of a background evaluation.
@@ -486,18 +372,19 @@ class SyncClient(BaseClient):
         :class:`~composo._core.connections.Connections` every socket wait ends by it; on any
         transport the body is read with the deadline checked between chunks)."""
         http = self._http
-        if not self._slots.acquire(timeout=max(0.0, deadline - time.monotonic())):
-            raise self._timed_out()
+        try:
+            self._slots.get(timeout=max(0.0, deadline - time.monotonic()))
+        except Empty:
+            raise self._timed_out() from None
         try:
             permits = self._turn(deadline)
             try:  # from here the permit is given back whatever happens
-                request = http.build_request(
-                    method, url, json=json, headers=headers, timeout=self._attempt_timeout(deadline)
-                )
+                timeout = self._attempt_timeout(deadline)
+                request = self._build(http, method, url, json, headers, timeout)
                 with socket_deadline(deadline):
                     response = http.send(request, stream=True)
                     try:
-                        inflater = self._inflater(response)
+                        inflater, seen = self._inflater(response)
                         for chunk in () if response.is_stream_consumed else response.iter_raw():
                             if time.monotonic() > deadline:
                                 raise self._timed_out()
@@ -512,8 +399,8 @@ class SyncClient(BaseClient):
                 if permits is not None:
                     permits.release()
         finally:
-            self._slots.release()
-        return self._decode(response, raw)
+            self._slots.put(None)
+        return self._decode(response, seen, raw)
 
     def _turn(self, deadline: float) -> Any:
         """Wait (holding a request slot) until the client's pace lets this attempt go; a hold
