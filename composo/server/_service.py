@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from composo import criteria as ready_made
 from composo._core.responses import summarize
@@ -19,6 +20,8 @@ _INLINE_ITEMS = 64
 _JUDGE_CONCURRENCY = 8
 
 __all__ = ["EvaluationService", "UnknownEvaluatorError"]
+
+_T = TypeVar("_T")
 
 
 class UnknownEvaluatorError(ValueError):
@@ -64,16 +67,14 @@ class EvaluationService:
     async def reward(self, request: RewardRequest) -> dict[str, Any]:
         criterion = self.criterion(request)
         await self._pause()
-        if len(request.messages) > _INLINE_ITEMS:
-            case = await asyncio.to_thread(reward_case, request, criterion)
-        else:
-            case = reward_case(request, criterion)
+        heavy = len(request.messages) > _INLINE_ITEMS
+        case = await _maybe_in_thread(heavy, reward_case, request, criterion)
         verdict = await self.judge.judge(case)
         return _reward_body(verdict, request.explanation_cleaning is not None)
 
     async def trace(self, request: TraceRequest) -> dict[str, Any]:
         """Judge each agent instance; instances without a model call of their own get ``null``.
-        A large trace is prepared, judged (when the judge can judge without awaiting) and
+        A large trace is prepared, judged (by a judge that can judge without awaiting) and
         summarised in a worker thread."""
         criterion = self.criterion(request)
         await self._pause()
@@ -82,16 +83,12 @@ class EvaluationService:
             len(agents) > _INLINE_ITEMS
             or sum(len(a.interactions) for a in agents.values()) > 4 * _INLINE_ITEMS
         )
-        if not heavy:
-            cases = _trace_cases(request, criterion)
-            verdicts = await asyncio.gather(*(self.judge.judge(c) for c in cases.values()))
-            return _trace_body(request, dict(zip(cases, verdicts, strict=True)))
-        cases = await asyncio.to_thread(_trace_cases, request, criterion)
+        cases = await _maybe_in_thread(heavy, _trace_cases, request, criterion)
         blocking = getattr(self.judge, "judge_sync", None)
-        if callable(blocking):
+        if heavy and callable(blocking):
             by_id = await asyncio.to_thread(lambda: {aid: blocking(c) for aid, c in cases.items()})
         else:
-            slots = asyncio.Semaphore(_JUDGE_CONCURRENCY)
+            slots = asyncio.Semaphore(_JUDGE_CONCURRENCY if heavy else max(1, len(cases)))
 
             async def one(case: Case) -> Verdict:
                 async with slots:
@@ -99,7 +96,11 @@ class EvaluationService:
 
             verdicts = await asyncio.gather(*(one(c) for c in cases.values()))
             by_id = dict(zip(cases, verdicts, strict=True))
-        return await asyncio.to_thread(_trace_body, request, by_id)
+        return await _maybe_in_thread(heavy, _trace_body, request, by_id)
+
+
+async def _maybe_in_thread(heavy: bool, work: Callable[..., _T], *args: Any) -> _T:
+    return await asyncio.to_thread(work, *args) if heavy else work(*args)
 
 
 def _trace_cases(request: TraceRequest, criterion: str) -> dict[str, Case]:

@@ -1,6 +1,5 @@
 """Background evaluations: accepted into the store, run on the server's event loop, resumed after
-a restart (see :mod:`composo.server._store` for the guarantee). Content of
-``data_retention="none"`` tasks lives only in memory."""
+a restart (:mod:`composo.server._store`). ``data_retention="none"`` content lives only in memory."""
 
 from __future__ import annotations
 
@@ -33,11 +32,6 @@ KEEP_RESULTS_SECONDS = KEEP_FINISHED_SECONDS
 MAX_KEPT_RESULTS = 10_000
 
 
-def criterion_of(request: RewardRequest | TraceRequest) -> str | None:
-    """What a task's result names as its criterion: the same value a blocking call reports."""
-    return request.evaluation_criteria or request.evaluator_name
-
-
 class TaskManager:
     """Owns the running background tasks; at most ``concurrency`` run at once. While it runs it
     renews its lease and takes over the expired work of servers that stopped."""
@@ -48,7 +42,6 @@ class TaskManager:
         self._slots = asyncio.Semaphore(concurrency)
         self._running: set[asyncio.Task[None]] = set()
         self._active: set[str] = set()
-        self._requests: dict[str, RewardRequest | TraceRequest] = {}
         self._results: dict[str, tuple[float, dict[str, Any]]] = {}
         self._keeper: asyncio.Task[None] | None = None
 
@@ -60,12 +53,8 @@ class TaskManager:
     ) -> str:
         """Accept ``request`` for the client holding ``api_key``: on disk before this returns,
         unless ``data_retention="none"``. A repeated ``idempotency_key`` returns the task it
-        first created. The store is called from worker threads (here and below), so that a slow
-        disk or a database locked by another server never stalls the event loop.
-
-        Raises:
-            IdempotencyConflict: the key was used before for a different request.
-        """
+        first created (:class:`IdempotencyConflict` for a different request). The store is called
+        from worker threads, so a slow or locked database never stalls the event loop."""
         task_id = str(uuid.uuid4())
         kind = "trace" if isinstance(request, TraceRequest) else "reward"
         keep = request.data_retention != "none"
@@ -77,29 +66,23 @@ class TaskManager:
         )
         if got != task_id:
             return got  # a repeat: the first submission's task, already under way
-        if not keep:
-            self._requests[task_id] = request
         self._start(task_id, request)
         return task_id
 
-    def start(self) -> int:
-        """Resume what stopped servers left, then keep the lease; returns how many resumed."""
-        resumed = self._take_over(self.store.claim())
+    def start(self) -> None:
+        """Resume what stopped servers left, then keep the lease."""
+        self._take_over(self.store.claim())
         self._keeper = asyncio.get_running_loop().create_task(self._keep())
-        return resumed
 
-    def _take_over(self, tasks: list[StoredTask]) -> int:
+    def _take_over(self, tasks: list[StoredTask]) -> None:
         resumed = 0
         for task in tasks:
-            if task.task_id in self._active:
-                continue
-            request = self._load(task)
+            request = None if task.task_id in self._active else self._load(task)
             if request is not None:
                 self._start(task.task_id, request)
                 resumed += 1
         if resumed:
             _log.info("resumed %d background task(s) left unfinished", resumed)
-        return resumed
 
     async def _keep(self) -> None:
         """Renew the lease a few times per lease period, and pick up expired work."""
@@ -133,20 +116,18 @@ class TaskManager:
                     return  # finished, or taken over by another server: never judged twice here
                 try:
                     result = await self._runner(request)
-                except asyncio.CancelledError:
-                    raise
                 except Exception as exc:
                     _log.warning("background task %s failed: %s", task_id, type(exc).__name__)
                     error = str(exc) or type(exc).__name__
                     await asyncio.to_thread(self.store.finish, task_id, None, error)
                 else:
-                    result = {**result, "criterion": criterion_of(request)}
+                    criterion = request.evaluation_criteria or request.evaluator_name
+                    result = {**result, "criterion": criterion}
                     if request.data_retention == "none":
                         self._results[task_id] = (time.monotonic(), result)
                         self._prune_results()
                     await asyncio.to_thread(self.store.finish, task_id, result, None)
         finally:
-            self._requests.pop(task_id, None)
             self._active.discard(task_id)
 
     async def info(self, task_id: str, api_key: bytes | None = None) -> dict[str, Any] | None:

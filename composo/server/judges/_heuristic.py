@@ -1,9 +1,8 @@
-"""A transparent, deterministic development stand-in for the platform's judge. It is NOT a
-quality judge: it reads the criterion for words it has a rule for (``_RULES``, with their words
-in ``_words.TRAITS``) or for a "Passes if the answer names X" check, reads the answer for the
-matching surface signals, and says in the explanation what it looked for and what it found.
-Where it cannot judge (source material or tool calls that are not there) it answers ``None``,
-as the platform does for "not applicable"."""
+"""A transparent, deterministic development stand-in for the platform's judge, NOT a quality
+judge: it reads the criterion for words it has a rule for (``_RULES``; their words are in
+``_words.TRAITS``) or a "Passes if the answer names X" check, reads the answer for the matching
+surface signals and says what it looked for and found. Where it cannot judge (no source material,
+no tool call) it answers ``None``, as the platform does for "not applicable"."""
 
 from __future__ import annotations
 
@@ -125,16 +124,8 @@ def _politeness(v: _View) -> _Reading:
     )
 
 
-def _apology(v: _View) -> _Reading:
-    return _present(_found(w.APOLOGY, v.answer), "an apology")
-
-
-def _refusal(v: _View) -> _Reading:
-    return _present(_found(w.REFUSAL, v.answer), "a refusal")
-
-
-def _citation(v: _View) -> _Reading:
-    return _present(_found(w.CITATION, v.answer), "citations ([1], 'according to', a link)")
+def _presence(pattern: re.Pattern[str], what: str) -> Callable[[_View], _Reading]:
+    return lambda v: _present(_found(pattern, v.answer), what)
 
 
 def _clarifying(v: _View) -> _Reading:
@@ -319,10 +310,6 @@ def _words_in(terms: frozenset[str], strict: bool, answer: str) -> list[str]:
     return _original(found, answer) if enough and found else []
 
 
-def _content(label: str, find: Callable[[str], list[str]], v: _View) -> _Reading:
-    return _present(find(v.answer), label + " in the answer")
-
-
 # -- the criterion ------------------------------------------------------------------------------
 
 
@@ -346,13 +333,15 @@ class _Rule:
 # In order: the first ``alone`` rule a criterion names is its only reading; the others combine.
 _RULES = (
     _Rule("use of tool results", _tool_result_use, "tool", alone=True),
-    _Rule("citations", _citation, alone=True),
+    _Rule(
+        "citations", _presence(w.CITATION, "citations ([1], 'according to', a link)"), alone=True
+    ),
     _Rule("support by the context", _grounding, "context", alone=True),
     _Rule("tool use", _tool_use, "tool", alone=True),
     _Rule("politeness", _politeness),
-    _Rule("apology", _apology),
+    _Rule("apology", _presence(w.APOLOGY, "an apology")),
     _Rule("a clarifying question", _clarifying),
-    _Rule("refusal", _refusal),
+    _Rule("refusal", _presence(w.REFUSAL, "a refusal")),
     _Rule("brevity", _brevity),
     _Rule("confidence", _confidence),
     _Rule("accuracy", _accuracy),
@@ -393,6 +382,10 @@ def _content_check(criterion: str) -> _Check | None:
     if m is None or kind is None or (kind[0].startswith("the words") and not is_binary(criterion)):
         return None
     return _Check(f"{m['verb']} {what}", partial(_content, *kind), -1 if m["neg"] else 1)
+
+
+def _content(label: str, find: Callable[[str], list[str]], v: _View) -> _Reading:
+    return _present(find(v.answer), label + " in the answer")
 
 
 def _rule_checks(body: str) -> list[_Check]:
@@ -514,8 +507,7 @@ class HeuristicJudge:
     name = "heuristic"
 
     def judge_sync(self, case: Case) -> Verdict:
-        """The same verdict without awaiting: the server calls this from a worker thread to
-        judge a large trace's agents in one go."""
+        """For a large trace's agents, judged in one go in a worker thread."""
         return score_case(case)
 
     async def judge(self, case: Case) -> Verdict:

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from composo._core.wire import is_binary
-from composo.server._cases import Case, content_text, json_text
+from composo.server._cases import Case, content_text, tool_uses
 
 __all__ = ["RUBRIC", "render_case", "verdict_instructions"]
 
@@ -42,26 +42,11 @@ def verdict_instructions(case: Case) -> str:
     )
 
 
-def _call_text(call: Mapping[str, Any]) -> str:
-    fn = call.get("function") or {}
-    return f"tool call {fn.get('name', '')}({fn.get('arguments', '')})"
-
-
 def _line(m: Mapping[str, Any]) -> str:
     role = str(m.get("role", "user"))
-    parts: list[str] = []
     text = content_text(m.get("content"))
-    if text:
-        parts.append(text)
-    parts.extend(_call_text(c) for c in m.get("tool_calls") or () if isinstance(c, Mapping))
-    content = m.get("content")
-    if isinstance(content, list):
-        for block in content:
-            if isinstance(block, Mapping) and block.get("type") == "tool_use":
-                parts.append(
-                    f"tool call {json_text(block.get('name', ''))}"
-                    f"({json_text(block.get('input', {}))})"
-                )
+    parts = [text] if text else []
+    parts += [f"tool call {u.name}({u.arguments})" for u in tool_uses((m,))]
     if role == "tool":
         role = f"tool result{' ' + str(m['name']) if m.get('name') else ''}"
     return f"[{role}] " + ("\n".join(parts) if parts else "(empty)")
