@@ -37,11 +37,10 @@ from typing import Any
 from composo._core.trace import LLMInteraction, ToolSpec
 from composo.tracing._spans import (
     EVENT_PREFIX,
+    chat_interaction,
     indexed,
-    input_messages,
     interaction,
     openinference_interaction,
-    output_messages,
     tool_spec,
 )
 
@@ -153,11 +152,7 @@ def genai_interaction(attributes: Mapping[str, Any], events: Events = ()) -> LLM
     chat = list(inputs or [])
     if system is not None and not (chat and chat[0] == system):
         chat.insert(0, system)
-    return LLMInteraction(
-        input_messages=input_messages(chat, name_responses=True),
-        output_messages=output_messages(outputs or []),
-        tools_available=_tools(attributes) or None,
-    )
+    return chat_interaction(chat, outputs or [], _tools(attributes) or None)
 
 
 # -- the tool a tool span ran ----------------------------------------------------------------------

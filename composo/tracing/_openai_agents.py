@@ -55,7 +55,7 @@ from composo.errors import ComposoValidationError
 from composo.tracing import _processor
 from composo.tracing._agent import current_tracer
 from composo.tracing._recorder import Agent, Step, TraceRecorder
-from composo.tracing._spans import input_messages, output_messages, tool_spec
+from composo.tracing._spans import chat_interaction, tool_spec
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import Span as OtelSpan
@@ -287,18 +287,6 @@ def _agent_tools(data: AgentSpanData | None) -> list[ToolSpec] | None:
     return [ToolSpec(name=n) for n in names] if names else None
 
 
-def _interaction(
-    inputs: list[dict[str, Any]],
-    outputs: list[dict[str, Any]],
-    tools: list[ToolSpec] | None,
-) -> LLMInteraction:
-    return LLMInteraction(
-        input_messages=input_messages(inputs, name_responses=True),
-        output_messages=output_messages(outputs, keep_empty=True),
-        tools_available=tools,
-    )
-
-
 def _from_response(
     response: Any, given: str | list[Any] | None, agent: AgentSpanData | None
 ) -> LLMInteraction | None:
@@ -319,7 +307,7 @@ def _from_response(
     except ComposoValidationError as exc:
         _log.warning("could not read an OpenAI Agents SDK model call into the trace: %s", exc)
         return None
-    return _interaction(inputs, outputs, tools or _agent_tools(agent))
+    return chat_interaction(inputs, outputs, tools or _agent_tools(agent), keep_empty=True)
 
 
 def _from_generation(
@@ -335,7 +323,7 @@ def _from_generation(
     except ComposoValidationError as exc:
         _log.warning("could not read an OpenAI Agents SDK model call into the trace: %s", exc)
         return None
-    return _interaction(inputs, outputs, _agent_tools(agent))
+    return chat_interaction(inputs, outputs, _agent_tools(agent), keep_empty=True)
 
 
 # -- tools --------------------------------------------------------------------------------------

@@ -28,6 +28,7 @@ from composo.errors import ComposoValidationError
 
 __all__ = [
     "EVENT_PREFIX",
+    "chat_interaction",
     "indexed",
     "input_messages",
     "interaction",
@@ -68,10 +69,21 @@ def interaction(
 ) -> LLMInteraction:
     """Chat messages as a call, with the tools the span's attributes say were offered."""
     specs = [_tool_spec(f) for _, f in sorted(indexed(attributes, _TOOLS).items())]
+    return chat_interaction(inputs, outputs, [s for s in specs if s is not None] or None)
+
+
+def chat_interaction(
+    inputs: Iterable[Mapping[str, Any]],
+    outputs: Iterable[Mapping[str, Any]],
+    tools: list[ToolSpec] | None,
+    *,
+    keep_empty: bool = False,
+) -> LLMInteraction:
+    """One model call from its chat messages (OpenAI-style dicts) and the tools offered."""
     return LLMInteraction(
         input_messages=input_messages(inputs, name_responses=True),
-        output_messages=output_messages(outputs),
-        tools_available=[s for s in specs if s is not None] or None,
+        output_messages=output_messages(outputs, keep_empty=keep_empty),
+        tools_available=tools,
     )
 
 

@@ -228,26 +228,15 @@ def response_messages(response: Any) -> list[dict[str, Any]]:
     Tool calls recorded in ``sources`` become an assistant tool-call turn and tool results;
     ``source_nodes`` not already returned by those tools become source material.
     """
-    out: list[dict[str, Any]] = []
-    tool_outputs = list(getattr(response, "sources", None) or ())
-    covered: set[int] = set()
-    if tool_outputs:
-        calls = [
-            _call(f"call_{i}", str(t.tool_name), _arguments(getattr(t, "raw_input", None)))
-            for i, t in enumerate(tool_outputs)
-        ]
-        out.append({"role": "assistant", "content": None, "tool_calls": calls})
-        for i, t in enumerate(tool_outputs):
-            out.append(
-                {
-                    "role": "tool",
-                    "tool_call_id": f"call_{i}",
-                    "name": str(t.tool_name),
-                    "content": _tool_output_text(t),
-                }
-            )
-            for n in getattr(getattr(t, "raw_output", None), "source_nodes", None) or ():
-                covered.add(id(n))
+    ran = list(getattr(response, "sources", None) or ())
+    out = _tool_turns(
+        (f"call_{i}", t.tool_name, getattr(t, "raw_input", None), t) for i, t in enumerate(ran)
+    )
+    covered = {
+        id(n)
+        for t in ran
+        for n in getattr(getattr(t, "raw_output", None), "source_nodes", None) or ()
+    }
     contexts = [node_text(n) for n in response.source_nodes or () if id(n) not in covered]
     if contexts:
         out.append(source_material_message(contexts))
@@ -256,6 +245,20 @@ def response_messages(response: Any) -> list[dict[str, Any]]:
         raise ValueError("the response has no text (response.response is None)")
     out.append({"role": "assistant", "content": str(text)})
     return out
+
+
+def _tool_turns(ran: Iterable[tuple[str, Any, Any, Any]]) -> list[dict[str, Any]]:
+    """One assistant turn calling each tool, then each result: ``(id, name, arguments, tool
+    output)`` per call."""
+    ran = list(ran)
+    if not ran:
+        return []
+    calls = [_call(i, str(name), _arguments(args)) for i, name, args, _ in ran]
+    results = [
+        {"role": "tool", "tool_call_id": i, "name": str(name), "content": _tool_output_text(o)}
+        for i, name, _, o in ran
+    ]
+    return [{"role": "assistant", "content": None, "tool_calls": calls}, *results]
 
 
 def chat_response_messages(response: ChatResponse) -> list[dict[str, Any]]:
@@ -277,24 +280,10 @@ def agent_output_messages(output: Any) -> list[dict[str, Any]]:
     """A workflow agent's ``AgentOutput`` (what ``await agent.run(...)`` returns) as the messages
     that answered: the tool calls it records in ``tool_calls`` (one assistant turn making them,
     then each result), then the answer."""
-    out: list[dict[str, Any]] = []
-    results = list(getattr(output, "tool_calls", None) or ())
-    if results:
-        ids = [str(r.tool_id or f"call_{i}") for i, r in enumerate(results)]
-        calls = [
-            _call(call_id, str(r.tool_name), _arguments(r.tool_kwargs))
-            for call_id, r in zip(ids, results, strict=True)
-        ]
-        out.append({"role": "assistant", "content": None, "tool_calls": calls})
-        for call_id, r in zip(ids, results, strict=True):
-            out.append(
-                {
-                    "role": "tool",
-                    "tool_call_id": call_id,
-                    "name": str(r.tool_name),
-                    "content": _tool_output_text(r.tool_output),
-                }
-            )
+    out = _tool_turns(
+        (str(r.tool_id or f"call_{i}"), r.tool_name, r.tool_kwargs, r.tool_output)
+        for i, r in enumerate(getattr(output, "tool_calls", None) or ())
+    )
     answer = chat_message_dict(output.response)
     if answer.get("content") is None and "tool_calls" not in answer:
         answer["content"] = ""
