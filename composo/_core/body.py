@@ -1,9 +1,6 @@
-"""Response bodies read as they arrive: decompressed in bounded steps and refused past
-:data:`~composo._core.limits.MAX_RESPONSE_BYTES`, so a compressed bomb never inflates in memory.
-
-httpx decompresses each network chunk whole (64 KiB of gzip can become 64 MiB at once); here
-the raw bytes go through :mod:`zlib` with an output bound per step instead.
-"""
+"""Response bodies decompressed in bounded steps and refused past ``MAX_RESPONSE_BYTES``: httpx
+inflates each network chunk whole (64 KiB of gzip can become 64 MiB at once), so a compressed
+bomb would be in memory before any check."""
 
 from __future__ import annotations
 
@@ -20,7 +17,7 @@ ACCEPT_ENCODING = "gzip, deflate"
 
 
 class _Decompressor(Protocol):
-    """What ``zlib.decompressobj()`` returns (its class has no public name)."""
+    # what zlib.decompressobj() returns (its class has no public name)
 
     @property
     def unconsumed_tail(self) -> bytes: ...

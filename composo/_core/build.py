@@ -1,9 +1,6 @@
-"""Turn ``evaluate()`` / ``evaluate_trace()`` arguments into validated request bodies.
-
-Shared by both clients, the batch plan and the background evaluator. The rules themselves are
-the wire models' (:mod:`composo._core.wire`); this module converts what the caller passed and
-words a refusal with the caller's own argument names. Everything here runs before the network.
-"""
+"""Turn ``evaluate()`` / ``evaluate_trace()`` arguments into validated request bodies (both
+clients, the batch plan, background evaluation). The rules are the wire models'; this converts
+what the caller passed and words a refusal with the caller's argument names."""
 
 from __future__ import annotations
 
@@ -80,11 +77,9 @@ def check_model_core(model_core: Any) -> str | None:
 
 
 def check_options(options: Mapping[str, Any], where: str, *, trace: bool = False) -> dict[str, Any]:
-    """Evaluate options taken ahead of the calls (a framework handler's, an evaluator's),
-    checked as the clients check them: an unknown name is a ``TypeError``, as an unknown
-    keyword is; a bad value a :class:`ComposoValidationError` naming it; with ``trace=True``,
-    what a trace evaluation refuses too. Returns the options that are set (``None`` is "not
-    given")."""
+    """Options taken ahead of the calls (a framework handler's), checked as the clients check
+    them (an unknown name is a ``TypeError``; ``trace=True`` adds a trace's refusals); returns
+    those that are set."""
     check_names(options, where)
     given = set_options(options)
     cleaning = given.get("explanation_cleaning")

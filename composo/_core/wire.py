@@ -55,12 +55,8 @@ BINARY_PREFIXES = ("passes if", "fails if")
 
 
 def check_criterion(criterion: object, field: str = "criteria") -> str:
-    """Return the criterion stripped, or raise ``ValueError`` saying what a valid one looks like.
-
-    A criterion begins with one of :data:`CRITERION_PREFIXES`, compared as a plain prefix after
-    its first letter is upper-cased (``rewards concise answers`` is accepted, as the platform
-    does).
-    """
+    """The criterion stripped, or ``ValueError``. It begins with one of
+    :data:`CRITERION_PREFIXES` once its first letter is upper-cased, as the platform reads it."""
     if not isinstance(criterion, str):
         raise ValueError(f"{field}: expected a string, got {type(criterion).__name__}")
     text = criterion.strip()
@@ -124,9 +120,8 @@ def check_tags(tags: object) -> dict[str, str] | None:
 
 
 def check_trace_options(options: Mapping[str, Any]) -> None:
-    """Refuse, with a ``ValueError``, the options a trace evaluation cannot take: an
-    ``explanation_cleaning`` (reward evaluations only), ``evaluate_latest=True`` and a
-    lightning model core."""
+    """``ValueError`` for what a trace cannot take: ``explanation_cleaning``,
+    ``evaluate_latest=True``, a lightning core."""
     if options.get("explanation_cleaning") is not None:
         raise ValueError(
             "explanation_cleaning: only reward evaluations take it; a trace evaluation "
