@@ -1,18 +1,13 @@
 """``AgentTracer`` and ``agent_tracer``: mark where an agent runs, get its calls back as a trace.
 
-A root tracer starts a ``TraceRecorder``; tracers entered inside it are sub-agents in the same
-recording. Each model call made while a tracer is active takes a place in that tracer's history
-when it starts (so calls and sub-agents keep the order in which they ran) and is filled in when it
-ends (the span processor does this). An instrumented framework's agent spans (the rule of
-``composo.tracing._boundaries``, the same as for exported spans) are sub-agents of the tracer's
-agent, nested as they ran, holding the calls made under them. Spans are only turned into
-``LLMInteraction`` objects when ``trace`` is read, which keeps the cost paid during the user's run
-to a dict insert.
+A root tracer starts a ``TraceRecorder``; tracers entered inside it are sub-agents of the same
+recording, and so are an instrumented framework's agent spans. A model call takes its place when
+it starts (calls and sub-agents keep the order they ran in) and is converted only when ``trace``
+is read, so the user's run pays a dict insert.
 
-Which tracer is running here is a context-local stack, innermost last: threads start empty and
-asyncio tasks copy the stack of the code that created them, so agents running at the same time
-never see each other's calls. Integrations that capture model calls on their own (not through
-OpenTelemetry) hand them to ``record_interaction``.
+Which tracer runs here is a context-local stack: threads start empty and asyncio tasks copy their
+creator's, so agents running at once never see each other's calls. Integrations that capture
+calls without OpenTelemetry hand them to ``record_interaction``.
 """
 
 from __future__ import annotations

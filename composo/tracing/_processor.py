@@ -1,28 +1,16 @@
-"""The OpenTelemetry span processor that hands model-call spans to the active ``AgentTracer``'s
-recording.
+"""The OpenTelemetry span processor that routes model-call spans to the active ``AgentTracer``.
 
-Spans are read by the rule of ``composo.tracing._boundaries``: OpenInference kinds, or the
-OpenTelemetry GenAI conventions' ``gen_ai.operation.name`` (PydanticAI's own instrumentation,
-OpenLLMetry and the like), so the model calls, agents and tools of either are recognised.
+Spans are read by ``composo.tracing._boundaries`` (OpenInference kinds, or the GenAI conventions'
+``gen_ai.operation.name``). A span takes a place when it starts, in the caller's context, so
+calls keep their order, and fills or gives it back when it ends; outside any tracer a span costs
+one context-variable read. Some instrumentors (OpenInference's LangChain one) name a model call
+only at its end, so a span without a kind takes a place too. A call counts once: a model call
+inside another (a framework wrapping the OpenAI client) is part of it, and a span that ended just
+before another feed's record of the same answer (``record_interaction``) gives way to the record.
 
-A span is claimed when it starts, in the caller's context, by the innermost active tracer; its
-place is filled or given back when it ends. Spans outside any tracer cost one context-variable
-read. Some instrumentors (OpenInference's LangChain one) only say that a span is a model call
-when it ends, so a span started without a kind takes a place too (keeping the call in order)
-and gives it back if it ends as anything else. A model call inside another (a framework's call
-wrapping the OpenAI client's) is one call and is not counted twice: known at the start, the inner
-span never takes a place; known only at the end, the inner call is left out of the trace. The
-same holds for a call another feed records itself (LlamaIndex's instrument hands its LLM calls
-to ``record_interaction``): a span that ended just before such a record, with the same answer,
-is that call seen by a second instrumentation, and the record wins.
-
-An instrumentor's span that begins an agent (the rule of ``composo.tracing._boundaries``, shared
-with the span-tree converter) opens a sub-agent in the tracer's recording where it starts; the
-spans under it, by OpenTelemetry parentage, record there, and it finishes when the span ends
-(calls still running fill their places afterwards). A tool span's model calls, without an agent
-span of their own, are a sub-agent named after the tool, opened at the first of them. Only spans
-under such a boundary are remembered (by id, on the tracer, until they end), so a run without
-agent spans pays one more dict check per span.
+An instrumentor's agent span opens a sub-agent where it starts, and the spans under it (by
+OpenTelemetry parentage) record there; a tool span's model calls are a sub-agent named after the
+tool. Only spans under such a boundary are remembered (by id, until they end).
 """
 
 from __future__ import annotations
