@@ -640,3 +640,12 @@ def test_adapters_do_not_import_openai() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_a_response_offers_its_tools_through_the_plugin_hook() -> None:
+    from composo._core import convert
+
+    tools = [{"type": "function", "name": "lookup", "parameters": {"type": "object"}}]
+    assert convert.result_tools({"object": "response", "tools": tools, "output": []}) == tools
+    assert convert.result_tools({"object": "response", "tools": []}) is None
+    assert convert.result_tools([{"role": "assistant", "content": "hi"}]) is None
