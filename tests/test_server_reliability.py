@@ -274,6 +274,20 @@ def test_judges_are_plugins() -> None:
         LocalServer(judge="half").start()
 
 
+def test_the_judges_hook_is_declared_by_the_server() -> None:
+    """A manager that knows only the server's hook checks a judge plugin against it."""
+    import pluggy
+
+    from composo.server import hookspecs
+
+    pm = pluggy.PluginManager("composo")
+    pm.add_hookspecs(hookspecs)
+    pm.register(_HalfPlugin())
+    pm.check_pending()
+    [judges] = pm.hook.composo_judges()
+    assert set(judges) == {"half"}
+
+
 class _BrokenPlugin:
     @hookimpl
     def composo_judges(self) -> dict[str, Any]:

@@ -1,28 +1,33 @@
 """Judges score a :class:`~composo.server._cases.Case`. They are plugins: any package can add one
-through the ``composo_judges`` hook, returning ``{name: factory}`` where ``factory(options)``
-(options: :class:`~composo.server._config.JudgeOptions`) builds an object with
-``async judge(case) -> Verdict`` and ``async aclose()``. A judge whose work is computation
-rather than waiting may also offer ``judge_sync(case) -> Verdict``: the server then judges a
-large trace's agents with it in a worker thread, off the event loop. A judge that runs a model
-names it in a ``model`` attribute (a string), which every answer then carries beside the judge's
-name (``x-composo-judge-model``), so scores say which model made them.
+through the ``composo_judges`` hook (:mod:`composo.server.hookspecs`), returning
+``{name: factory}`` where ``factory(options)`` (a :class:`~composo.server._config.JudgeOptions`)
+builds an object with ``async judge(case) -> Verdict`` and ``async aclose()``. A judge whose work
+is computation may also offer ``judge_sync(case) -> Verdict``: a large trace's agents are then
+judged with it in a worker thread. A judge that runs a model names it in a ``model`` attribute,
+which every answer carries beside the judge's name (``x-composo-judge-model``).
 
-Judges are given cases in one shape whatever the request carried (see
-:func:`~composo.server._cases.reward_case`), so they never meet a shape they cannot read.
+Cases arrive in one shape whatever the request carried (:func:`~composo.server._cases.reward_case`).
 """
 
 from __future__ import annotations
 
+import sys
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
+from composo._core.plugins import hookimpl
 from composo.server._cases import Case
 from composo.server._config import JudgeOptions
+
+if TYPE_CHECKING:
+    import pluggy
 
 __all__ = ["Judge", "JudgeError", "JudgeFactory", "Verdict", "available_judges", "make_judge"]
 
 BUILTIN_JUDGES_PLUGIN = "composo.server.judges"
+_lock = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -54,17 +59,44 @@ class Judge(Protocol):
 JudgeFactory = Callable[[JudgeOptions], Judge]
 
 
-def available_judges() -> dict[str, JudgeFactory]:
-    """Every judge known to the plugin manager; plugins may override the built-in names."""
+def _heuristic(options: JudgeOptions) -> Judge:
+    from composo.server.judges._heuristic import HeuristicJudge
+
+    return HeuristicJudge()
+
+
+def _openai(options: JudgeOptions) -> Judge:
+    from composo.server.judges._openai_judge import OpenAIJudge
+
+    return OpenAIJudge(options)
+
+
+@hookimpl(trylast=True)
+def composo_judges() -> Mapping[str, JudgeFactory]:
+    """The built-in judges, through the same hook as third-party ones."""
+    return {"heuristic": _heuristic, "openai": _openai}
+
+
+def _plugin_manager() -> pluggy.PluginManager:
+    """The manager with the server's hook declared on it and the built-in judges registered."""
     from composo._core.plugins import get_plugin_manager
-    from composo.server.judges import _builtin as builtin
+    from composo.server import hookspecs
 
     pm = get_plugin_manager()
-    if not pm.is_registered(builtin):
-        pm.register(builtin, name=BUILTIN_JUDGES_PLUGIN)
+    with _lock:
+        caller = getattr(pm.hook, "composo_judges", None)
+        if caller is None or not caller.has_spec():
+            pm.add_hookspecs(hookspecs)
+        if pm.get_plugin(BUILTIN_JUDGES_PLUGIN) is None:
+            pm.register(sys.modules[__name__], name=BUILTIN_JUDGES_PLUGIN)
+    return pm
+
+
+def available_judges() -> dict[str, JudgeFactory]:
+    """Every judge known to the plugin manager; plugins may override the built-in names."""
     found: dict[str, JudgeFactory] = {}
     # Results come last-registered first and built-ins run last: apply in reverse so plugins win.
-    for mapping in reversed(pm.hook.composo_judges()):
+    for mapping in reversed(_plugin_manager().hook.composo_judges()):
         if isinstance(mapping, Mapping):
             found.update(mapping)
     return found
