@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from composo._cache import CacheOption
     from composo._core.network import ProxyOption, VerifyOption
 
-__all__ = ["ClientSettings", "Siblings"]
+__all__ = ["ClientSettings", "Siblings", "settings_of"]
 
 
 class ClientSettings(TypedDict, total=False):
@@ -37,6 +37,13 @@ class ClientSettings(TypedDict, total=False):
     proxy: ProxyOption
     verify: VerifyOption
     trust_env: bool
+
+
+def settings_of(holder: object, api_key: str) -> dict[str, Any]:
+    """The :class:`ClientSettings` that ``holder`` (a client, or what makes one) keeps as
+    attributes of the same names, with ``api_key``."""
+    names = [name for name in ClientSettings.__annotations__ if hasattr(holder, name)]
+    return {**{name: getattr(holder, name) for name in names}, "api_key": api_key}
 
 
 class Siblings:
@@ -59,20 +66,7 @@ class Siblings:
         return {}
 
     def _settings(self, same_kind: bool) -> dict[str, Any]:
-        settings = ClientSettings(
-            api_key=self._api_key,
-            base_url=self.base_url,
-            num_retries=self.num_retries,
-            model_core=self.model_core,
-            timeout=self.timeout,
-            max_concurrent_requests=self.max_concurrent_requests,
-            cache=self.cache,
-            requests_per_minute=self.requests_per_minute,
-            proxy=self.proxy,
-            verify=self.verify,
-            trust_env=self.trust_env,
-        )
-        return {**settings, **(self._own_kind() if same_kind else {})}
+        return {**settings_of(self, self._api_key), **(self._own_kind() if same_kind else {})}
 
     @classmethod
     def from_client(cls, client: Siblings, **changes: Unpack[ClientSettings]) -> Self:

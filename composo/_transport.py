@@ -7,7 +7,7 @@ from the same pieces."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from composo._core.connections import Connections
 from composo._core.network import Network, ProxyOption, VerifyOption
@@ -19,6 +19,8 @@ if TYPE_CHECKING:
     from composo._cache import ResultCache
 
 __all__ = ["async_transport", "network", "sync_transport"]
+
+T = TypeVar("T")
 
 
 def network(
@@ -50,12 +52,7 @@ def sync_transport(
     connections: int, settings: Network, cache: ResultCache | None
 ) -> httpx.BaseTransport:
     """Connections on ``settings``, with the result cache over them when there is one."""
-    transport: httpx.BaseTransport = Connections(connections, network=settings)
-    if cache is not None:
-        from composo._cache import CachingTransport
-
-        transport = CachingTransport(transport, cache)
-    return transport
+    return _cached(Connections(connections, network=settings), cache, "CachingTransport")
 
 
 def async_transport(
@@ -64,9 +61,15 @@ def async_transport(
     """As :func:`sync_transport`, for the async client (made once per event loop)."""
     from composo._core.connections import AsyncShards
 
-    transport: httpx.AsyncBaseTransport = AsyncShards(connections, network=settings)
-    if cache is not None:
-        from composo._cache import AsyncCachingTransport
+    return _cached(AsyncShards(connections, network=settings), cache, "AsyncCachingTransport")
 
-        transport = AsyncCachingTransport(transport, cache)
-    return transport
+
+def _cached(transport: T, cache: ResultCache | None, kind: str) -> T:
+    """``transport``, under the result cache's transport of that ``kind`` when there is a cache
+    (:mod:`composo._cache` loads only then)."""
+    if cache is None:
+        return transport
+    import composo._cache as caching
+
+    cached: T = getattr(caching, kind)(transport, cache)
+    return cached

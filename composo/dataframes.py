@@ -22,6 +22,7 @@ from composo._core.limits import (
     DEFAULT_TIMEOUT,
 )
 from composo._core.ratelimit import Permits, check_requests_per_minute
+from composo._siblings import settings_of
 from composo.errors import ComposoValidationError
 
 __all__ = ["BatchEvaluator"]
@@ -112,17 +113,7 @@ class BatchEvaluator:
         budget)."""
         with self._lock:
             if self._client is None:
-                self._client = Composo(
-                    api_key=self._api_key,
-                    base_url=self.base_url,
-                    num_retries=self.num_retries,
-                    model_core=self.model_core,
-                    timeout=self.timeout,
-                    max_concurrent_requests=self.max_concurrent_requests,
-                    cache=self.cache,
-                    requests_per_minute=self.requests_per_minute,
-                    permits=self._permits(),
-                )
+                self._client = Composo(**settings_of(self, self._api_key), permits=self._permits())
             return self._client
 
     def _permits(self) -> Permits | None:
