@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from composo._cache import CacheOption, open_cache
+from composo._cache import CacheOption
 from composo._core.async_client import AsyncClient
 from composo._core.limits import (
     DEFAULT_MAX_CONCURRENT_REQUESTS,
@@ -18,7 +18,7 @@ from composo._core.limits import (
 )
 from composo._platform_methods import AsyncPlatformMethods
 from composo._siblings import Siblings
-from composo._transport import async_transport, network
+from composo._transport import async_transport
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -78,24 +78,18 @@ class AsyncComposo(Siblings, AsyncPlatformMethods, AsyncClient):
         verify: VerifyOption = True,
         trust_env: bool = True,
     ) -> None:
-        settings = network(proxy, verify, trust_env, http_client)
-        self.cache = cache = open_cache(cache, http_client)
-        self.proxy, self.verify, self.trust_env = proxy, verify, trust_env
-        transport = None
-        if settings is not None:
-
-            def transport() -> httpx.AsyncBaseTransport:
-                return async_transport(max(max_concurrent_requests, 10), settings, cache)
-
+        transport = self._own_connections(
+            http_client, cache, (proxy, verify, trust_env), max_concurrent_requests, async_transport
+        )
         super().__init__(
             api_key,
-            base_url,
-            num_retries,
-            model_core,
-            max_concurrent_requests,
-            timeout,
             http_client=http_client,
             transport=transport,
+            base_url=base_url,
+            num_retries=num_retries,
+            model_core=model_core,
+            timeout=timeout,
+            max_concurrent_requests=max_concurrent_requests,
             requests_per_minute=requests_per_minute,
         )
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from composo._cache import CacheOption, open_cache
+from composo._cache import CacheOption
 from composo._core.client import SyncClient
 from composo._core.limits import (
     DEFAULT_MAX_CONCURRENT_REQUESTS,
@@ -18,7 +18,7 @@ from composo._core.limits import (
 )
 from composo._platform_methods import PlatformMethods
 from composo._siblings import Siblings
-from composo._transport import network, sync_transport
+from composo._transport import sync_transport
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -89,27 +89,21 @@ class Composo(Siblings, PlatformMethods, SyncClient):
         trust_env: bool = True,
         permits: Permits | None = None,
     ) -> None:
-        settings = network(proxy, verify, trust_env, http_client)
-        self.cache = cache = open_cache(cache, http_client)
-        self.proxy, self.verify, self.trust_env = proxy, verify, trust_env
+        transport = self._own_connections(
+            http_client, cache, (proxy, verify, trust_env), max_concurrent_requests, sync_transport
+        )
         self.permits = permits
-        transport = None
-        if settings is not None:
-
-            def transport() -> httpx.BaseTransport:
-                return sync_transport(max(max_concurrent_requests, 10), settings, cache)
-
         super().__init__(
             api_key,
-            base_url,
-            num_retries,
-            model_core,
-            timeout,
-            max_concurrent_requests=max_concurrent_requests,
             http_client=http_client,
             transport=transport,
-            requests_per_minute=requests_per_minute,
             permits=permits,
+            base_url=base_url,
+            num_retries=num_retries,
+            model_core=model_core,
+            timeout=timeout,
+            max_concurrent_requests=max_concurrent_requests,
+            requests_per_minute=requests_per_minute,
         )
 
     def _own_kind(self) -> dict[str, Any]:

@@ -9,31 +9,34 @@ and is never read anywhere else.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, TypedDict
+import functools
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
+from composo._cache import CacheOption, open_cache
+from composo._core.base_client import Settings
+from composo._core.network import ProxyOption, VerifyOption
+from composo._transport import network
 from composo.errors import ComposoValidationError
 
 if TYPE_CHECKING:
     from typing_extensions import Self, Unpack
 
-    from composo._cache import CacheOption
-    from composo._core.network import ProxyOption, VerifyOption
+    from composo._cache import ResultCache
+    from composo._core.network import Network
 
 __all__ = ["ClientSettings", "Siblings", "settings_of"]
 
 
-class ClientSettings(TypedDict, total=False):
+T = TypeVar("T")
+
+
+class ClientSettings(Settings, total=False):
     """The constructor keywords both clients take, which a client made by ``from_client``
     copies (``http_client`` and ``permits`` are of one kind of client and are not here)."""
 
     api_key: str | None
-    base_url: str | None
-    num_retries: int
-    model_core: str | None
-    timeout: float
-    max_concurrent_requests: int
     cache: CacheOption
-    requests_per_minute: float | None
     proxy: ProxyOption
     verify: VerifyOption
     trust_env: bool
@@ -47,19 +50,27 @@ def settings_of(holder: object, api_key: str) -> dict[str, Any]:
 
 
 class Siblings:
-    """Mixed into both faces, which set these attributes."""
+    """Mixed into both faces: what they make alike (their settings, their own transport)."""
 
-    _api_key: str
-    base_url: str
-    num_retries: int
-    model_core: str | None
-    timeout: float
-    max_concurrent_requests: int
-    requests_per_minute: float | None
-    cache: Any
-    proxy: ProxyOption
-    verify: VerifyOption
-    trust_env: bool
+    _api_key: str  # set by the core client
+
+    def _own_connections(
+        self,
+        http_client: object,
+        cache: CacheOption,
+        network_settings: tuple[ProxyOption, VerifyOption, bool],
+        connections: int,
+        make: Callable[[int, Network, ResultCache | None], T],
+    ) -> Callable[[], T] | None:
+        """Keep the face's own settings (``cache``, ``proxy``, ``verify``, ``trust_env``) and
+        return what makes its own transport: ``make`` over them (``None`` with an
+        ``http_client``, which has its own)."""
+        settings = network(*network_settings, http_client)
+        self.cache = cache = open_cache(cache, http_client)
+        self.proxy, self.verify, self.trust_env = network_settings
+        if settings is None:
+            return None
+        return functools.partial(make, max(connections, 10), settings, cache)
 
     def _own_kind(self) -> dict[str, Any]:
         """What only a client of the same kind can take over (a supplied ``http_client``...)."""

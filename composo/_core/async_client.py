@@ -12,12 +12,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 from composo._core import forks
-from composo._core.base_client import BaseClient, RequestHeaders, awaited
-from composo._core.limits import (
-    DEFAULT_MAX_CONCURRENT_REQUESTS,
-    DEFAULT_NUM_RETRIES,
-    DEFAULT_TIMEOUT,
-)
+from composo._core.base_client import BaseClient, RequestHeaders, Settings, awaited
 from composo._core.retry import Policy, is_retryable
 from composo.errors import ComposoError, RateLimitError
 
@@ -43,26 +38,13 @@ class AsyncClient(BaseClient):
     def __init__(
         self,
         api_key: str | None = None,
-        base_url: str | None = None,
-        num_retries: int = DEFAULT_NUM_RETRIES,
-        model_core: str | None = None,
-        max_concurrent_requests: int = DEFAULT_MAX_CONCURRENT_REQUESTS,
-        timeout: float = DEFAULT_TIMEOUT,
         *,
         http_client: httpx.AsyncClient | None = None,
         transport: Callable[[], httpx.AsyncBaseTransport] | None = None,
-        requests_per_minute: float | None = None,
+        **settings: Unpack[Settings],
     ) -> None:
-        super().__init__(
-            api_key,
-            base_url,
-            num_retries,
-            model_core,
-            timeout,
-            max_concurrent_requests,
-            requests_per_minute,
-        )
-        self._policy = Policy(num_retries)
+        super().__init__(api_key, settings)
+        self._policy = Policy(self.num_retries)
         self._owns_http = http_client is None
         self._http = http_client  # a supplied client (None: the own ones, per loop)
         self._transport = self._own_transport(http_client, transport, self._connections)

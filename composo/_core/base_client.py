@@ -7,20 +7,27 @@ import json as jsonlib
 import os
 import time
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypedDict, TypeVar
 from urllib.parse import quote
 
 import httpx
 
 from composo._core.body import ACCEPT_ENCODING, Inflater
 from composo._core.cores import check_model_core
-from composo._core.limits import MAX_TASK_ID_LENGTH, MAX_THROTTLE_WAITS
+from composo._core.limits import (
+    DEFAULT_MAX_CONCURRENT_REQUESTS,
+    DEFAULT_NUM_RETRIES,
+    DEFAULT_TIMEOUT,
+    MAX_TASK_ID_LENGTH,
+    MAX_THROTTLE_WAITS,
+)
 from composo._core.options import (  # the aliases: for get_type_hints
     DataRetention,
     ExplanationCleaning,
     Tags,
     check_names,
     keywords_checked,
+    unknown_argument,
 )
 from composo._core.provenance import Provenance
 from composo._core.ratelimit import Throttle, check_requests_per_minute, rate_limit_reset
@@ -42,7 +49,7 @@ if TYPE_CHECKING:  # the model modules load on first use, not with the client
     from composo._core.responses import EvaluationResponse, MultiAgentTraceResponse, TaskInfo
     from composo._core.wire import RewardRequest, TraceRequest
 
-__all__ = ["DEFAULT_BASE_URL", "BaseClient", "awaited"]
+__all__ = ["DEFAULT_BASE_URL", "BaseClient", "Settings", "awaited"]
 
 DEFAULT_BASE_URL = "https://platform.composo.ai"
 REWARD_PATH = "/api/v1/evals/reward"
@@ -83,21 +90,38 @@ class Answer(dict[str, Any]):
         self.provenance = provenance
 
 
+class Settings(TypedDict, total=False):
+    """The settings both core clients take by name, each as :class:`~composo.Composo`
+    documents it."""
+
+    base_url: str | None
+    num_retries: int
+    model_core: str | None
+    timeout: float
+    max_concurrent_requests: int
+    requests_per_minute: float | None
+
+
+_DEFAULTS = Settings(
+    num_retries=DEFAULT_NUM_RETRIES,
+    timeout=DEFAULT_TIMEOUT,
+    max_concurrent_requests=DEFAULT_MAX_CONCURRENT_REQUESTS,
+)
+
+
 class BaseClient:
     """Configuration and decoding shared by :class:`Composo` and :class:`AsyncComposo`."""
 
     _owns_http: bool  # set by each client: no ``http_client`` was given
 
-    def __init__(
-        self,
-        api_key: str | None,
-        base_url: str | None,
-        num_retries: int,
-        model_core: str | None,
-        timeout: float,
-        max_concurrent_requests: int,
-        requests_per_minute: float | None = None,
-    ) -> None:
+    def __init__(self, api_key: str | None, settings: Mapping[str, Any]) -> None:
+        for name in settings:
+            if name not in Settings.__annotations__:
+                accepted = ["api_key", "http_client", "transport", *Settings.__annotations__]
+                raise unknown_argument(type(self).__name__, name, accepted)
+        given: dict[str, Any] = {**_DEFAULTS, **settings}
+        num_retries, timeout = given["num_retries"], given["timeout"]
+        max_concurrent_requests = given["max_concurrent_requests"]
         key = api_key if api_key is not None else os.environ.get("COMPOSO_API_KEY")
         self._key_source = (
             "the api_key argument" if api_key is not None else "the COMPOSO_API_KEY variable"
@@ -129,7 +153,9 @@ class BaseClient:
                 "control or non-ASCII character); check how the key was pasted or read"
             )
         self._api_key = key
-        url = (base_url or os.environ.get("COMPOSO_BASE_URL") or DEFAULT_BASE_URL).strip()
+        url = (
+            given.get("base_url") or os.environ.get("COMPOSO_BASE_URL") or DEFAULT_BASE_URL
+        ).strip()
         if not url.lower().startswith(("http://", "https://")) or not url.split("://", 1)[1]:
             raise ComposoValidationError(
                 f"base_url: {url!r} is not an http(s) URL; give the scheme and host, e.g. "
@@ -138,12 +164,12 @@ class BaseClient:
         self.base_url = url.rstrip("/")
         self.num_retries = num_retries
         try:
-            self.model_core = check_model_core(model_core)
+            self.model_core = check_model_core(given.get("model_core"))
         except ValueError as exc:
             raise ComposoValidationError(str(exc)) from None
         self.timeout = float(timeout)
         self.max_concurrent_requests = max_concurrent_requests
-        self.requests_per_minute = check_requests_per_minute(requests_per_minute)
+        self.requests_per_minute = check_requests_per_minute(given.get("requests_per_minute"))
         self._throttle = Throttle(self.requests_per_minute, max_concurrent_requests)
         self._base_headers = {
             "API-Key": self._api_key,

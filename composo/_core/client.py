@@ -12,14 +12,9 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 from composo._core import cancel, forks
-from composo._core.base_client import BaseClient, RequestHeaders
+from composo._core.base_client import BaseClient, RequestHeaders, Settings
 from composo._core.connections import Connections
 from composo._core.connections import deadline as socket_deadline
-from composo._core.limits import (
-    DEFAULT_MAX_CONCURRENT_REQUESTS,
-    DEFAULT_NUM_RETRIES,
-    DEFAULT_TIMEOUT,
-)
 from composo._core.retry import Policy, is_retryable
 from composo.errors import ComposoError, RateLimitError
 
@@ -53,43 +48,26 @@ class SyncClient(BaseClient):
 
     Args:
         api_key: The Composo API key (default: ``COMPOSO_API_KEY``).
-        base_url: The API's base URL (default: ``COMPOSO_BASE_URL``, else the platform's).
-        num_retries: Retries after the first attempt, at least 1.
-        model_core: The default model core for every call.
-        timeout: Seconds one call may take, retries and waits included.
-        max_concurrent_requests: Requests in flight at once across all calls.
         http_client: An ``httpx.Client`` to use; it is not closed by :meth:`close`.
         transport: Makes the transport of the client's own ``httpx.Client``, called on the
             first request (the face above builds connections and a cache over them); default:
             :class:`~composo._core.connections.Connections` over the environment's network.
-        requests_per_minute: Pace requests to this rate from the start.
         permits: A request budget beyond this process (see :class:`Permits`): each attempt
             holds one of its permits from before it is sent until its answer is read.
+        **settings: The :class:`~composo._core.base_client.Settings` (``base_url``,
+            ``timeout``...), as :class:`~composo.Composo` documents them.
     """
 
     def __init__(
         self,
         api_key: str | None = None,
-        base_url: str | None = None,
-        num_retries: int = DEFAULT_NUM_RETRIES,
-        model_core: str | None = None,
-        timeout: float = DEFAULT_TIMEOUT,
         *,
-        max_concurrent_requests: int = DEFAULT_MAX_CONCURRENT_REQUESTS,
         http_client: httpx.Client | None = None,
         transport: Callable[[], httpx.BaseTransport] | None = None,
-        requests_per_minute: float | None = None,
         permits: Permits | None = None,
+        **settings: Unpack[Settings],
     ) -> None:
-        super().__init__(
-            api_key,
-            base_url,
-            num_retries,
-            model_core,
-            timeout,
-            max_concurrent_requests,
-            requests_per_minute,
-        )
+        super().__init__(api_key, settings)
         self._owns_http = http_client is None
         # An owned httpx.Client is built on the first request (see _http): building one loads
         # the CA bundle, tens of milliseconds that a client made and never used should not pay.
@@ -97,9 +75,9 @@ class SyncClient(BaseClient):
         self._transport = self._own_transport(http_client, transport, self._connections)
         self._http_lock = threading.Lock()
         self._closed = False
-        self._policy = Policy(num_retries)
+        self._policy = Policy(self.num_retries)
         self._throttle.permits = permits
-        self._slots = _slots(max_concurrent_requests)
+        self._slots = _slots(self.max_concurrent_requests)
         self._pool: ThreadPoolExecutor | None = None
         self._pool_lock = threading.Lock()
         forks.register(self)
