@@ -25,7 +25,7 @@ import threading
 import weakref
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal, cast
 
 from composo._async_client import AsyncComposo
@@ -172,6 +172,17 @@ class _Job:
     metadata: Mapping[str, Any]
     name: str | None
 
+    def outcome(self, criterion: str, error: BaseException | None) -> EvaluationRecord:
+        """A record of the run with no answer yet (or none to come: ``error``)."""
+        return EvaluationRecord(
+            self.run_id,
+            criterion,
+            error=error,
+            kind=self.kind,
+            metadata=self.metadata,
+            name=self.name,
+        )
+
 
 @dataclass
 class _Prepared:
@@ -181,6 +192,22 @@ class _Prepared:
     item: Mapping[str, Any]
     summary: str | None
     left: int
+
+    def outcome(self, result: BatchResult) -> EvaluationRecord:
+        """A result's record (a trace's score is its ``overall_score``)."""
+        response = result.response
+        if isinstance(response, MultiAgentTraceResponse):
+            score = response.overall_score
+        else:
+            score = None if response is None else response.score
+        return replace(
+            self.job.outcome(result.criterion, result.error),
+            score=score,
+            explanation=None if response is None else response.explanation,
+            response=response,
+            summary=self.summary,
+            evaluated=self.item,
+        )
 
 
 class _Worker:
@@ -452,7 +479,7 @@ class BackgroundEvaluator:
                 "the server is slower than the runs (raise max_pending, or call flush())"
             )
             for criterion in self.criteria:
-                self._record(job, criterion, error=err, pending=False)
+                self._record(job.outcome(criterion, err), pending=False)
             return False
         loop = _worker.loop()
         self._inbox.append(job)
@@ -597,7 +624,7 @@ class BackgroundEvaluator:
                     exc,
                 )
                 for criterion in self.criteria:
-                    self._record(job, criterion, error=exc)
+                    self._record(job.outcome(criterion, exc))
                 continue
             self._running[index] = _Prepared(
                 job, item, summarize(job.kind, item), len(self.criteria)
@@ -618,9 +645,7 @@ class BackgroundEvaluator:
                 result.criterion,
                 result.error,
             )
-        self._record(
-            job, result.criterion, response=result.response, error=result.error, prepared=prepared
-        )
+        self._record(prepared.outcome(result))
         if not self._running and self._wake is not None:
             self._wake.set()  # the batch may be idle now
 
@@ -632,38 +657,10 @@ class BackgroundEvaluator:
         if self._owns_client and isinstance(self._client, AsyncComposo):
             await self._client.aclose()
 
-    def _record(
-        self,
-        job: _Job,
-        criterion: str,
-        *,
-        response: Response | None = None,
-        error: BaseException | None = None,
-        pending: bool = True,
-        prepared: _Prepared | None = None,
-    ) -> None:
-        if isinstance(response, MultiAgentTraceResponse):
-            score, explanation = response.overall_score, response.explanation
-        elif response is not None:
-            score, explanation = response.score, response.explanation
-        else:
-            score, explanation = None, None
-        record = EvaluationRecord(
-            run_id=job.run_id,
-            criterion=criterion,
-            score=score,
-            explanation=explanation,
-            error=error,
-            response=response,
-            kind=job.kind,
-            metadata=job.metadata,
-            name=job.name,
-            summary=prepared.summary if prepared is not None else None,
-            evaluated=prepared.item if prepared is not None else None,
-        )
+    def _record(self, record: EvaluationRecord, pending: bool = True) -> None:
         with self._cond:
             self._results.append(record)
-            if error is None:
+            if record.error is None:
                 self._completed += 1
             else:
                 self._failed += 1
@@ -673,7 +670,7 @@ class BackgroundEvaluator:
             try:
                 self._on_result(record)
             except Exception:
-                _log.exception("on_result raised for run %s; the record is kept", job.run_id)
+                _log.exception("on_result raised for run %s; the record is kept", record.run_id)
         if pending:
             with self._cond:
                 self._pending -= 1
