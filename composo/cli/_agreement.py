@@ -10,7 +10,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from composo.cli._compare import fig
+from composo.cli._compare import add_bootstrap_arguments, fig
 
 if TYPE_CHECKING:
     from composo._agreement import Agreement, CriterionAgreement
@@ -28,23 +28,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="people's labels: CSV, JSONL or Parquet with id, criterion and label (a score "
         "from 0 to 1, or pass/fail), or the RESULTS.reviews.jsonl file `composo view` writes",
     )
-    parser.add_argument(
-        "--worst",
-        type=int,
-        default=5,
-        metavar="N",
-        help="largest disagreements shown per criterion (default %(default)s)",
-    )
-    parser.add_argument(
-        "--seed", type=int, default=0, metavar="N", help="bootstrap seed (default 0)"
-    )
-    parser.add_argument(
-        "--resamples",
-        type=int,
-        default=1000,
-        metavar="N",
-        help="bootstrap resamples (default %(default)s)",
-    )
+    add_bootstrap_arguments(parser, "largest disagreements shown per criterion", 1000)
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
 
 

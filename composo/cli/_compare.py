@@ -20,6 +20,7 @@ __all__ = [
     "Comparison",
     "CriterionComparison",
     "add_arguments",
+    "add_bootstrap_arguments",
     "bootstrap_interval",
     "compare_rows",
     "run",
@@ -34,6 +35,20 @@ class CompareError(UsageError, ValueError):
     """The two files cannot be compared (one line, for the usage exit status)."""
 
 
+def add_bootstrap_arguments(
+    parser: argparse.ArgumentParser, worst: str, resamples: int = RESAMPLES
+) -> None:
+    """``--worst N`` (``worst``: what it shows), ``--seed`` and ``--resamples``."""
+    for flag, default, said in (
+        ("--worst", 5, worst),
+        ("--seed", 0, "bootstrap seed; same seed, same interval"),
+        ("--resamples", resamples, "bootstrap resamples"),
+    ):
+        parser.add_argument(
+            flag, type=int, default=default, metavar="N", help=f"{said} (default %(default)s)"
+        )
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("base", type=Path, metavar="BASE.jsonl", help="the earlier run's results")
     parser.add_argument("new", type=Path, metavar="NEW.jsonl", help="the run to judge")
@@ -44,27 +59,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="exit 3 when a criterion's mean drops by more than TOL (e.g. 0.02) and the 95%% "
         "interval of the paired difference excludes 0",
     )
-    parser.add_argument(
-        "--worst",
-        type=int,
-        default=5,
-        metavar="N",
-        help="regressed items shown per criterion, with both explanations (default %(default)s)",
-    )
-    parser.add_argument(
-        "--seed",
-        type=int,
-        default=0,
-        metavar="N",
-        help="bootstrap seed (default %(default)s; same seed, same interval)",
-    )
-    parser.add_argument(
-        "--resamples",
-        type=int,
-        default=RESAMPLES,
-        metavar="N",
-        help="bootstrap resamples (default %(default)s)",
-    )
+    add_bootstrap_arguments(parser, "regressed items shown per criterion, with both explanations")
     parser.add_argument("--summary-md", type=Path, metavar="FILE", help="append a markdown table")
 
 
