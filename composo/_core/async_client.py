@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 from composo._core import forks
-from composo._core.base_client import BaseClient, RequestHeaders, Settings, awaited
+from composo._core.base_client import BaseClient, Call, RequestHeaders, Settings, awaited
 from composo._core.retry import Policy, is_retryable
 from composo.errors import ComposoError, RateLimitError
 
@@ -194,10 +194,10 @@ class AsyncClient(BaseClient):
     async def _call(
         self, method: str, path: str, json: Any, *, block: bool = True, patient: bool = False
     ) -> Any:
-        url, deadline = self.base_url + path, time.monotonic() + self.timeout
-        headers = self._headers(block)
+        deadline = time.monotonic() + self.timeout
+        call = (method, self.base_url + path, json, self._headers(block), deadline)
         try:  # the first attempt, without the retry machinery
-            return await self._attempt(method, url, json, headers, deadline, patient)
+            return await self._attempt(call, patient)
         except ComposoError as exc:
             if not is_retryable(exc):
                 raise
@@ -208,27 +208,19 @@ class AsyncClient(BaseClient):
                     if failed is not None:  # tell the policy about the first attempt
                         first, failed = failed, None
                         raise first
-                    return await self._attempt(method, url, json, headers, deadline, patient)
+                    return await self._attempt(call, patient)
         except RateLimitError as exc:
             raise self._refusal(exc, deadline) from None
         raise AssertionError("unreachable")  # pragma: no cover
 
-    async def _attempt(
-        self,
-        method: str,
-        url: str,
-        json: Any,
-        headers: RequestHeaders,
-        deadline: float,
-        patient: bool,
-    ) -> Any:
-        """One attempt; a patient one waits out 429s."""
+    async def _attempt(self, call: Call, patient: bool) -> Any:
+        """One attempt of ``call``; a patient one waits out 429s."""
         waits = 0
         while True:
             try:
-                return await self._once(method, url, json, headers, deadline)
+                return await self._once(*call)
             except RateLimitError as exc:
-                wait = self._throttled(exc, deadline, patient, waits)
+                wait = self._throttled(exc, call[-1], patient, waits)
                 waits += 1
             if wait:
                 await asyncio.sleep(wait)

@@ -49,7 +49,7 @@ if TYPE_CHECKING:  # the model modules load on first use, not with the client
     from composo._core.responses import EvaluationResponse, MultiAgentTraceResponse, TaskInfo
     from composo._core.wire import RewardRequest, TraceRequest
 
-__all__ = ["DEFAULT_BASE_URL", "BaseClient", "Settings", "awaited"]
+__all__ = ["DEFAULT_BASE_URL", "BaseClient", "Call", "Settings", "awaited"]
 
 DEFAULT_BASE_URL = "https://platform.composo.ai"
 REWARD_PATH = "/api/v1/evals/reward"
@@ -60,6 +60,8 @@ _REQUEST_ID_HEADERS = ("x-request-id", "request-id", "x-amzn-requestid")
 
 # A request's own headers: none, those of a supplied ``http_client``'s calls, or with a key.
 RequestHeaders = Mapping[str, str] | None
+# One call's request, as each attempt sends it: method, URL, JSON body, own headers, deadline.
+Call = tuple[str, str, Any, RequestHeaders, float]
 # What makes the transport of a client's own httpx client (sync or async).
 Maker = Callable[[], Any]
 P = ParamSpec("P")

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 from composo._core import cancel, forks
-from composo._core.base_client import BaseClient, RequestHeaders, Settings
+from composo._core.base_client import BaseClient, Call, RequestHeaders, Settings
 from composo._core.connections import Connections
 from composo._core.connections import deadline as socket_deadline
 from composo._core.retry import Policy, is_retryable
@@ -303,10 +303,10 @@ class SyncClient(BaseClient):
     def _call(
         self, method: str, path: str, json: Any, *, block: bool = True, patient: bool = False
     ) -> Any:
-        url, deadline = self.base_url + path, time.monotonic() + self.timeout
-        headers = self._headers(block)
+        deadline = time.monotonic() + self.timeout
+        call = (method, self.base_url + path, json, self._headers(block), deadline)
         try:  # the first attempt, without the retry machinery
-            return self._attempt(method, url, json, headers, deadline, patient)
+            return self._attempt(call, patient)
         except ComposoError as exc:
             if not is_retryable(exc):
                 raise
@@ -317,27 +317,19 @@ class SyncClient(BaseClient):
                     if failed is not None:  # tell the policy about the first attempt
                         first, failed = failed, None
                         raise first
-                    return self._attempt(method, url, json, headers, deadline, patient)
+                    return self._attempt(call, patient)
         except RateLimitError as exc:
             raise self._refusal(exc, deadline) from None
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def _attempt(
-        self,
-        method: str,
-        url: str,
-        json: Any,
-        headers: RequestHeaders,
-        deadline: float,
-        patient: bool,
-    ) -> Any:
-        """One attempt; a patient one waits out 429s."""
+    def _attempt(self, call: Call, patient: bool) -> Any:
+        """One attempt of ``call``; a patient one waits out 429s."""
         waits = 0
         while True:
             try:
-                return self._once(method, url, json, headers, deadline)
+                return self._once(*call)
             except RateLimitError as exc:
-                wait = self._throttled(exc, deadline, patient, waits)
+                wait = self._throttled(exc, call[-1], patient, waits)
                 waits += 1
             if wait:
                 cancel.sleep(wait)
