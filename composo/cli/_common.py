@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import os
 import sys
 from collections.abc import Callable, Generator, Iterable, Iterator
@@ -333,7 +334,6 @@ def results(
     """The run's results (``index``: the item's position in ``items``), its first request
     alone: a wrong key, URL or server is then refused once, the caller stopping at it, not
     once per request in flight. The rest go ``kwargs['concurrency']`` at a time."""
-    import dataclasses
     import itertools
 
     stream = iter(items)
@@ -406,24 +406,19 @@ class Guard:
         return True
 
 
+@dataclasses.dataclass
 class Rows:
     """Where a run's result rows go: the results writer, and the figures kept of them when they
     go to stdout (``tally``; ``None`` with ``-o``, which is read back); ``resume``: what an
     earlier run into ``-o`` already scored."""
 
-    def __init__(
-        self,
-        criteria: list[str],
-        resume: Resume | None,
-        writer: RowWriter,
-        tally: dict[str, CriterionStats] | None,
-    ) -> None:
-        self.criteria = criteria
-        self.resume = resume
-        self.writer = writer
-        self.tally = tally
-        self.sources: dict[str, dict[str, int]] = {}  # this run's rows: criterion -> source -> n
-        self.written = 0  # rows this run wrote
+    criteria: list[str]
+    resume: Resume | None
+    writer: RowWriter
+    tally: dict[str, CriterionStats] | None
+    # this run's rows: criterion -> source -> n, and how many it wrote
+    sources: dict[str, dict[str, int]] = dataclasses.field(default_factory=dict)
+    written: int = 0
 
     def row(self, result: BatchResult) -> dict[str, Any]:
         """A result's row, stamped with its provenance (judge, model, fresh or cached)."""
@@ -481,11 +476,9 @@ def end_run(
     then: Callable[[], object] = lambda: None,
     failed: bool = False,
 ) -> int:
-    """A run's exit status, and what it says. ``stopped``: why the server stopped it (a
-    :class:`Guard`'s reason), whether it was interrupted, why the input did; ``then``: the
-    command's own closing, after the summary. A run stopped before any row is one line; else the
-    summary (read back from ``-o``, else from what was kept of stdout's rows) is printed, the
-    run header saved beside ``-o``, and a run that finished checks the gates."""
+    """A run's exit status, and what it says: one line when stopped before any row; else the
+    summary (of ``-o``, or of stdout's kept rows), ``then`` (the command's own closing), and the
+    gates of a run that finished. ``stopped``: the server's reason, interrupted, the input's."""
     from composo.cli._finish import finish
     from composo.cli._results import iter_rows
     from composo.cli._summary import RunInfo, Summary, print_summary
