@@ -17,7 +17,7 @@ from composo._core.limits import (
     DEFAULT_TIMEOUT,
 )
 from composo._platform_methods import AsyncPlatformMethods
-from composo._siblings import Siblings
+from composo._siblings import Siblings, core_settings
 from composo._transport import async_transport
 
 if TYPE_CHECKING:
@@ -78,20 +78,11 @@ class AsyncComposo(Siblings, AsyncPlatformMethods, AsyncClient):
         verify: VerifyOption = True,
         trust_env: bool = True,
     ) -> None:
+        settings = core_settings(locals())
         transport = self._own_connections(
             http_client, cache, (proxy, verify, trust_env), max_concurrent_requests, async_transport
         )
-        super().__init__(
-            api_key,
-            http_client=http_client,
-            transport=transport,
-            base_url=base_url,
-            num_retries=num_retries,
-            model_core=model_core,
-            timeout=timeout,
-            max_concurrent_requests=max_concurrent_requests,
-            requests_per_minute=requests_per_minute,
-        )
+        super().__init__(api_key, http_client=http_client, transport=transport, **settings)
 
     def _own_kind(self) -> dict[str, Any]:
         return {"http_client": None if self._owns_http else self._http}

@@ -17,7 +17,7 @@ from composo._core.limits import (
     DEFAULT_TIMEOUT,
 )
 from composo._platform_methods import PlatformMethods
-from composo._siblings import Siblings
+from composo._siblings import Siblings, core_settings
 from composo._transport import sync_transport
 
 if TYPE_CHECKING:
@@ -89,21 +89,13 @@ class Composo(Siblings, PlatformMethods, SyncClient):
         trust_env: bool = True,
         permits: Permits | None = None,
     ) -> None:
+        settings = core_settings(locals())
         transport = self._own_connections(
             http_client, cache, (proxy, verify, trust_env), max_concurrent_requests, sync_transport
         )
         self.permits = permits
         super().__init__(
-            api_key,
-            http_client=http_client,
-            transport=transport,
-            permits=permits,
-            base_url=base_url,
-            num_retries=num_retries,
-            model_core=model_core,
-            timeout=timeout,
-            max_concurrent_requests=max_concurrent_requests,
-            requests_per_minute=requests_per_minute,
+            api_key, http_client=http_client, transport=transport, permits=permits, **settings
         )
 
     def _own_kind(self) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from composo._cache import CacheOption, open_cache
 from composo._core.base_client import Settings
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from composo._cache import ResultCache
     from composo._core.network import Network
 
-__all__ = ["ClientSettings", "Siblings", "settings_of"]
+__all__ = ["ClientSettings", "Siblings", "core_settings", "settings_of"]
 
 
 T = TypeVar("T")
@@ -40,6 +40,13 @@ class ClientSettings(Settings, total=False):
     proxy: ProxyOption
     verify: VerifyOption
     trust_env: bool
+
+
+def core_settings(arguments: dict[str, Any]) -> Settings:
+    """The core's :class:`Settings` among a face constructor's ``locals()``: the parameters of
+    the same names, passed down unchanged (named once, in ``Settings``)."""
+    names = Settings.__annotations__
+    return cast("Settings", {k: v for k, v in arguments.items() if k in names})
 
 
 def settings_of(holder: object, api_key: str) -> dict[str, Any]:
