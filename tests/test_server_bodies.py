@@ -11,8 +11,8 @@ import pytest
 
 from composo import Composo
 from composo.server import LocalServer
+from composo.server._bodies import MAX_TRACE_AGENTS
 from composo.server._config import JudgeOptions
-from composo.server._parse import MAX_TRACE_AGENTS
 from tests.support.openai_standin import OpenAIStandIn, chat_completion
 from tests.support.servers import HTTP, ServerProcess
 

@@ -413,7 +413,7 @@ def test_rate_limit_without_keys_cannot_be_dodged_by_changing_the_key() -> None:
 def test_rate_limiter_forgets_idle_clients_and_stays_bounded(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from composo.server import _guards as guards
+    from composo.server import _gate as guards
 
     now = [1000.0]
     monkeypatch.setattr(guards.time, "monotonic", lambda: now[0])

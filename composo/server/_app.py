@@ -16,11 +16,10 @@ from starlette.types import ASGIApp
 
 from composo._core.wire import LIGHTNING_MODEL_CORES, RewardRequest, TraceRequest, is_binary
 from composo._version import __version__
-from composo.server._bodies import json_response, refusal, validation_detail
+from composo.server._bodies import Refused, json_response, parse_request, refusal, validation_detail
 from composo.server._config import ServerConfig
 from composo.server._devswitch import DevSwitch, FaultList
-from composo.server._gate import API_KEY_SCOPE_KEY, BODY_SCOPE_KEY, Gate
-from composo.server._guards import KeyCheck, RateLimiter
+from composo.server._gate import API_KEY_SCOPE_KEY, BODY_SCOPE_KEY, Gate, KeyCheck, RateLimiter
 from composo.server._history import (
     CALLER,
     Caller,
@@ -30,7 +29,6 @@ from composo.server._history import (
     recorded,
 )
 from composo.server._otlp import mount as mount_otlp
-from composo.server._parse import Refused, parse_request
 from composo.server._platform_api import mount as mount_platform_api
 from composo.server._received import ReceivedLog, judge_header_app
 from composo.server._service import EvaluationService, UnknownEvaluatorError

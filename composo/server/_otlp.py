@@ -28,7 +28,7 @@ from composo._core.responses import MultiAgentTraceResponse
 from composo._core.wire import TraceRequest
 from composo.server._bodies import json_response, refusal
 from composo.server._config import ServerConfig
-from composo.server._guards import KeyCheck
+from composo.server._gate import KeyCheck
 
 __all__ = ["OtlpReceiver", "SpanSink", "configure", "mount"]
 

@@ -59,13 +59,13 @@ class Judge(Protocol):
 JudgeFactory = Callable[[JudgeOptions], Judge]
 
 
-def _heuristic(options: JudgeOptions) -> Judge:
+def _make_heuristic(options: JudgeOptions) -> Judge:
     from composo.server.judges._heuristic import HeuristicJudge
 
     return HeuristicJudge()
 
 
-def _openai(options: JudgeOptions) -> Judge:
+def _make_openai(options: JudgeOptions) -> Judge:
     from composo.server.judges._openai_judge import OpenAIJudge
 
     return OpenAIJudge(options)
@@ -74,7 +74,7 @@ def _openai(options: JudgeOptions) -> Judge:
 @hookimpl(trylast=True)
 def composo_judges() -> Mapping[str, JudgeFactory]:
     """The built-in judges, through the same hook as third-party ones."""
-    return {"heuristic": _heuristic, "openai": _openai}
+    return {"heuristic": _make_heuristic, "openai": _make_openai}
 
 
 def _plugin_manager() -> pluggy.PluginManager:
