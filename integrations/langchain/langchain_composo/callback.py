@@ -230,14 +230,7 @@ class ComposoCallback(BaseCallbackHandler):
         self, run_id: UUID, serialized: dict[str, Any], kwargs: dict[str, Any]
     ) -> Run:
         self._raise_recorded()
-        return self._start(
-            run_id,
-            kwargs.get("parent_run_id"),
-            "llm",
-            kwargs.get("name"),
-            serialized,
-            kwargs.get("metadata"),
-        )
+        return self._start(run_id, "llm", serialized, kwargs)
 
     def on_llm_end(
         self,
@@ -268,7 +261,8 @@ class ComposoCallback(BaseCallbackHandler):
     ) -> None:
         if parent_run_id is None:
             self._raise_recorded()
-        self._start(run_id, parent_run_id, "chain", kwargs.get("name"), serialized, metadata, tags)
+        where = {**kwargs, "parent_run_id": parent_run_id, "metadata": metadata}
+        self._start(run_id, "chain", serialized, where, tags)
 
     # Tools and retrievers only place the runs under them (``parent_run_id``, ``tags`` and
     # ``metadata`` arrive in ``kwargs``).
@@ -276,24 +270,12 @@ class ComposoCallback(BaseCallbackHandler):
     def on_tool_start(
         self, serialized: Any, input_str: str, *, run_id: UUID, **kwargs: Any
     ) -> None:
-        self._start_child(run_id, "tool", serialized, kwargs)
+        self._start(run_id, "tool", serialized, kwargs)
 
     def on_retriever_start(
         self, serialized: Any, query: str, *, run_id: UUID, **kwargs: Any
     ) -> None:
-        self._start_child(run_id, "chain", serialized, kwargs)
-
-    def _start_child(
-        self, run_id: UUID, kind: str, serialized: Any, kwargs: dict[str, Any]
-    ) -> None:
-        self._start(
-            run_id,
-            kwargs.get("parent_run_id"),
-            kind,
-            kwargs.get("name"),
-            serialized,
-            kwargs.get("metadata"),
-        )
+        self._start(run_id, "chain", serialized, kwargs)
 
     # Ends: a finished root is evaluated, and so is a root that raised (with its error); a
     # cancelled run is not. (``parent_run_id`` and the rest arrive in ``kwargs``.)
@@ -341,13 +323,15 @@ class ComposoCallback(BaseCallbackHandler):
     def _start(
         self,
         run_id: UUID,
-        parent_run_id: UUID | None,
         kind: str,
-        name: Any,
         serialized: dict[str, Any] | None,
-        metadata: dict[str, Any] | None,
+        kwargs: dict[str, Any],
         tags: list[str] | None = None,
     ) -> Run:
+        """Track a run that started (``kwargs``: the event's ``parent_run_id``, ``name`` and
+        ``metadata``)."""
+        parent_run_id, metadata = kwargs.get("parent_run_id"), kwargs.get("metadata")
+        name = kwargs.get("name")
         if not isinstance(name, str) or not name:
             name = (serialized or {}).get("name") or kind
         with self._lock:

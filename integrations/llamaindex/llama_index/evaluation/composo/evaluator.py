@@ -207,8 +207,6 @@ class ComposoEvaluator(BaseEvaluator):
         call = self._prepare(query, response, contexts, kwargs)
         try:
             out = call.run_sync(self._sync_client())
-        except ComposoValidationError:
-            raise
         except ComposoError as exc:
             return self._failed(call, exc)
         return self._result(call, out)
@@ -245,8 +243,6 @@ class ComposoEvaluator(BaseEvaluator):
                 out = await call.run_async(self._given)
             else:
                 out = await asyncio.to_thread(call.run_sync, self._sync_client())
-        except ComposoValidationError:
-            raise
         except ComposoError as exc:
             return self._failed(call, exc)
         return self._result(call, out)
@@ -432,7 +428,8 @@ class ComposoEvaluator(BaseEvaluator):
         )
 
     def _failed(self, call: _Call, exc: ComposoError) -> EvaluationResult:
-        if self.raise_on_error:
+        """An API failure, as a result marked invalid; bad input is always raised."""
+        if self.raise_on_error or isinstance(exc, ComposoValidationError):
             raise exc
         reason = f"{type(exc).__name__}: {exc}"
         _log.warning("Composo evaluation failed, result marked invalid: %s", reason)
