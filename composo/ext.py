@@ -103,44 +103,25 @@ __all__ = [
     "unsupported",
 ]
 
-_BACKGROUND = "composo._background"
-_CONVERT = "composo._core.convert"
-_RECORDER = "composo.tracing._recorder"
-
+# module -> the names it gives (each loads on first use), then the names given under another
+_FROM = {
+    "composo._background": "BackgroundEvaluator BacklogFullError CriterionKind EvaluationRecord "
+    "criterion_kind",
+    "composo._core.build": "check_model_core check_options normalize_criteria normalize_tags",
+    "composo._core.convert": "to_input_messages to_item to_messages to_result_messages to_tools "
+    "to_trace unsupported",
+    "composo._core.trace": "trace_from_messages",
+    "composo._core.cores": "LIGHTNING_MODEL_CORES",
+    "composo._core.wire": "check_criterion is_binary",
+    "composo.tracing._context": "current_tracer record_interaction",
+    "composo.tracing._instruments": "Instrument OpenInferenceInstrument",
+    "composo.tracing._recorder": "Agent Capture Interaction Step TraceRecorder",
+}
+_RENAMED = {
+    "to_trace_inputs": "composo.tracing._spans:input_messages",
+    "to_trace_outputs": "composo.tracing._spans:output_messages",
+    "to_trace_tool": "composo.tracing._spans:tool_spec",
+}
 __getattr__, __dir__ = lazy_exports(
-    __name__,
-    {
-        "BackgroundEvaluator": _BACKGROUND,
-        "BacklogFullError": _BACKGROUND,
-        "CriterionKind": _BACKGROUND,
-        "EvaluationRecord": _BACKGROUND,
-        "criterion_kind": _BACKGROUND,
-        "check_model_core": "composo._core.build",
-        "check_options": "composo._core.build",
-        "normalize_criteria": "composo._core.build",
-        "normalize_tags": "composo._core.build",
-        "to_input_messages": _CONVERT,
-        "to_item": _CONVERT,
-        "to_messages": _CONVERT,
-        "to_result_messages": _CONVERT,
-        "to_tools": _CONVERT,
-        "to_trace": _CONVERT,
-        "unsupported": _CONVERT,
-        "trace_from_messages": "composo._core.trace",
-        "LIGHTNING_MODEL_CORES": "composo._core.cores",
-        "check_criterion": "composo._core.wire",
-        "is_binary": "composo._core.wire",
-        "current_tracer": "composo.tracing._context",
-        "record_interaction": "composo.tracing._context",
-        "Instrument": "composo.tracing._instruments",
-        "OpenInferenceInstrument": "composo.tracing._instruments",
-        "Agent": _RECORDER,
-        "Capture": _RECORDER,
-        "Interaction": _RECORDER,
-        "Step": _RECORDER,
-        "TraceRecorder": _RECORDER,
-        "to_trace_inputs": "composo.tracing._spans:input_messages",
-        "to_trace_outputs": "composo.tracing._spans:output_messages",
-        "to_trace_tool": "composo.tracing._spans:tool_spec",
-    },
+    __name__, {name: m for m, names in _FROM.items() for name in names.split()} | _RENAMED
 )
