@@ -129,7 +129,15 @@ def records_from_json(
     if not isinstance(doc, Mapping) or not isinstance(doc.get("resourceSpans"), list):
         problems.add(None, f"{where}: not an OTLP trace export (no 'resourceSpans' list)")
         return
-    for resource in doc["resourceSpans"]:
+    for scope, span in _json_spans(doc):
+        record = _json_span(span, scope, problems, where)
+        if record is not None:
+            yield record
+
+
+def _json_spans(doc: Mapping[str, Any]) -> Iterator[tuple[str, Any]]:
+    """``(instrumentation scope name, span)`` for each span of one OTLP/JSON document."""
+    for resource in doc.get("resourceSpans") or ():
         if not isinstance(resource, Mapping):
             continue
         scopes = resource.get("scopeSpans") or resource.get("instrumentationLibrarySpans") or ()
@@ -139,9 +147,7 @@ def records_from_json(
             scope = scope_spans.get("scope") or scope_spans.get("instrumentationLibrary") or {}
             scope_name = str(scope.get("name") or "") if isinstance(scope, Mapping) else ""
             for span in scope_spans.get("spans") or ():
-                record = _json_span(span, scope_name, problems, where)
-                if record is not None:
-                    yield record
+                yield scope_name, span
 
 
 def _json_span(span: Any, scope: str, problems: Problems, where: str) -> SpanRecord | None:
@@ -417,22 +423,11 @@ class OtlpReader:
 
 def _trace_ids(doc: Any) -> Iterable[str]:
     seen: dict[str, None] = {}
-    docs = doc if isinstance(doc, list) else [doc]
-    for item in docs:
-        if not isinstance(item, Mapping):
-            continue
-        for resource in item.get("resourceSpans") or ():
-            if not isinstance(resource, Mapping):
-                continue
-            scopes = resource.get("scopeSpans") or resource.get("instrumentationLibrarySpans")
-            for scope_spans in scopes or ():
-                if not isinstance(scope_spans, Mapping):
-                    continue
-                for span in scope_spans.get("spans") or ():
-                    if isinstance(span, Mapping):
-                        tid = _hex_id(span.get("traceId"), 32)
-                        if tid is not None:
-                            seen[tid] = None
+    for item in doc if isinstance(doc, list) else [doc]:
+        for _, span in _json_spans(item) if isinstance(item, Mapping) else ():
+            tid = _hex_id(span.get("traceId"), 32) if isinstance(span, Mapping) else None
+            if tid is not None:
+                seen[tid] = None
     return seen
 
 
