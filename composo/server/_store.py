@@ -336,28 +336,23 @@ class TaskStore:
                 (self.owner, now),
             ).fetchall()
         gone = [owner for (owner,) in rows if self._owner_gone(owner)]
+        # Unowned, its lease expired or its owner gone; each update checks it again, so a task
+        # finished or claimed meanwhile is skipped.
+        where = (
+            f"{_UNFINISHED} AND owner IS NOT ? AND (owner IS NULL OR lease_until IS NULL"
+            f" OR lease_until < ? OR owner IN ({','.join('?' * len(gone)) or 'NULL'}))"
+        )
+        args = (self.owner, now, *gone)
         with self._lock:
-            claimed = self._db.execute(
-                f"SELECT task_id FROM tasks WHERE {_UNFINISHED} AND owner IS NOT ? AND"
-                " (owner IS NULL OR lease_until IS NULL OR lease_until < ?)",
-                (self.owner, now),
-            ).fetchall()
-            for owner in gone:
-                claimed += self._db.execute(
-                    f"SELECT task_id FROM tasks WHERE {_UNFINISHED} AND owner = ?", (owner,)
-                ).fetchall()
             taken: list[str] = []
-            for (tid,) in claimed:
-                # Conditional on what was seen: a task finished or claimed meanwhile is skipped.
+            claimable = self._db.execute(f"SELECT task_id FROM tasks WHERE {where}", args)
+            for (tid,) in claimable.fetchall():
                 cur = self._db.execute(
                     "UPDATE tasks SET owner = ?, status = 'pending', updated = ?, lease_until = ?"
-                    f" WHERE task_id = ? AND {_UNFINISHED} AND owner IS NOT ? AND"
-                    " (owner IS NULL OR lease_until IS NULL OR lease_until < ? OR owner IN"
-                    f" ({','.join('?' * len(gone)) or 'NULL'}))",
-                    (self.owner, now, now + self.lease_seconds, tid, self.owner, now, *gone),
+                    f" WHERE task_id = ? AND {where}",
+                    (self.owner, now, now + self.lease_seconds, tid, *args),
                 )
-                if cur.rowcount:
-                    taken.append(tid)
+                taken += [tid] if cur.rowcount else []
             if taken:
                 self._db.execute(
                     "UPDATE tasks SET status = 'failed', error = ?, updated = ?, lease_until = NULL"
