@@ -92,20 +92,15 @@ def interaction_from_span(span: Any) -> LLMInteraction | None:
             name,
             dropped,
         )
+    events = getattr(span, "events", None) or ()
     try:
-        return interaction_from_attributes(span.attributes or {}, span_events(span))
+        return interaction_from_attributes(
+            span.attributes or {},
+            [(e.name, e.attributes or {}) for e in events if e.name.startswith(EVENT_PREFIX)],
+        )
     except (ValueError, TypeError, KeyError) as exc:
         _log.warning("could not read model call %s into the trace: %s", name, exc)
         return None
-
-
-def span_events(span: Any) -> list[tuple[str, Mapping[str, Any]]]:
-    """A live span's GenAI events (``gen_ai.*``: the older conventions' messages), in order."""
-    return [
-        (e.name, e.attributes or {})
-        for e in getattr(span, "events", None) or ()
-        if e.name.startswith(EVENT_PREFIX)
-    ]
 
 
 def interaction_from_attributes(
@@ -119,15 +114,8 @@ def interaction_from_attributes(
 
 
 def genai_interaction(attributes: Mapping[str, Any], events: Events = ()) -> LLMInteraction | None:
-    """The model call a span records by the GenAI conventions (any form above).
-
-    Args:
-        attributes: The span's attributes.
-        events: Its ``gen_ai.*`` events.
-
-    Returns:
-        The call, or ``None`` when the span carries no GenAI messages.
-    """
+    """The model call a span records by the GenAI conventions (any form above); ``None`` when
+    it carries no GenAI messages."""
     details = [attrs for name, attrs in events if name == _DETAILS]
     current = [attributes, *details]
     inputs = _first(
