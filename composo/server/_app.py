@@ -54,7 +54,7 @@ def build_app(config: ServerConfig, received: ReceivedLog | None = None) -> ASGI
         history_path(config.db), store.client_id, config.history_days, config.history_max_rows
     )
     state: dict[str, TaskManager] = {}
-    dev = DevSwitch.empty() if config.dev_faults else None
+    dev = DevSwitch([]) if config.dev_faults else None
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

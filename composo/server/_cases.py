@@ -1,8 +1,5 @@
-"""What a judge is asked to judge: one criterion against one conversation.
-
-Reward requests arrive as chat messages (OpenAI or Anthropic shape); each agent instance of a trace
-is rendered into the same OpenAI-style shape, so every judge reads one format.
-"""
+"""What a judge is asked to judge: one criterion against one conversation. Reward messages (OpenAI
+or Anthropic shape) and each agent instance of a trace become one OpenAI-style shape."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
-"""The development fault switch: queued failures and a record of what arrived. Off in normal use;
-``--dev-faults`` (or ``COMPOSO_SERVER_DEV_FAULTS=1``) turns it on so client retry tests can run
-against a real server. Its routes take the same API key as the API, only requests that passed the
-key check are recorded with their content (a refused one appears as its method, path and status,
-nothing it sent), and the record is bounded (the oldest go first)."""
+"""The development fault switch (``--dev-faults``): queued failures and a bounded record of what
+arrived, so client retry tests can run against a real server. Its routes take the API key; a
+request refused at the key check is recorded as its method, path and status only."""
 
 from __future__ import annotations
 
@@ -63,10 +61,6 @@ class DevSwitch:
     max_bytes: int = MAX_RECORDED_BYTES
     _recorded: deque[_Recorded] = field(default_factory=deque)
     _bytes: int = 0
-
-    @classmethod
-    def empty(cls) -> DevSwitch:
-        return cls([])
 
     def reset(self) -> None:
         self.faults.clear()

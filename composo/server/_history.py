@@ -28,7 +28,7 @@ from typing import Any
 from composo._core.wire import DEFAULT_MODEL_CORE, RewardRequest, TraceRequest
 from composo._platform_types import EvaluationFilterRequest
 from composo.server._config import DEFAULT_HISTORY_DAYS, DEFAULT_HISTORY_ROWS
-from composo.server._store import open_database
+from composo.server._store import open_database, transaction
 from composo.server.judges import JudgeError
 
 __all__ = ["CALLER", "MAX_PAGE_SIZE", "Caller", "HistoryStore", "keep_flushing", "recorded"]
@@ -144,20 +144,17 @@ class HistoryStore:
         prune = now >= self._next_prune or self._since_prune > self.max_rows // 10
         if not batch and not prune:
             return
-        db = self._db
-        db.execute("BEGIN IMMEDIATE")
         try:
-            for served in batch:
-                self._write(served)
-            if prune:
-                self._prune(now)
-                self._next_prune, self._since_prune = now + self._prune_every, 0
-            db.execute("COMMIT")
+            with transaction(self._db):
+                for served in batch:
+                    self._write(served)
+                if prune:
+                    self._prune(now)
         except BaseException:
-            if db.in_transaction:
-                db.execute("ROLLBACK")
             self._pending[:0] = batch  # kept for the next try, never dropped
             raise
+        if prune:
+            self._next_prune, self._since_prune = now + self._prune_every, 0
 
     def _write(self, served: _Served) -> None:
         request = served.request
@@ -323,11 +320,8 @@ class HistoryStore:
         start: float | None,
         end: float | None,
     ) -> dict[str, Any]:
-        """``GET /api/v1/traces``: newest first, ``page_size`` at a time.
-
-        Raises:
-            ValueError: ``page_token`` is not one this server gave out.
-        """
+        """``GET /api/v1/traces``: newest first, ``page_size`` at a time; ``ValueError`` for a
+        ``page_token`` this server did not give out."""
         client = self._client_id(api_key) or ""
         where: list[str] = ["client = ?"]
         args: list[Any] = [client]

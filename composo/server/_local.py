@@ -77,12 +77,9 @@ def serve_forever(
 
 
 def listening_socket(host: str, port: int) -> socket.socket:
-    """The listening socket, bound here so a port in use is one clear error (``ValueError``)
-    rather than uvicorn's log and shutdown lines.
-
-    The protocol is named (``IPPROTO_TCP``): asyncio turns Nagle's algorithm off only on sockets
-    that say they are TCP, and with it on, an answer written as head then body waits out the
-    peer's delayed ACK (about 40 ms) on every keep-alive request after the first."""
+    """Bound here so a port in use is one clear ``ValueError``, not uvicorn's log lines. Named
+    ``IPPROTO_TCP``: asyncio turns Nagle off only on sockets that say they are TCP, and with it
+    on, each keep-alive answer after the first waits out the peer's delayed ACK (about 40 ms)."""
     import errno
 
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -104,11 +101,9 @@ def listening_socket(host: str, port: int) -> socket.socket:
 
 
 class LocalServer:
-    """The server on a free port (``port=0``) in a background thread.
-
-    ``with LocalServer() as srv:`` then point a client at ``srv.base_url`` with ``srv.api_key``.
-    Without ``api_keys`` any key is accepted and ``api_key`` is a random one.
-    """
+    """The server on a free port (``port=0``) in a background thread: ``with LocalServer() as
+    srv:``, then point a client at ``srv.base_url`` with ``srv.api_key`` (without ``api_keys``
+    any key is accepted and ``api_key`` is a random one)."""
 
     def __init__(
         self,

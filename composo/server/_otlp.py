@@ -1,13 +1,8 @@
-"""``composo serve --otlp``: an OTLP/HTTP trace receiver (``POST /v1/traces``, protobuf or JSON)
-beside the evaluation endpoints, so any OpenTelemetry-instrumented application, in any language,
-can export its traces here.
-
-Spans go to a *sink* (``composo.tracing``'s ``TraceCollector``, handed over by the command line;
-this package does not import tracing). Each finished trace is evaluated against the criteria given
-at start as background tasks of this server, so its results are readable at
-``GET /api/v1/evals/tasks/{task_id}``; ``GET /v1/traces/{trace_id}`` says which tasks belong to a
-trace (and shows the converted trace, or why none could be formed), and every result is appended
-to the results file as a row of ``composo evaluate``'s format (``composo report`` reads it).
+"""``composo serve --otlp``: an OTLP/HTTP trace receiver (``POST /v1/traces``, protobuf or JSON),
+so any OpenTelemetry-instrumented application can export its traces here. Spans go to a sink (the
+command line hands over tracing's collector). Each finished trace is evaluated against the given
+criteria as background tasks; ``GET /v1/traces/{trace_id}`` names its tasks (or why no trace could
+be formed), and each result is appended to the results file as a ``composo evaluate`` row.
 """
 
 from __future__ import annotations

@@ -24,16 +24,9 @@ SECRET_HEADERS = frozenset(
 
 @dataclass(frozen=True)
 class Received:
-    """One request as the server received it.
-
-    Attributes:
-        method: The HTTP method.
-        path: The request path (without the query string).
-        headers: Request headers, lower-cased; credentials are replaced by ``"***"``.
-        body: The raw body (cut at the log's ``max_body_bytes``).
-        status: The status the server answered with (``None`` if it never answered).
-        at: When it arrived (``time.time()``).
-    """
+    """One request as the server received it: headers lower-cased with credentials as ``"***"``,
+    the body cut at the log's ``max_body_bytes``, the status answered (``None``: none), and
+    when it arrived (``time.time()``)."""
 
     method: str
     path: str

@@ -1,8 +1,6 @@
-"""Credentials never reach a log line: what looks like a key in a query string, and any
-configured key wherever it appears, is replaced by ``***`` in every record the server's loggers
-(uvicorn's access and error logs, ``composo.server``) write. The gate also refuses such query
-strings (400), but the access line of the refused request is still written, so it is redacted
-here too."""
+"""Credentials never reach a log line: a key-like query parameter, and any configured key, is
+replaced by ``***`` in every record the server's loggers write (the gate refuses such query
+strings, but the refused request's access line is still written)."""
 
 from __future__ import annotations
 

@@ -21,7 +21,7 @@ import sqlite3
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -97,9 +97,16 @@ def _set_up(
     if on_disk:
         db.execute("PRAGMA journal_mode=WAL")
         db.execute("PRAGMA synchronous=NORMAL")
+    with transaction(db):
+        schema(db)
+
+
+@contextlib.contextmanager
+def transaction(db: sqlite3.Connection) -> Iterator[None]:
+    """One write transaction, rolled back on any error."""
     db.execute("BEGIN IMMEDIATE")
     try:
-        schema(db)
+        yield
         db.execute("COMMIT")
     except BaseException:
         if db.in_transaction:

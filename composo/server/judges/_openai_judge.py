@@ -147,11 +147,8 @@ def parse_answer(text: str, binary: bool) -> Verdict:
 
 
 class OpenAIJudge:
-    """Asks a chat model to judge with :data:`RUBRIC`.
-
-    An answer that is not valid JSON in the asked shape is sent back to the model with what was
-    wrong, up to ``max_attempts`` times; then the evaluation fails with that reason.
-    """
+    """Asks a chat model to judge with :data:`RUBRIC`; an unusable answer is sent back with what
+    was wrong, up to ``max_attempts`` times, then the evaluation fails with that reason."""
 
     name = "openai"
 
