@@ -212,16 +212,9 @@ class HistoryStore:
             content = json.loads(row[1])
         self._db.execute(
             "INSERT INTO history_traces (client, trace_id, created, updated, tags, trace) "
-            "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (client, trace_id) DO UPDATE SET "
+            "VALUES (?1, ?2, ?3, ?3, ?4, ?5) ON CONFLICT (client, trace_id) DO UPDATE SET "
             "updated = excluded.updated, tags = excluded.tags, trace = excluded.trace",
-            (
-                client,
-                trace_id,
-                served.created,
-                served.created,
-                json.dumps(tags),
-                json.dumps(content),
-            ),
+            (client, trace_id, served.created, json.dumps(tags), json.dumps(content)),
         )
         for body in _trace_evaluations(request, result, keep):
             self._db.execute(
