@@ -22,7 +22,6 @@ __all__ = [
     "AGENT_SCOPE",
     "OPERATION",
     "agent_identity",
-    "has_span_kind",
     "is_llm_span",
     "span_kind",
     "starts_agent",
@@ -97,12 +96,6 @@ def span_kind(attributes: Mapping[str, Any] | None) -> str | None:
 def is_llm_span(attributes: Mapping[str, Any] | None) -> bool:
     """Whether the span is a model call (OpenInference ``LLM``, GenAI ``chat`` and the like)."""
     return span_kind(attributes) == "LLM"
-
-
-def has_span_kind(attributes: Mapping[str, Any] | None) -> bool:
-    """Whether the span says what it is yet: some instrumentors (OpenInference's LangChain one)
-    start every span without a kind and set it when the run ends."""
-    return span_kind(attributes) is not None
 
 
 def starts_agent(kind: str | None, attributes: Mapping[str, Any], *, first: bool) -> bool:

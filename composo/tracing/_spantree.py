@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -304,8 +304,3 @@ def convert_spans(trace_id: str, spans: Iterable[SpanRecord]) -> Converted:
     except ComposoValidationError as exc:
         out.error = f"trace {trace_id}: {exc}"
     return out
-
-
-def spans_by_kind(spans: Iterable[Mapping[str, Any]]) -> Counter[str]:
-    """Span kinds of attribute mappings (for diagnostics)."""
-    return Counter(span_kind(a) or "unlabelled" for a in spans)
