@@ -82,13 +82,15 @@ def evaluation_filter(
 ) -> EvaluationFilterRequest:
     """The filter body for ``list_evaluations``' arguments, checked before any request: a tag
     matches one value or any of a list; ``criteria`` one criterion or any of a list."""
+    filters = None if tags is None else _tag_filters(tags)
+    criteria_filter = None if criteria is None else _criteria_filter(criteria)
     if endpoint is not None and endpoint not in ("reward", "trace"):
         raise ComposoValidationError(f"endpoint: expected 'reward' or 'trace', got {endpoint!r}")
     _check_page_size(page_size)
     return EvaluationFilterRequest.model_validate(
         {
-            "filters": None if tags is None else _tag_filters(tags),
-            "criteria_filter": None if criteria is None else _criteria_filter(criteria),
+            "filters": filters,
+            "criteria_filter": criteria_filter,
             "endpoint_type": endpoint,
             "page_size": page_size,
         }
