@@ -29,7 +29,12 @@ from composo._core.options import (  # the aliases: for get_type_hints
     keywords_checked,
     unknown_argument,
 )
-from composo._core.provenance import Provenance
+from composo._core.provenance import (
+    CACHE_HEADER,
+    JUDGE_HEADER,
+    JUDGE_MODEL_HEADER,
+    Provenance,
+)
 from composo._core.ratelimit import Throttle, check_requests_per_minute, rate_limit_reset
 from composo._core.retry import parse_retry_after
 from composo._version import __version__
@@ -56,6 +61,8 @@ REWARD_PATH = "/api/v1/evals/reward"
 TRACE_PATH = "/api/v1/evals/trace"
 TASK_PATH = "/api/v1/evals/tasks/{task_id}"
 _REQUEST_ID_HEADERS = ("x-request-id", "request-id", "x-amzn-requestid")
+_PROVENANCE_HEADERS = frozenset((JUDGE_HEADER, JUDGE_MODEL_HEADER, CACHE_HEADER))
+_PLATFORM = Provenance()  # what an answer naming no judge says (the platform's never do)
 
 
 # A request's own headers: none, those of a supplied ``http_client``'s calls, or with a key.
@@ -475,7 +482,10 @@ class BaseClient:
         status = response.status_code
         if 200 <= status < 300:
             self._throttle.passed(headers)
-            return Answer(body, Provenance.from_headers(headers)) if type(body) is dict else body
+            if type(body) is not dict:
+                return body
+            named = not _PROVENANCE_HEADERS.isdisjoint(headers)
+            return Answer(body, Provenance.from_headers(headers) if named else _PLATFORM)
         request_id = next((headers[h] for h in _REQUEST_ID_HEADERS if h in headers), None)
         exc = status_error(status, body, request_id)
         if status in (401, 404):
