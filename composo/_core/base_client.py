@@ -129,8 +129,6 @@ class BaseClient:
                 accepted = ["api_key", "http_client", "transport", *Settings.__annotations__]
                 raise unknown_argument(type(self).__name__, name, accepted)
         given: dict[str, Any] = {**_DEFAULTS, **settings}
-        num_retries, timeout = given["num_retries"], given["timeout"]
-        max_concurrent_requests = given["max_concurrent_requests"]
         key = api_key if api_key is not None else os.environ.get("COMPOSO_API_KEY")
         self._key_source = (
             "the api_key argument" if api_key is not None else "the COMPOSO_API_KEY variable"
@@ -140,46 +138,18 @@ class BaseClient:
                 "api_key: no API key; pass Composo(api_key=...) or set the COMPOSO_API_KEY "
                 "environment variable"
             )
-        if not isinstance(num_retries, int) or isinstance(num_retries, bool) or num_retries < 1:
-            raise ComposoValidationError(
-                f"num_retries: must be an integer of at least 1 (retries cannot be disabled), "
-                f"got {num_retries!r}"
-            )
-        if not isinstance(timeout, (int, float)) or timeout <= 0:
-            raise ComposoValidationError(
-                f"timeout: must be a positive number of seconds, got {timeout!r}"
-            )
-        if not isinstance(max_concurrent_requests, int) or max_concurrent_requests < 1:
-            raise ComposoValidationError(
-                "max_concurrent_requests: must be an integer of at least 1, "
-                f"got {max_concurrent_requests!r}"
-            )
-        key = key.strip()
-        if not (key.isascii() and key.isprintable()):
-            # httpx would refuse the header with the key in its message; say it without the key.
-            raise ComposoValidationError(
-                "api_key: contains characters an HTTP header cannot carry (a line break, a "
-                "control or non-ASCII character); check how the key was pasted or read"
-            )
-        self._api_key = key
-        url = (
-            given.get("base_url") or os.environ.get("COMPOSO_BASE_URL") or DEFAULT_BASE_URL
-        ).strip()
-        if not url.lower().startswith(("http://", "https://")) or not url.split("://", 1)[1]:
-            raise ComposoValidationError(
-                f"base_url: {url!r} is not an http(s) URL; give the scheme and host, e.g. "
-                f"{DEFAULT_BASE_URL} or http://127.0.0.1:8787 (also COMPOSO_BASE_URL)"
-            )
-        self.base_url = url.rstrip("/")
-        self.num_retries = num_retries
+        _check_numbers(given["num_retries"], given["timeout"], given["max_concurrent_requests"])
+        self._api_key = _header_safe(key.strip())
+        self.base_url = _base_url(given.get("base_url"))
+        self.num_retries = given["num_retries"]
         try:
             self.model_core = check_model_core(given.get("model_core"))
         except ValueError as exc:
             raise ComposoValidationError(str(exc)) from None
-        self.timeout = float(timeout)
-        self.max_concurrent_requests = max_concurrent_requests
+        self.timeout = float(given["timeout"])
+        self.max_concurrent_requests = given["max_concurrent_requests"]
         self.requests_per_minute = check_requests_per_minute(given.get("requests_per_minute"))
-        self._throttle = Throttle(self.requests_per_minute, max_concurrent_requests)
+        self._throttle = Throttle(self.requests_per_minute, self.max_concurrent_requests)
         self._base_headers = {
             "API-Key": self._api_key,
             "User-Agent": f"composo-python/{__version__}",
@@ -664,6 +634,45 @@ class BaseClient:
 
     def _timed_out(self) -> APITimeoutError:
         return APITimeoutError(f"timeout of {self.timeout}s reached (the whole call is bounded)")
+
+
+def _check_numbers(num_retries: Any, timeout: Any, max_concurrent_requests: Any) -> None:
+    if not isinstance(num_retries, int) or isinstance(num_retries, bool) or num_retries < 1:
+        raise ComposoValidationError(
+            f"num_retries: must be an integer of at least 1 (retries cannot be disabled), "
+            f"got {num_retries!r}"
+        )
+    if not isinstance(timeout, (int, float)) or timeout <= 0:
+        raise ComposoValidationError(
+            f"timeout: must be a positive number of seconds, got {timeout!r}"
+        )
+    if not isinstance(max_concurrent_requests, int) or max_concurrent_requests < 1:
+        raise ComposoValidationError(
+            "max_concurrent_requests: must be an integer of at least 1, "
+            f"got {max_concurrent_requests!r}"
+        )
+
+
+def _header_safe(key: str) -> str:
+    """``key``, if an HTTP header can carry it: httpx would refuse it with the key in its
+    message, so it is refused here without the key."""
+    if not (key.isascii() and key.isprintable()):
+        raise ComposoValidationError(
+            "api_key: contains characters an HTTP header cannot carry (a line break, a "
+            "control or non-ASCII character); check how the key was pasted or read"
+        )
+    return key
+
+
+def _base_url(base_url: str | None) -> str:
+    """The API's base URL (given, else ``COMPOSO_BASE_URL``, else the platform's), checked."""
+    url = (base_url or os.environ.get("COMPOSO_BASE_URL") or DEFAULT_BASE_URL).strip()
+    if not url.lower().startswith(("http://", "https://")) or not url.split("://", 1)[1]:
+        raise ComposoValidationError(
+            f"base_url: {url!r} is not an http(s) URL; give the scheme and host, e.g. "
+            f"{DEFAULT_BASE_URL} or http://127.0.0.1:8787 (also COMPOSO_BASE_URL)"
+        )
+    return url.rstrip("/")
 
 
 _LOOPBACK = ("localhost", "127.0.0.1", "::1")
