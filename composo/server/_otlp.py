@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from fastapi import FastAPI, Request, Response
+from fastapi import Depends, FastAPI, HTTPException, Request, Response
 
 from composo._core.responses import MultiAgentTraceResponse
 from composo._core.wire import TraceRequest
@@ -87,15 +87,14 @@ def mount(app: FastAPI, config: ServerConfig, tasks: Callable[[], Any]) -> None:
     writing = asyncio.Lock()
     keys = KeyCheck(config.api_keys)
 
-    def refused(request: Request) -> Response | None:
+    async def key_check(request: Request) -> None:
         """The API-Key header, or an OTLP exporter's ``Authorization: Bearer``."""
         given = request.headers.get("api-key") or ""
         auth = request.headers.get("authorization") or ""
         if auth.lower().startswith("bearer "):
             given = given or auth[7:]
-        if keys.problem(given.encode()) is None:
-            return None
-        return refusal("missing or wrong API key: send the API-Key header", 401)
+        if keys.problem(given.encode()) is not None:
+            raise HTTPException(401, "missing or wrong API key: send the API-Key header")
 
     async def evaluate(converted: Any) -> None:
         index = receiver.next_index
@@ -167,11 +166,8 @@ def mount(app: FastAPI, config: ServerConfig, tasks: Callable[[], Any]) -> None:
             await asyncio.sleep(pause)
             await drain()
 
-    @app.post("/v1/traces")
+    @app.post("/v1/traces", dependencies=[Depends(key_check)])
     async def traces(request: Request) -> Response:
-        problem = refused(request)
-        if problem is not None:
-            return problem
         too_large = refusal(f"body over {config.max_body_bytes} bytes", 413)
         body = await _read_bounded(request, config.max_body_bytes)
         if body is None:
@@ -197,11 +193,8 @@ def mount(app: FastAPI, config: ServerConfig, tasks: Callable[[], Any]) -> None:
             return Response(b"", media_type="application/x-protobuf")
         return json_response({})
 
-    @app.get("/v1/traces/{trace_id}")
-    async def trace_status(trace_id: str, request: Request) -> Response:
-        problem = refused(request)
-        if problem is not None:
-            return problem
+    @app.get("/v1/traces/{trace_id}", dependencies=[Depends(key_check)])
+    async def trace_status(trace_id: str) -> Response:
         entry = receiver.traces.get(trace_id.lower())
         if entry is None:
             return refusal(f"no finished trace {trace_id!r} on this server", 404)

@@ -76,26 +76,19 @@ def judge_header_app(
             await app(scope, receive, send)
             return
         body = bytearray()
-        kept: list[bool] = []
+        kept = False
 
         def keep(status: int | None) -> None:
+            nonlocal kept
             if log is None or kept:
                 return
-            kept.append(True)
-            headers = {}
-            for k, v in scope.get("headers", []):
-                key = k.decode("latin-1").lower()
-                headers[key] = "***" if key in SECRET_HEADERS else v.decode("latin-1")
-            log.add(
-                Received(
-                    method=str(scope.get("method", "")),
-                    path=str(scope.get("path", "")),
-                    headers=headers,
-                    body=bytes(body),
-                    status=status,
-                    at=time.time(),
-                )
+            kept = True
+            pairs = (
+                (k.decode("latin-1").lower(), v.decode("latin-1")) for k, v in scope["headers"]
             )
+            headers = {k: "***" if k in SECRET_HEADERS else v for k, v in pairs}
+            method, path = str(scope.get("method", "")), str(scope.get("path", ""))
+            log.add(Received(method, path, headers, bytes(body), status, time.time()))
 
         async def recv() -> Message:
             message = await receive()
