@@ -41,15 +41,6 @@ class FaultList(BaseModel):
     faults: list[Fault] = Field(max_length=MAX_QUEUED_FAULTS)
 
 
-@dataclass(frozen=True)
-class _Recorded:
-    method: str
-    path: str
-    headers: dict[str, str]
-    body: bytes | bytearray
-    refused: int | None = None
-
-
 @dataclass
 class DevSwitch:
     """Queued faults (consumed in order) and recorded requests, in memory only: at most
@@ -59,7 +50,8 @@ class DevSwitch:
     faults: list[Fault]
     max_requests: int = MAX_RECORDED_REQUESTS
     max_bytes: int = MAX_RECORDED_BYTES
-    _recorded: deque[_Recorded] = field(default_factory=deque)
+    # Each request as /_dev/requests shows it, and its raw body.
+    _recorded: deque[tuple[dict[str, Any], bytes]] = field(default_factory=deque)
     _bytes: int = 0
 
     def reset(self) -> None:
@@ -88,36 +80,30 @@ class DevSwitch:
     def record(
         self, method: str, path: str, headers: list[tuple[bytes, bytes]], body: bytes | bytearray
     ) -> None:
-        shown = {
-            k.decode("latin-1"): v.decode("latin-1")
-            for k, v in headers
-            if k.decode("latin-1").lower() not in SECRET_HEADERS
-        }
-        self._append(_Recorded(method, path, shown, body))
+        pairs = ((k.decode("latin-1"), v.decode("latin-1")) for k, v in headers)
+        shown = {k: v for k, v in pairs if k.lower() not in SECRET_HEADERS}
+        self._append({"method": method, "path": path, "headers": shown}, bytes(body))
 
     def record_refused(self, method: str, path: str, status: int) -> None:
         """A request refused before its body was read: where it went, not what it carried."""
-        self._append(_Recorded(method, path, {}, b"", status))
+        self._append({"method": method, "path": path, "headers": {}, "refused": status}, b"")
 
-    def _append(self, entry: _Recorded) -> None:
-        self._recorded.append(entry)
-        self._bytes += len(entry.body)
+    def _append(self, entry: dict[str, Any], body: bytes) -> None:
+        self._recorded.append((entry, body))
+        self._bytes += len(body)
         while len(self._recorded) > 1 and (
             len(self._recorded) > self.max_requests or self._bytes > self.max_bytes
         ):
-            self._bytes -= len(self._recorded.popleft().body)
+            self._bytes -= len(self._recorded.popleft()[1])
 
     @property
     def requests(self) -> list[dict[str, Any]]:
         """The record, bodies parsed as JSON where they are JSON."""
-        out: list[dict[str, Any]] = []
-        for r in self._recorded:
-            try:
-                parsed: Any = json.loads(r.body) if r.body else None
-            except ValueError:
-                parsed = r.body.decode("utf-8", "replace")
-            entry = {"method": r.method, "path": r.path, "headers": r.headers, "body": parsed}
-            if r.refused is not None:
-                entry["refused"] = r.refused
-            out.append(entry)
-        return out
+        return [{**entry, "body": _parsed(body)} for entry, body in self._recorded]
+
+
+def _parsed(body: bytes) -> Any:
+    try:
+        return json.loads(body) if body else None
+    except ValueError:
+        return body.decode("utf-8", "replace")
