@@ -75,17 +75,34 @@ def openai_standin(_openai_standin_server: OpenAIStandIn) -> OpenAIStandIn:
     return _openai_standin_server
 
 
-# The slow lane: what starts a cluster (Ray, a Spark JVM), forks or interrupts processes, or waits
-# out a stalled peer, marked ``slow`` (``-m "not slow"`` is the day-to-day lane). The cluster
-# modules run longest on one worker: started first, the other workers' tests fill the time around
-# them instead of waiting on them at the end (all slow tests first was slower: two clusters at
-# once on two cores).
+# The slow lane, marked ``slow`` (``-m "not slow"`` is the day-to-day lane; ``.ci/run`` runs both):
+# what starts a cluster (Ray, a Spark JVM), forks or interrupts processes, or waits out a stalled
+# peer; and the modules whose every test starts processes of its own (documentation blocks and
+# examples run as a user runs them, nested pytest sessions, the CI workflow's steps, a browser,
+# pip's resolver, servers started, killed and restarted). Single slow tests elsewhere carry
+# ``@pytest.mark.slow``. The cluster modules run longest on one worker: started first, the other
+# workers' tests fill the time around them instead of waiting on them at the end (all slow tests
+# first was slower: two clusters at once on two cores).
 _FIRST = ("tests/test_ray.py", "tests/test_spark.py")
 _SLOW_MODULES = (
-    "tests/test_ray.py",
-    "tests/test_spark.py",
+    *_FIRST,
     "tests/test_concurrency.py",
     "tests/test_server_process_state.py",
+    "tests/test_docs_examples.py",
+    "tests/test_reference_examples.py",
+    "tests/test_tracing_examples.py",
+    "tests/test_platform_api_docs.py",
+    "tests/test_testing_plugin.py",
+    "tests/test_ci_example.py",
+    "tests/test_view.py",
+    "tests/test_install_lines.py",
+    "tests/test_import_cost.py",
+    "tests/test_server_reliability.py",
+    "tests/test_server_tasks.py",
+    "tests/test_server_hardening.py",
+    "tests/test_server_fuzz.py",
+    "tests/test_provenance.py",
+    "tests/test_tracing_otlp_files.py",
 )
 
 

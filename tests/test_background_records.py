@@ -27,6 +27,7 @@ def test_criterion_kind_reads_the_prefix_as_the_platform_does() -> None:
     assert criterion_kind("my-saved-evaluator") == "evaluator"
 
 
+@pytest.mark.slow
 def test_records_carry_name_summary_and_the_arguments(client: Composo, live: ServerProcess) -> None:
     answer = "Paris. " + "It has been the capital for a long time. " * 5
     item = {"messages": MESSAGES, "result": answer}

@@ -263,6 +263,7 @@ def test_no_server_stops_the_run_at_once_and_says_how_to_start_one(tmp_path: Pat
     assert rows(out) == []
 
 
+@pytest.mark.slow
 def test_a_server_that_goes_away_mid_run_stops_it(live: ServerProcess, tmp_path: Path) -> None:
     data = tmp_path / "data.jsonl"
     data.write_text("\n".join(line(i) for i in range(300)) + "\n")
@@ -328,6 +329,7 @@ def test_failed_pairs_are_retried_on_resume(live: ServerProcess, tmp_path: Path)
     assert len(live.requests()) == 1  # the retry only; scored pairs were not sent again
 
 
+@pytest.mark.slow
 def test_resume_after_kill_9_writes_every_pair_exactly_once(
     live: ServerProcess, tmp_path: Path
 ) -> None:

@@ -80,6 +80,7 @@ def test_polars_messages_column_and_named_criteria(client: Composo) -> None:
     assert out["error"].null_count() == 2
 
 
+@pytest.mark.slow
 def test_hugging_face_dataset_through_the_same_mapping(
     client: Composo, live: ServerProcess
 ) -> None:

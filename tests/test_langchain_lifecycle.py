@@ -48,6 +48,7 @@ def threads_after_gc() -> set[threading.Thread]:
     return set(threading.enumerate())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("own_client", [False, True], ids=["given-client", "default-client"])
 def test_callbacks_made_per_request_and_dropped_leave_no_thread(
     own_client: bool, client: Composo, composo_env: ServerProcess

@@ -231,6 +231,7 @@ def test_bad_tool_call_entry_is_refused_before_the_network(client: Composo, live
     assert live.requests() == []
 
 
+@pytest.mark.slow
 def test_plugin_works_without_importing_the_integration(live) -> None:
     """Installed, the plugin is found through the entry point; it loads LlamaIndex only for
     LlamaIndex objects."""

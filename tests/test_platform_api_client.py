@@ -231,6 +231,7 @@ def test_fields_the_platform_adds_are_kept_and_a_wrong_shape_is_named() -> None:
             client.usage()
 
 
+@pytest.mark.slow
 def test_a_batch_paces_itself_to_the_declared_quota_and_draws_no_429() -> None:
     """600 a minute with a burst of 10: the first answers declare the quota, and the 40 items
     go 10 at once, then 10 a second, none refused (the quota's time: 3 s)."""

@@ -329,6 +329,7 @@ def test_the_routes_need_the_key(srv: ServerProcess) -> None:
     assert get(srv, "/api/v1/usage", key="wrong-key").status_code == 401
 
 
+@pytest.mark.slow
 def test_history_survives_a_kill_and_restart(tmp_path: Path) -> None:
     db = tmp_path / "tasks.sqlite3"
     run = uuid.uuid4().hex[:12]
@@ -382,6 +383,7 @@ def test_the_history_keeps_at_most_its_rows_newest_first(tmp_path: Path) -> None
         assert usage.usage.total_current_request_count == 5
 
 
+@pytest.mark.slow
 def test_the_history_forgets_what_is_older_than_its_retention(tmp_path: Path) -> None:
     days = 3.0 / 86400  # three seconds
     with ServerProcess(

@@ -53,6 +53,7 @@ def items(n: int) -> list[dict[str, object]]:
     ]
 
 
+@pytest.mark.slow
 def test_a_batch_over_a_spent_quota_scores_every_item(limited: ServerProcess) -> None:
     spend_the_quota(limited)
     with (
@@ -164,6 +165,7 @@ def answering_429_first(retry_after: str = "1") -> Loopback:
     return Loopback(handler)
 
 
+@pytest.mark.slow
 def test_workers_told_the_same_retry_after_do_not_come_back_in_lockstep() -> None:
     with (
         answering_429_first() as srv,

@@ -154,6 +154,7 @@ def test_trace_read_inside_the_block_has_the_calls_so_far() -> None:
     assert tracer.trace.llm_interaction_count() == 2
 
 
+@pytest.mark.slow
 def test_thousands_of_runs_leave_nothing_behind(tracing: None) -> None:
     from composo.tracing._tracer import _processors
 

@@ -73,6 +73,7 @@ def test_installed_openinference_instrumentors_are_members(
         ComposoTracer.init(Instruments.CREWAI)
 
 
+@pytest.mark.slow
 def test_any_instrumentor_object_can_be_passed(
     claude: anthropic.Anthropic, standin: AnthropicStandIn, off: None
 ) -> None:
@@ -176,6 +177,7 @@ def litellm() -> Any:
     return litellm
 
 
+@pytest.mark.slow
 def test_litellm_calls_to_openai_and_anthropic_are_interactions(
     litellm: Any,
     openai_standin: OpenAIStandIn,
