@@ -62,15 +62,8 @@ _REQUEST_TYPES = {"chat": "LLM", "completion": "LLM", "embedding": "EMBEDDING"}
 
 def span_kind(attributes: Mapping[str, Any] | None) -> str | None:
     """The span's kind, upper-cased (``AGENT``, ``LLM``, ``TOOL``, ``CHAIN``...); ``None`` while
-    a span does not say.
-
-    The OpenInference kind when there is one; else ``gen_ai.operation.name`` (``invoke_agent``
-    and ``create_agent`` are agents, ``chat``, ``text_completion`` and ``generate_content``
-    model calls, ``execute_tool`` tools; another operation is its own kind); else OpenLLMetry's
-    ``llm.request.type`` / ``traceloop.span.kind``; else a span naming ``gen_ai.tool.name`` is a
-    tool and one naming ``gen_ai.agent.name`` an agent (PydanticAI's spans before it set the
-    operation).
-    """
+    a span does not say. The GenAI tool and agent names count last: PydanticAI's spans carried
+    them before they set the operation."""
     if not attributes:
         return None
     value = attributes.get(SPAN_KIND)
@@ -116,10 +109,8 @@ def starts_agent(kind: str | None, attributes: Mapping[str, Any], *, first: bool
 def agent_identity(attributes: Mapping[str, Any], span_name: str, span_id: str) -> tuple[str, str]:
     """``(agent id, agent name)`` of the instance an agent span begins (``span_id`` in hex).
 
-    The name is ``agent.name`` or ``gen_ai.agent.name`` (else OpenLLMetry's entity name, the
-    GenAI agent id, or what the span name says after ``invoke_agent``). The id is the span's: a
-    GenAI ``gen_ai.agent.id`` names the agent, which may run several times in one trace, not
-    this run of it.
+    The id is the span's: a GenAI ``gen_ai.agent.id`` names the agent, which may run several
+    times in one trace, not this run of it.
     """
     agent_id = str(attributes.get(AGENT_ID) or span_id)
     name = (
@@ -134,8 +125,7 @@ def agent_identity(attributes: Mapping[str, Any], span_name: str, span_id: str) 
 
 
 def tool_name(attributes: Mapping[str, Any], span_name: str) -> str:
-    """The tool a tool span runs: ``tool.name``, ``gen_ai.tool.name``, OpenLLMetry's entity
-    name, else the span name (without a leading ``execute_tool``)."""
+    """The tool a tool span runs."""
     name = (
         attributes.get("tool.name")
         or attributes.get(GENAI_TOOL_NAME)

@@ -289,14 +289,10 @@ class ComposoCallback(BaseCallbackHandler):
     def on_retriever_end(self, documents: Any, *, run_id: UUID, **kwargs: Any) -> None:
         self._end(run_id)
 
-    def on_llm_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
-        self._failed(run_id, error)
-
     def on_chain_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
         self._failed(run_id, error)
 
-    def on_tool_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
-        self._failed(run_id, error)
+    on_llm_error = on_tool_error = on_chain_error
 
     def on_retriever_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
         self._end(run_id)
