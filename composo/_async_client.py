@@ -4,13 +4,13 @@ history methods (:mod:`composo._platform_methods`). The core never imports this 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import httpx
 
 from composo._cache import CacheOption
 from composo._core.async_client import AsyncClient
+from composo._core.base_client import awaited
 from composo._core.limits import (
     DEFAULT_MAX_CONCURRENT_REQUESTS,
     DEFAULT_NUM_RETRIES,
@@ -21,10 +21,7 @@ from composo._siblings import Siblings, core_settings
 from composo._transport import async_transport
 
 if TYPE_CHECKING:
-    from typing_extensions import Unpack
-
     from composo._core.network import ProxyOption, VerifyOption
-    from composo._core.options import EvaluateOptions
 
 __all__ = ["AsyncComposo"]
 
@@ -87,20 +84,9 @@ class AsyncComposo(Siblings, AsyncPlatformMethods, AsyncClient):
     def _own_kind(self) -> dict[str, Any]:
         return {"http_client": None if self._owns_http else self._http}
 
-    async def evaluate_dataframe(
-        self,
-        df: Any,
-        criteria: str | Sequence[str] | Mapping[str, str] | None = None,
-        *,
-        columns: Mapping[str, str] | None = None,
-        evaluator_name: str | Sequence[str] | Mapping[str, str] | None = None,
-        concurrency: int | None = None,
-        progress: bool | Callable[[int, int | None], None] = False,
-        **options: Unpack[EvaluateOptions],
-    ) -> Any:
-        """As :meth:`Composo.evaluate_dataframe`, awaited."""
+    evaluate_dataframe = awaited(Siblings.evaluate_dataframe)
+
+    def _frame(self, *args: Any) -> Any:
         from composo._data.frames import aevaluate_frame
 
-        return await aevaluate_frame(
-            self, df, criteria, evaluator_name, columns, concurrency, progress, options
-        )
+        return aevaluate_frame(self, *args)

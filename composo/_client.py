@@ -4,7 +4,6 @@ history methods (:mod:`composo._platform_methods`). The core never imports this 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import httpx
@@ -21,10 +20,7 @@ from composo._siblings import Siblings, core_settings
 from composo._transport import sync_transport
 
 if TYPE_CHECKING:
-    from typing_extensions import Unpack
-
     from composo._core.network import ProxyOption, VerifyOption
-    from composo._core.options import EvaluateOptions
     from composo._core.ratelimit import Permits
 
 __all__ = ["Composo"]
@@ -104,44 +100,7 @@ class Composo(Siblings, PlatformMethods, SyncClient):
             "permits": self.permits,
         }
 
-    def evaluate_dataframe(
-        self,
-        df: Any,
-        criteria: str | Sequence[str] | Mapping[str, str] | None = None,
-        *,
-        columns: Mapping[str, str] | None = None,
-        evaluator_name: str | Sequence[str] | Mapping[str, str] | None = None,
-        concurrency: int | None = None,
-        progress: bool | Callable[[int, int | None], None] = False,
-        **options: Unpack[EvaluateOptions],
-    ) -> Any:
-        """Score every row of a pandas or polars DataFrame or a Hugging Face ``Dataset``.
-
-        Args:
-            df: The table. Rows are read by column name: a ``messages`` column (message dicts,
-                or their JSON text), or ``question`` and ``answer`` columns (with an optional
-                ``context``); optional ``system``, ``tools``, ``id`` and ``tags`` columns.
-            criteria: A criterion, a list, or ``{name: criterion}`` (the names prefix the
-                result columns; otherwise a short form of each criterion does).
-            columns: Role -> your column's name where they differ, e.g.
-                ``{"question": "prompt", "answer": "response"}``.
-            evaluator_name: Saved evaluator name(s) (or ``{name: evaluator}``), instead of
-                ``criteria``.
-            concurrency: Requests in flight (at most ``max_concurrent_requests``).
-            progress: ``True`` for a bar, or a ``(done, total)`` callable.
-            **options: :class:`~composo.types.EvaluateOptions` for every row.
-
-        Returns:
-            A new table of the same kind, in the input's row order: the input's columns, then
-            ``<name>_score`` and ``<name>_explanation`` per criterion and an ``error`` column
-            (``None`` where every criterion was scored).
-
-        Raises:
-            ComposoValidationError: A missing or misnamed column, or unusable criteria or
-                options, before any request (a bad cell fails only its own row).
-        """
+    def _frame(self, *args: Any) -> Any:
         from composo._data.frames import evaluate_frame
 
-        return evaluate_frame(
-            self, df, criteria, evaluator_name, columns, concurrency, progress, options
-        )
+        return evaluate_frame(self, *args)

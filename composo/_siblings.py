@@ -1,5 +1,6 @@
-"""``from_client``: a new client made with another's settings, of either kind, shared by
-:class:`~composo.Composo` and :class:`~composo.AsyncComposo`.
+"""What :class:`~composo.Composo` and :class:`~composo.AsyncComposo` share above the core: their
+own transport's settings, ``evaluate_dataframe`` (written once; the async face awaits it) and
+``from_client``, a new client made with another's settings, of either kind.
 
 Integrations that are handed one kind of client and need the other (a LlamaIndex evaluator
 given an ``AsyncComposo`` and called synchronously), and users who want the same client with
@@ -10,7 +11,7 @@ and is never read anywhere else.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from composo._cache import CacheOption, open_cache
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
 
     from composo._cache import ResultCache
     from composo._core.network import Network
+    from composo._core.options import EvaluateOptions
 
 __all__ = ["ClientSettings", "Siblings", "core_settings", "settings_of"]
 
@@ -114,3 +116,45 @@ class Siblings:
         maker: Any = cls
         out: Self = maker(**settings)
         return out
+
+    def evaluate_dataframe(
+        self,
+        df: Any,
+        criteria: str | Sequence[str] | Mapping[str, str] | None = None,
+        *,
+        columns: Mapping[str, str] | None = None,
+        evaluator_name: str | Sequence[str] | Mapping[str, str] | None = None,
+        concurrency: int | None = None,
+        progress: bool | Callable[[int, int | None], None] = False,
+        **options: Unpack[EvaluateOptions],
+    ) -> Any:
+        """Score every row of a pandas or polars DataFrame or a Hugging Face ``Dataset``.
+
+        Args:
+            df: The table. Rows are read by column name: a ``messages`` column (message dicts,
+                or their JSON text), or ``question`` and ``answer`` columns (with an optional
+                ``context``); optional ``system``, ``tools``, ``id`` and ``tags`` columns.
+            criteria: A criterion, a list, or ``{name: criterion}`` (the names prefix the
+                result columns; otherwise a short form of each criterion does).
+            columns: Role -> your column's name where they differ, e.g.
+                ``{"question": "prompt", "answer": "response"}``.
+            evaluator_name: Saved evaluator name(s) (or ``{name: evaluator}``), instead of
+                ``criteria``.
+            concurrency: Requests in flight (at most ``max_concurrent_requests``).
+            progress: ``True`` for a bar, or a ``(done, total)`` callable.
+            **options: :class:`~composo.types.EvaluateOptions` for every row.
+
+        Returns:
+            A new table of the same kind (awaited, on ``AsyncComposo``), in the input's row
+            order: the input's columns, then ``<name>_score`` and ``<name>_explanation`` per
+            criterion and an ``error`` column (``None`` where every criterion was scored).
+
+        Raises:
+            ComposoValidationError: A missing or misnamed column, or unusable criteria or
+                options, before any request (a bad cell fails only its own row).
+        """
+        return self._frame(df, criteria, evaluator_name, columns, concurrency, progress, options)
+
+    def _frame(self, *args: Any) -> Any:
+        """Each face's table engine (the async one's returns a coroutine)."""
+        raise NotImplementedError
