@@ -111,26 +111,15 @@ def _flat_message(fields: Mapping[str, Any]) -> Message:
         parts = indexed(fields, "message.contents.")
         content = "".join(_part_text(p) for _, p in sorted(parts.items()))
     msg["content"] = str(content)
-    calls = []
-    for _, call in sorted(indexed(fields, "message.tool_calls.").items()):
-        calls.append(
-            {
-                "id": str(call.get("tool_call.id") or ""),
-                "function": {
-                    "name": str(call.get("tool_call.function.name") or ""),
-                    "arguments": str(call.get("tool_call.function.arguments") or "{}"),
-                },
-            }
-        )
+    calls = [
+        _flat_call(c, "tool_call.id", "tool_call.function.name", "tool_call.function.arguments")
+        for _, c in sorted(indexed(fields, "message.tool_calls.").items())
+    ]
     if fields.get("message.function_call_name"):
         calls.append(
-            {
-                "id": "",
-                "function": {
-                    "name": str(fields["message.function_call_name"]),
-                    "arguments": str(fields.get("message.function_call_arguments_json") or "{}"),
-                },
-            }
+            _flat_call(
+                fields, "", "message.function_call_name", "message.function_call_arguments_json"
+            )
         )
     if calls:
         msg["tool_calls"] = calls
@@ -139,6 +128,17 @@ def _flat_message(fields: Mapping[str, Any]) -> Message:
     if fields.get("message.name"):
         msg["name"] = str(fields["message.name"])
     return msg
+
+
+def _flat_call(fields: Mapping[str, Any], call_id: str, name: str, arguments: str) -> Message:
+    """A tool call read from the given keys, as an OpenAI-style dict."""
+    return {
+        "id": str(fields.get(call_id) or ""),
+        "function": {
+            "name": str(fields.get(name) or ""),
+            "arguments": str(fields.get(arguments) or "{}"),
+        },
+    }
 
 
 def _part_text(part: Mapping[str, Any]) -> str:
