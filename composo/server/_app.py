@@ -144,7 +144,7 @@ def build_app(config: ServerConfig, received: ReceivedLog | None = None) -> ASGI
                 _endpoint(handle, model),
                 methods=["POST"],
                 name=kind + suffix.replace("/", "_"),
-                openapi_extra=_body_schema(model.__name__),
+                openapi_extra={"requestBody": {"required": True, "content": _json_of(model)}},
             )
 
     @app.get("/api/v1/evals/tasks/{task_id}")
@@ -189,14 +189,9 @@ def _endpoint(
     return endpoint
 
 
-def _body_schema(name: str) -> dict[str, Any]:
-    """The OpenAPI request body of a route that reads its body itself."""
-    return {
-        "requestBody": {
-            "required": True,
-            "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{name}"}}},
-        }
-    }
+def _json_of(model: type[BaseModel]) -> dict[str, Any]:
+    """The OpenAPI body content of a route that reads its body itself."""
+    return {"application/json": {"schema": {"$ref": f"#/components/schemas/{model.__name__}"}}}
 
 
 def _with_request_models(make: Callable[[], dict[str, Any]]) -> Callable[[], dict[str, Any]]:

@@ -3,7 +3,6 @@ benchmarks and ``composo evaluate --local``."""
 
 from __future__ import annotations
 
-import logging
 import secrets
 import socket
 import threading
@@ -18,8 +17,6 @@ if TYPE_CHECKING:
     from composo.server._received import Received, ReceivedLog
 
 __all__ = ["LocalServer", "listening_socket", "require_server_extra", "serve_forever"]
-
-_log = logging.getLogger("composo.server")
 
 
 def require_server_extra() -> None:

@@ -491,14 +491,13 @@ _INLINE_CHARS = 64 * 1024
 
 
 def _size(case: Case) -> int:
-    size = len(case.system or "")
-    for m in case.messages:
-        content = m.get("content")
-        if isinstance(content, str) and not m.get("tool_calls"):
-            size += len(content)
-        else:
-            size += len(str(m))
-    return size
+    plain = [m["content"] for m in case.messages if _plain(m)]
+    rest = [str(m) for m in case.messages if not _plain(m)]
+    return len(case.system or "") + sum(map(len, plain)) + sum(map(len, rest))
+
+
+def _plain(m: Mapping[str, Any]) -> bool:
+    return isinstance(m.get("content"), str) and not m.get("tool_calls")
 
 
 class HeuristicJudge:
