@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator, Iterator
 from typing import TYPE_CHECKING
 
@@ -112,6 +113,17 @@ def _is_slow(item: pytest.Item) -> bool:
     params = getattr(getattr(item, "callspec", None), "params", {})
     code = str(params.get("code", ""))
     return "pyspark" in code or "import ray" in code or params.get("name") == "ray_evaluate.py"
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    """``-n auto`` (the default): four workers for the whole suite on two cores, since much of it
+    waits (servers starting, clusters, Retry-After, restarts) and more workers than cores overlap
+    the waits; two for the fast lane, which mostly computes, where each further worker only adds
+    its own collection (every test module imported) and session server. The variable
+    PYTEST_XDIST_AUTO_NUM_WORKERS, when set, decides instead."""
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None
+    return 2 if "not slow" in (config.getoption("markexpr") or "") else 4
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
