@@ -60,7 +60,7 @@ if TYPE_CHECKING:
     from composo._core.cores import LIGHTNING_MODEL_CORES
     from composo._core.trace import trace_from_messages
     from composo._core.wire import check_criterion, is_binary
-    from composo.tracing._context import current_tracer, record_interaction
+    from composo.tracing._agent import current_tracer, record_interaction
     from composo.tracing._instruments import Instrument, OpenInferenceInstrument
     from composo.tracing._recorder import Agent, Capture, Interaction, Step, TraceRecorder
     from composo.tracing._spans import input_messages as to_trace_inputs
@@ -113,7 +113,7 @@ _FROM = {
     "composo._core.trace": "trace_from_messages",
     "composo._core.cores": "LIGHTNING_MODEL_CORES",
     "composo._core.wire": "check_criterion is_binary",
-    "composo.tracing._context": "current_tracer record_interaction",
+    "composo.tracing._agent": "current_tracer record_interaction",
     "composo.tracing._instruments": "Instrument OpenInferenceInstrument",
     "composo.tracing._recorder": "Agent Capture Interaction Step TraceRecorder",
 }
