@@ -49,28 +49,18 @@ class KeyCheck:
     """Accepts any key when none is configured; otherwise compares in constant time."""
 
     def __init__(self, keys: Sequence[str]) -> None:
-        self._keys = tuple(k.encode() for k in keys)
-
-    @property
-    def open(self) -> bool:
-        return not self._keys
-
-    @property
-    def keys(self) -> tuple[bytes, ...]:
-        """The configured keys (for telling a key apart wherever it turns up, as in a URL)."""
-        return self._keys
+        self.keys = tuple(k.encode() for k in keys)  # also told apart in a URL
+        self.open = not self.keys
 
     def problem(self, presented: bytes | None) -> str | None:
         """Why ``presented`` is refused, or ``None`` when it is accepted."""
-        if not self._keys:
+        if self.open:
             return None
         if not presented:
             return "missing API key: send it in the API-Key header"
-        ok = False
-        for key in self._keys:
-            # Every key is compared, so timing does not reveal which one came close.
-            ok |= hmac.compare_digest(presented, key)
-        return None if ok else "invalid API key"
+        # Every key is compared, so timing does not reveal which one came close.
+        matches = [hmac.compare_digest(presented, key) for key in self.keys]
+        return None if any(matches) else "invalid API key"
 
 
 class RateLimiter:

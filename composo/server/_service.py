@@ -28,21 +28,14 @@ class UnknownEvaluatorError(ValueError):
     """``evaluator_name`` names nothing the local server knows."""
 
 
-def _ready_made() -> dict[str, str]:
-    return {
-        name: value
-        for name in ready_made.__all__
-        if isinstance(value := getattr(ready_made, name), str)
-    }
-
-
 class EvaluationService:
     """Reward and trace evaluation with an optional artificial ``latency`` (seconds, awaited)."""
 
     def __init__(self, judge: Judge, latency: float = 0.0) -> None:
         self.judge = judge
         self.latency = latency
-        self._named = _ready_made()
+        named = ((n, getattr(ready_made, n)) for n in ready_made.__all__)
+        self._named: dict[str, str] = {n: v for n, v in named if isinstance(v, str)}
 
     def criterion(self, request: RewardRequest | TraceRequest) -> str:
         """The criterion text; ``evaluator_name`` may name a ready-made criterion

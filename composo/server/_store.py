@@ -67,12 +67,10 @@ _LOST = (
 def open_database(
     path: Path | None, schema: Callable[[sqlite3.Connection], None]
 ) -> sqlite3.Connection:
-    """A SQLite connection the server's threads share (``None``: in memory; a file is made
-    private and put in WAL mode), in autocommit mode, waiting out another process's write lock,
-    its tables made by ``schema`` in one write transaction. That transaction is tried again for
-    as long as the busy timeout while other servers set up the same new file: two connections
-    that each want the other's lock are told at once that the file is locked (SQLite does not
-    wait when waiting cannot help), and the one that tries again a moment later gets it."""
+    """A connection the server's threads share (``None``: in memory; a file is private, in WAL
+    mode), autocommit, waiting out other processes' locks; ``schema`` runs in one transaction,
+    tried again while other servers set up the same new file (SQLite answers "locked" at once
+    when waiting cannot help, and the one that tries again a moment later gets it)."""
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
     db = sqlite3.connect(
