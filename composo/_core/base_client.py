@@ -126,7 +126,10 @@ class BaseClient:
     def __init__(self, api_key: str | None, settings: Mapping[str, Any]) -> None:
         for name in settings:
             if name not in Settings.__annotations__:
-                accepted = ["api_key", "http_client", "transport", *Settings.__annotations__]
+                import inspect
+
+                named = [n for n in inspect.signature(type(self)).parameters if n != "settings"]
+                accepted = [*named, *Settings.__annotations__]
                 raise unknown_argument(type(self).__name__, name, accepted)
         given: dict[str, Any] = {**_DEFAULTS, **settings}
         key = api_key if api_key is not None else os.environ.get("COMPOSO_API_KEY")
