@@ -76,7 +76,7 @@ def openai_standin(_openai_standin_server: OpenAIStandIn) -> OpenAIStandIn:
     return _openai_standin_server
 
 
-# The slow lane, marked ``slow`` (``-m "not slow"`` is the day-to-day lane; ``.ci/run`` runs both):
+# The slow lane, marked ``slow`` (``-m "not slow"`` is the day-to-day lane; ``.ci/run`` runs all):
 # what starts a cluster (Ray, a Spark JVM), forks or interrupts processes, or waits out a stalled
 # peer; and the modules whose every test starts processes of its own (documentation blocks and
 # examples run as a user runs them, nested pytest sessions, the CI workflow's steps, a browser,
@@ -108,11 +108,7 @@ _SLOW_MODULES = (
 
 
 def _is_slow(item: pytest.Item) -> bool:
-    if item.nodeid.startswith(_SLOW_MODULES) or "stalls" in item.name:
-        return True
-    params = getattr(getattr(item, "callspec", None), "params", {})
-    code = str(params.get("code", ""))
-    return "pyspark" in code or "import ray" in code or params.get("name") == "ray_evaluate.py"
+    return item.nodeid.startswith(_SLOW_MODULES) or "stalls" in item.name
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
