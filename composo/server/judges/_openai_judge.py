@@ -94,16 +94,10 @@ def render_case(case: Case) -> str:
             fn = t.get("function", t)
             out.append(f"- {fn.get('name', '')}: {fn.get('description', '')}")
     out += ["", "Transcript:"]
-    last_assistant = max(
-        (i for i, m in enumerate(case.messages) if m.get("role") == "assistant"), default=-1
-    )
+    assistant = [i for i, m in enumerate(case.messages) if m.get("role") == "assistant"]
+    marked = assistant[-1:] if case.evaluate_latest and case.subject == "response" else []
     for i, m in enumerate(case.messages):
-        marker = (
-            ">>> JUDGED "
-            if case.evaluate_latest and case.subject == "response" and i == last_assistant
-            else ""
-        )
-        out.append(marker + _line(m))
+        out.append((">>> JUDGED " if i in marked else "") + _line(m))
     return "\n".join(out)
 
 
