@@ -133,7 +133,7 @@ def _block(block: Any, depth: int) -> Any:
     if not isinstance(block, Mapping):
         return {"type": "text", "text": json_text(block)}
     out = dict(block)
-    if "type" in out and not isinstance(out["type"], str):
+    if "type" in out:
         out["type"] = json_text(out["type"])
     if out.get("type") == "tool_result":
         out["content"] = _content(out.get("content"), depth + 1)
@@ -164,34 +164,24 @@ def _call(call: Any) -> dict[str, Any] | None:
     name = fn.get("name")
     if not isinstance(name, str) or not name:
         return None
-    args = fn.get("arguments", "")
-    call_id = call.get("id", "")
+    args = json_text(fn.get("arguments", ""))
     return {
-        "id": call_id if isinstance(call_id, str) else json_text(call_id),
+        "id": json_text(call.get("id", "")),
         "type": "function",
-        "function": {"name": name, "arguments": args if isinstance(args, str) else json_text(args)},
+        "function": {"name": name, "arguments": args},
     }
 
 
 def _message(m: Mapping[str, Any]) -> dict[str, Any]:
     out = dict(m)
-    role = out.get("role")
-    out["role"] = role if isinstance(role, str) else json_text(role)
+    out["role"] = json_text(out.get("role"))
     content = _content(out.get("content"))
-    unread: list[str] = []
-    raw_calls = out.pop("tool_calls", None)
-    if raw_calls is not None:
-        items = raw_calls if isinstance(raw_calls, list) else [raw_calls]
-        calls: list[dict[str, Any]] = []
-        for item in items:
-            call = _call(item)
-            if call is None:
-                unread.append(f"[tool call: {json_text(item)}]")
-            else:
-                calls.append(call)
-        if calls:
-            out["tool_calls"] = calls
-    if unread:
+    raw = out.pop("tool_calls", None)
+    items = [] if raw is None else raw if isinstance(raw, list) else [raw]
+    shaped = [(_call(item), item) for item in items]
+    if calls := [call for call, _ in shaped if call is not None]:
+        out["tool_calls"] = calls
+    if unread := [f"[tool call: {json_text(item)}]" for call, item in shaped if call is None]:
         text = "\n".join(unread)
         if isinstance(content, list):
             content = [*content, {"type": "text", "text": text}]
@@ -199,7 +189,7 @@ def _message(m: Mapping[str, Any]) -> dict[str, Any]:
             content = f"{content}\n{text}" if content else text
     out["content"] = content
     for key in ("name", "tool_call_id"):
-        if key in out and not isinstance(out[key], str):
+        if key in out:
             out[key] = json_text(out[key])
     return out
 
