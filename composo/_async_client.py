@@ -85,6 +85,7 @@ class AsyncComposo(Siblings, AsyncPlatformMethods, AsyncClient):
         return {"http_client": None if self._owns_http else self._http}
 
     evaluate_dataframe = awaited(Siblings.evaluate_dataframe)
+    """As :meth:`Composo.evaluate_dataframe`, awaited."""
 
     def _frame(self, *args: Any) -> Any:
         from composo._data.frames import aevaluate_frame

@@ -119,7 +119,10 @@ class AsyncClient(BaseClient):
         await self.aclose()
 
     evaluate = awaited(BaseClient.evaluate)
+    """As :meth:`Composo.evaluate`, awaited: one response for one criterion (a string or a list
+    of one), a list in the order given for several."""
     evaluate_trace = awaited(BaseClient.evaluate_trace)
+    """As :meth:`Composo.evaluate_trace`, awaited."""
 
     async def get_task(self, task_id: str) -> TaskInfo:
         """As :meth:`Composo.get_task`, awaited."""
