@@ -275,13 +275,16 @@ def test_judges_are_plugins() -> None:
 
 
 def test_the_judges_hook_is_declared_by_the_server() -> None:
-    """A manager that knows only the server's hook checks a judge plugin against it."""
+    """A manager that knows only the server's hook checks a judge plugin against it; the core
+    declares no such hook."""
     import pluggy
 
+    from composo._core import hookspecs as core_hooks
     from composo.server import hookspecs
 
+    assert not hasattr(core_hooks, "composo_judges")
     pm = pluggy.PluginManager("composo")
-    pm.add_hookspecs(hookspecs)
+    pm.add_hookspecs(hookspecs.Hookspecs)
     pm.register(_HalfPlugin())
     pm.check_pending()
     [judges] = pm.hook.composo_judges()

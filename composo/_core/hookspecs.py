@@ -7,7 +7,7 @@ Packages above the core declare their own hooks with :func:`composo._core.plugin
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import pluggy
@@ -77,8 +77,3 @@ def composo_progress_bar(total: int | None) -> Any:
     """A progress display for ``progress=True``: an object with ``start()``,
     ``update(done, note)`` and ``close()``. Raise if it cannot be shown: it is asked for before
     any request is made."""
-
-
-@hookspec
-def composo_judges() -> Mapping[str, Callable[..., Any]] | None:
-    """Judges for the local server: name -> factory (see ``composo.server.judges``)."""

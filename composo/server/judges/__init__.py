@@ -78,15 +78,13 @@ def composo_judges() -> Mapping[str, JudgeFactory]:
 
 
 def _plugin_manager() -> pluggy.PluginManager:
-    """The manager with the server's hook declared on it and the built-in judges registered."""
+    """The manager with the built-in judges registered (the hook is declared by
+    :mod:`composo.server.hookspecs`, imported here too for a checkout without entry points)."""
+    import composo.server.hookspecs  # noqa: F401
     from composo._core.plugins import get_plugin_manager
-    from composo.server import hookspecs
 
     pm = get_plugin_manager()
     with _lock:
-        caller = getattr(pm.hook, "composo_judges", None)
-        if caller is None or not caller.has_spec():
-            pm.add_hookspecs(hookspecs)
         if pm.get_plugin(BUILTIN_JUDGES_PLUGIN) is None:
             pm.register(sys.modules[__name__], name=BUILTIN_JUDGES_PLUGIN)
     return pm
