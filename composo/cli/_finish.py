@@ -1,7 +1,7 @@
 """The end of an evaluation run with gates: check them, say which failed by how much, and write
 the CI files (``--junit-xml``, ``--summary-md``), all from the run's one
-:class:`~composo.cli._summary.Summary`. Kept apart from :mod:`composo.cli._gates` so that the
-JUnit writer, which reads the gates, is not imported by them."""
+:class:`~composo.cli._summary.Summary`. Kept apart from :mod:`composo.cli._gates`, which
+knows nothing of the summary, so that the summary and the JUnit writer can read the gates."""
 
 from __future__ import annotations
 
@@ -9,10 +9,12 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
-from composo.cli._gates import EXIT_GATE, evaluate_gates
+from composo.cli._gates import EXIT_GATE, Gate, GateOutcome
 
 if TYPE_CHECKING:
-    from composo.cli._summary import Summary
+    from collections.abc import Mapping
+
+    from composo.cli._summary import CriterionStats, Summary
 
 __all__ = ["finish"]
 
@@ -56,3 +58,17 @@ def finish(args: argparse.Namespace, summary: Summary) -> int:
             f.write(summary_markdown(summary))
         print(f"wrote {markdown}", file=sys.stderr)
     return EXIT_GATE if failed else EXIT_BAD_ROWS if summary.set_aside else 0
+
+
+def evaluate_gates(gates: list[Gate], stats: Mapping[str, CriterionStats]) -> list[GateOutcome]:
+    """Each gate against the summary's figures: the criterion's mean or its pass rate."""
+    from composo.cli._summary import CriterionStats
+
+    out: list[GateOutcome] = []
+    for gate in gates:
+        s = stats.get(gate.criterion) or CriterionStats()
+        value = s.mean if gate.kind == "fail-under" else s.pass_rate()
+        # a tiny tolerance so that a mean printed as the threshold is not a failure
+        passed = value is not None and value >= gate.threshold - 1e-12
+        out.append(GateOutcome(gate, value, passed))
+    return out

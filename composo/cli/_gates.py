@@ -10,12 +10,6 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from collections.abc import Mapping
-
-    from composo.cli._summary import CriterionStats
 
 __all__ = [
     "EXIT_GATE",
@@ -23,7 +17,6 @@ __all__ = [
     "GateOutcome",
     "add_arguments",
     "check_args",
-    "evaluate_gates",
     "item_threshold",
     "parse_threshold",
 ]
@@ -202,20 +195,6 @@ def check_args(args: argparse.Namespace) -> str | None:
         if path is not None and not path.parent.is_dir():
             return f"{option}: no such directory: {path.parent}"
     return None
-
-
-def evaluate_gates(gates: list[Gate], stats: Mapping[str, CriterionStats]) -> list[GateOutcome]:
-    """Each gate against the summary's figures: the criterion's mean or its pass rate."""
-    from composo.cli._summary import CriterionStats
-
-    out: list[GateOutcome] = []
-    for gate in gates:
-        s = stats.get(gate.criterion) or CriterionStats()
-        value = s.mean if gate.kind == "fail-under" else s.pass_rate()
-        # a tiny tolerance so that a mean printed as the threshold is not a failure
-        passed = value is not None and value >= gate.threshold - 1e-12
-        out.append(GateOutcome(gate, value, passed))
-    return out
 
 
 def item_threshold(criterion: str, gates: list[Gate]) -> float:
