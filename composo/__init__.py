@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from composo import criteria
-from composo._core.lazy import lazy_exports
+from composo._lazy import lazy_exports
 from composo._version import __version__
 from composo.errors import (
     APIConnectionError,

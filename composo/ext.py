@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from composo._core.lazy import lazy_exports
+from composo._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from composo._background import (

@@ -12,7 +12,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from composo._core.lazy import lazy_exports
+from composo._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from openai.types.chat import ChatCompletionMessageParam

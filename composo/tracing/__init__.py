@@ -17,7 +17,7 @@ import sys
 import types
 from typing import TYPE_CHECKING, Any
 
-from composo._core.lazy import lazy_exports
+from composo._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from composo.tracing._agent import AgentTracer, agent_tracer, current_tracer, record_interaction
