@@ -34,12 +34,6 @@ import httpx
 
 from composo._core import forks
 from composo._core.body import Inflater
-from composo._core.limits import (
-    CACHE_EVICT_TO,
-    CACHE_MAX_AGE,
-    CACHE_MAX_BYTES,
-    CACHE_ROW_OVERHEAD,
-)
 from composo._core.provenance import CACHE_HEADER, CACHE_HIT, JUDGE_HEADERS
 
 if TYPE_CHECKING:
@@ -66,6 +60,15 @@ CACHE_FILE = "results.sqlite3"
 EVALUATION_PATHS = ("/api/v1/evals/reward", "/api/v1/evals/trace")
 _BUSY_TIMEOUT_MS = 30_000
 _WAL_LIMIT = 8 * 1024 * 1024
+CACHE_MAX_BYTES = 1024**3
+"""Bytes of answers kept (1 GiB, some 300,000 answers); the oldest go first
+(``COMPOSO_CACHE_MAX_SIZE``, ``ResultCache(max_bytes=...)``)."""
+CACHE_MAX_AGE = 30 * 24 * 3600.0
+"""Seconds an answer is kept and served (``COMPOSO_CACHE_MAX_AGE``, ``ResultCache(max_age=)``)."""
+CACHE_EVICT_TO = 0.99
+"""Share of ``max_bytes`` a write past it brings the cache down to: eviction runs once per
+hundredth of the cap written (a few ms per MiB), not on every write."""
+CACHE_ROW_OVERHEAD = 100  # bytes counted per answer for SQLite's row and index entries
 
 
 def default_cache_dir() -> Path:

@@ -1,15 +1,11 @@
-"""Every limit and default the SDK applies, in one place (the platform's where it has one):
-nothing else writes the numbers down."""
+"""The client's limits and defaults, the platform's where it has one, in one place (the result
+cache's and span traces' own limits sit in those modules)."""
 
 from __future__ import annotations
 
 __all__ = [
     "BACKOFF_BASE",
     "BACKOFF_MAX",
-    "CACHE_EVICT_TO",
-    "CACHE_MAX_AGE",
-    "CACHE_MAX_BYTES",
-    "CACHE_ROW_OVERHEAD",
     "DEFAULT_MAX_CONCURRENT_REQUESTS",
     "DEFAULT_NUM_RETRIES",
     "DEFAULT_TIMEOUT",
@@ -74,20 +70,5 @@ DEFAULT_TIMEOUT = 60.0  # seconds one call may take, retries and waits included
 DEFAULT_NUM_RETRIES = 1  # after the first attempt
 DEFAULT_MAX_CONCURRENT_REQUESTS = 5  # requests in flight per client; the platform advises 5
 
-# -- the result cache (composo._cache) ------------------------------------------------------------
-CACHE_MAX_BYTES = 1024**3
-"""Bytes of answers kept (1 GiB, some 300,000 answers); the oldest go first
-(``COMPOSO_CACHE_MAX_SIZE``, ``ResultCache(max_bytes=...)``)."""
-CACHE_MAX_AGE = 30 * 24 * 3600.0
-"""Seconds an answer is kept and served (``COMPOSO_CACHE_MAX_AGE``, ``ResultCache(max_age=)``)."""
-CACHE_EVICT_TO = 0.99
-"""Share of ``max_bytes`` a write past it brings the cache down to: eviction runs once per
-hundredth of the cap written (a few ms per MiB), not on every write."""
-CACHE_ROW_OVERHEAD = 100  # bytes counted per answer for SQLite's row and index entries
-
 # -- messages -----------------------------------------------------------------------------------
 MAX_ERROR_MESSAGE = 500  # characters of an error body in the message (all of it on the exception)
-
-# -- traces read from spans -----------------------------------------------------------------------
-MAX_SPANS_PER_TRACE = 10_000  # spans of one trace id before it is reported too large (not kept)
-CONTEXT_LIMIT = 4000  # characters of a context span's input or output kept in the trace

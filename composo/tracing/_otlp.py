@@ -23,7 +23,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from composo._core.limits import MAX_SPANS_PER_TRACE
 from composo._core.trace import MultiAgentTrace
 from composo.errors import ComposoValidationError
 from composo.tracing._spans import EVENT_PREFIX
@@ -39,6 +38,7 @@ __all__ = [
     "trace_from_otlp",
 ]
 
+MAX_SPANS_PER_TRACE = 10_000  # spans of one trace id before it is reported too large (not kept)
 _TRACE_ID_TEXT = re.compile(rb'"trace_?[iI]d"\s*:\s*"([0-9A-Za-z+/=]+)"')
 _STATUS_ERROR = 2
 

@@ -34,7 +34,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from composo._core.limits import CONTEXT_LIMIT
 from composo._core.trace import InputMessage, MultiAgentTrace, ToolCall
 from composo.errors import ComposoValidationError
 from composo.tracing._boundaries import (
@@ -62,6 +61,8 @@ __all__ = [
     "SpanRecord",
     "convert_spans",
 ]
+
+CONTEXT_LIMIT = 4000  # characters of a context span's input or output kept in the trace
 
 
 @dataclass
