@@ -19,7 +19,6 @@ __all__ = [
     "TaskInfo",
     "judged",
     "rounded",
-    "summarize",
 ]
 
 
@@ -156,18 +155,6 @@ class AgentResult(_Model):
     agent_name: str
     results_by_agent_instance_id: dict[str, InstanceResult | None]
     summary_statistics: SummaryStatistics | None = None
-
-
-def summarize(scores: list[float]) -> SummaryStatistics:
-    """Summary statistics as the platform reports them (population std; empty gives nulls)."""
-    if not scores:
-        return SummaryStatistics()
-    return SummaryStatistics(
-        median=statistics.median(scores),
-        min=min(scores),
-        max=max(scores),
-        std=statistics.pstdev(scores),
-    )
 
 
 class MultiAgentTraceResponse(_Verdict):

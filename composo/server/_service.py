@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import statistics
 import uuid
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 from composo import criteria as ready_made
-from composo._core.responses import summarize
 from composo._core.wire import RewardRequest, TraceRequest, check_criterion
 from composo.server._cases import Case, agent_case, reward_case
 from composo.server.judges import Judge, Verdict
@@ -119,8 +119,16 @@ def _trace_body(request: TraceRequest, by_id: dict[str, Verdict]) -> dict[str, A
             for r in entry["results_by_agent_instance_id"].values()
             if r is not None and r["score"] is not None
         ]
-        entry["summary_statistics"] = summarize(scores).model_dump()
+        entry["summary_statistics"] = _statistics(scores)
     return {"request_id": str(uuid.uuid4()), "results_by_agent_name": results}
+
+
+def _statistics(scores: list[float]) -> dict[str, float | None]:
+    """Summary statistics as the platform reports them (population std; empty gives nulls)."""
+    if not scores:
+        return {"median": None, "min": None, "max": None, "std": None}
+    figures = (statistics.median(scores), min(scores), max(scores), statistics.pstdev(scores))
+    return dict(zip(("median", "min", "max", "std"), map(float, figures), strict=True))
 
 
 def _reward_body(verdict: Verdict, cleaned: bool) -> dict[str, Any]:
