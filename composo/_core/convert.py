@@ -1,4 +1,7 @@
-"""Ask the plugins to turn what the user passed into wire-ready values, or say what is supported."""
+"""Ask the plugins to turn what the user passed into wire-ready values, or say what is supported.
+
+:mod:`composo.ext` lists and publishes its public names (all but ``result_tools``, which only
+the core's request building uses)."""
 
 from __future__ import annotations
 
@@ -10,17 +13,6 @@ from pydantic import ValidationError
 from composo._core.plugins import get_plugin_manager
 from composo._core.trace import MultiAgentTrace
 from composo.errors import ComposoValidationError, validation_error
-
-__all__ = [
-    "result_tools",
-    "to_input_messages",
-    "to_item",
-    "to_messages",
-    "to_result_messages",
-    "to_tools",
-    "to_trace",
-    "unsupported",
-]
 
 _PLUGIN_HINT = (
     "To support another type, write a plugin: implement the matching `composo_convert_*` hook "
