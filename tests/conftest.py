@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
@@ -111,6 +112,18 @@ def _is_slow(item: pytest.Item) -> bool:
     return item.nodeid.startswith(_SLOW_MODULES) or "stalls" in item.name
 
 
+def _fast_lane(config: pytest.Config) -> bool:
+    return "not slow" in (config.getoption("markexpr") or "")
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """The fast lane does not import the modules it leaves out whole: each worker would import
+    Ray, PySpark, Hypothesis and the rest only to deselect their tests."""
+    if _fast_lane(config) and collection_path.is_file():
+        return collection_path.relative_to(config.rootpath).as_posix() in _SLOW_MODULES or None
+    return None
+
+
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     """``-n auto`` (the default) on two cores: three workers for the whole suite, whose waits
     (servers starting, clusters, Retry-After, restarts) a third worker overlaps; two for the fast
@@ -120,7 +133,7 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     PYTEST_XDIST_AUTO_NUM_WORKERS, when set, decides instead."""
     if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
         return None
-    return 2 if "not slow" in (config.getoption("markexpr") or "") else 3
+    return 2 if _fast_lane(config) else 3
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
