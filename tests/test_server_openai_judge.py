@@ -176,7 +176,8 @@ class _Busy:
 
         self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.base_url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        # polled every 20 ms: shutdown() returns that soon (the default is half a second)
+        self.thread = threading.Thread(target=self.server.serve_forever, args=(0.02,), daemon=True)
 
     def __enter__(self) -> _Busy:
         self.thread.start()

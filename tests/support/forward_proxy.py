@@ -155,7 +155,10 @@ class ForwardProxy:
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        # polled every 20 ms: shutdown() returns that soon (the default is half a second)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, args=(0.02,), daemon=True
+        )
 
     def __enter__(self) -> ForwardProxy:
         self._thread.start()
@@ -211,7 +214,10 @@ class Socks5Proxy:
         self._server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
         self.url = f"socks5://127.0.0.1:{self._server.server_address[1]}"
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        # polled every 20 ms: shutdown() returns that soon (the default is half a second)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, args=(0.02,), daemon=True
+        )
 
     def __enter__(self) -> Socks5Proxy:
         self._thread.start()
