@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -119,21 +118,9 @@ def _fast_lane(config: pytest.Config) -> bool:
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
     """The fast lane does not import the modules it leaves out whole: each worker would import
     Ray, PySpark, Hypothesis and the rest only to deselect their tests."""
-    if _fast_lane(config) and collection_path.is_file():
+    if _fast_lane(config) and collection_path.is_relative_to(config.rootpath):
         return collection_path.relative_to(config.rootpath).as_posix() in _SLOW_MODULES or None
     return None
-
-
-def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
-    """``-n auto`` (the default) on two cores: three workers for the whole suite, whose waits
-    (servers starting, clusters, Retry-After, restarts) a third worker overlaps; two for the fast
-    lane, which mostly computes. Each worker costs its own collection (every test module
-    imported) and session server: four took 278 CPU seconds for the suite against three's 249
-    and were slower; three took 85 for the fast lane against two's 69. The variable
-    PYTEST_XDIST_AUTO_NUM_WORKERS, when set, decides instead."""
-    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
-        return None
-    return 2 if _fast_lane(config) else 3
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
