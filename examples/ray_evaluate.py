@@ -24,8 +24,8 @@ tickets = pd.DataFrame(
     }
 )
 
-# One actor hands out permits: at most 5 requests in flight and 300 a minute, cluster-wide.
-budget = RequestBudget(max_concurrent_requests=5, requests_per_minute=300)
+# One actor hands out permits: at most 5 requests in flight and 1,200 a minute, cluster-wide.
+budget = RequestBudget(max_concurrent_requests=5, requests_per_minute=1200)
 
 scored = (
     ray.data.from_pandas(tickets)
