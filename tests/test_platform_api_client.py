@@ -1,5 +1,5 @@
 """Both clients' account and history methods and ``composo history`` / ``composo usage``, against
-a local server with a rate limit of 120 a minute (and, for what only the hosted platform could
+a local server with a rate limit of 1,200 a minute (and, for what only the hosted platform could
 do, a scripted loopback server at the HTTP boundary)."""
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ MESSAGES = [
 
 @pytest.fixture(scope="module")
 def srv() -> Iterator[ServerProcess]:
-    with ServerProcess(api_keys=(KEY,), extra_args=("--rate-limit", "120/min")) as server:
+    with ServerProcess(api_keys=(KEY,), extra_args=("--rate-limit", "1200/min")) as server:
         yield server
 
 
@@ -59,8 +59,8 @@ def test_usage_rate_limits_and_the_tagged_history(client: Composo, tmp_path: Pat
     assert usage.usage.total_current_request_count >= 4
     limits = client.rate_limits()
     assert isinstance(limits, RateLimits)
-    assert limits.requests_per_minute == 120
-    assert 0 <= limits.remaining <= 120
+    assert limits.requests_per_minute == 1200
+    assert 0 <= limits.remaining <= 1200
 
     tagged = list(client.list_evaluations(tags={"run": run}))
     assert len(tagged) == 3
@@ -119,7 +119,7 @@ def test_usage_command_prints_a_table(client: Composo) -> None:
     done = run_cli("usage", env=env)
     assert done.returncode == 0, done.stderr
     assert "requests this month" in done.stdout
-    assert "120/min" in done.stdout
+    assert "1200/min" in done.stdout
     assert "align-20251111" in done.stdout
 
 
@@ -149,7 +149,7 @@ async def test_the_async_client_has_the_same_methods(srv: ServerProcess) -> None
             await client.evaluate(messages=MESSAGES, criteria=criterion, tags={"run": run})
         assert (await client.usage()).usage.total_current_request_count >= 3
         limits = await client.rate_limits()
-        assert limits is not None and limits.requests_per_minute == 120
+        assert limits is not None and limits.requests_per_minute == 1200
         history = client.list_evaluations(tags={"run": run}, page_size=2)
         got = [e.criterion or "" async for e in history]
         assert sorted(got) == [CONCISE, CONCISE, POLITE]
