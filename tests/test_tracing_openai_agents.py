@@ -6,6 +6,7 @@ against the loopback OpenAI stand-in (the Responses API, and Chat Completions th
 
 from __future__ import annotations
 
+import functools
 import gc
 import json
 import logging
@@ -15,9 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import agents
 import pytest
-from openai import AsyncOpenAI
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
@@ -32,6 +31,7 @@ from composo import (
 from composo.tracing import AgentTracer, ComposoTracer, Instruments, read_otlp, trace_from_otlp
 from composo.tracing import _openai_agents as native
 from tests.support.cli import run_composo
+from tests.support.lazy import lazy_import
 from tests.support.openai_standin import (
     OpenAIStandIn,
     chat_completion,
@@ -42,6 +42,9 @@ from tests.support.openai_standin import (
 )
 from tests.support.otlp_files import OtlpJsonFileExporter
 from tests.support.servers import ServerProcess
+
+agents = lazy_import("agents")
+openai = lazy_import("openai")
 
 CRITERION = "Reward agents that use their tools to answer"
 
@@ -68,7 +71,7 @@ class Replies:
 def sdk(openai_standin: OpenAIStandIn) -> Iterator[Replies]:
     """The SDK pointed at the stand-in, with no processor exporting to OpenAI's backend."""
     agents.set_trace_processors([])
-    client = AsyncOpenAI(base_url=openai_standin.base_url, api_key="sk-test", max_retries=0)
+    client = openai.AsyncOpenAI(base_url=openai_standin.base_url, api_key="sk-test", max_retries=0)
     agents.set_default_openai_client(client, use_for_tracing=False)
     agents.set_default_openai_api("responses")
     yield Replies(openai_standin)
@@ -76,15 +79,19 @@ def sdk(openai_standin: OpenAIStandIn) -> Iterator[Replies]:
     agents.set_trace_processors([])
 
 
-@agents.function_tool
 def get_weather(city: str) -> str:
     """Current weather for a city."""
     return f"sunny in {city}"
 
 
+@functools.cache
+def weather_tool() -> agents.FunctionTool:
+    return agents.function_tool(get_weather)
+
+
 def forecaster() -> agents.Agent[Any]:
     return agents.Agent(
-        name="forecaster", instructions="Answer weather questions.", tools=[get_weather]
+        name="forecaster", instructions="Answer weather questions.", tools=[weather_tool()]
     )
 
 
@@ -266,10 +273,10 @@ def test_chat_completions_model_calls_and_tool_names(
     sdk: Replies, openai_standin: OpenAIStandIn
 ) -> None:
     ComposoTracer.init(instruments=[Instruments.OPENAI_AGENTS])
-    client = AsyncOpenAI(base_url=openai_standin.base_url, api_key="sk-test", max_retries=0)
+    client = openai.AsyncOpenAI(base_url=openai_standin.base_url, api_key="sk-test", max_retries=0)
     model = agents.OpenAIChatCompletionsModel(model="gpt-4o-mini", openai_client=client)
     agent = agents.Agent(
-        name="forecaster", instructions="Answer briefly.", tools=[get_weather], model=model
+        name="forecaster", instructions="Answer briefly.", tools=[weather_tool()], model=model
     )
     openai_standin.queue_chat(
         chat_completion(tool_calls=[tool_call("get_weather", {"city": "Oslo"}, id="call_oslo")]),
@@ -292,33 +299,36 @@ def test_chat_completions_model_calls_and_tool_names(
     assert answering.output_messages[0].content == "Sunny in Oslo."
 
 
-class Seen(agents.TracingProcessor):
+def seen() -> Any:
     """An application's own processor: counts the spans it receives."""
 
-    def __init__(self) -> None:
-        self.spans = 0
+    class Seen(agents.TracingProcessor):
+        def __init__(self) -> None:
+            self.spans = 0
 
-    def on_trace_start(self, trace: agents.Trace) -> None:
-        pass
+        def on_trace_start(self, trace: agents.Trace) -> None:
+            pass
 
-    def on_trace_end(self, trace: agents.Trace) -> None:
-        pass
+        def on_trace_end(self, trace: agents.Trace) -> None:
+            pass
 
-    def on_span_start(self, span: agents.Span[Any]) -> None:
-        self.spans += 1
+        def on_span_start(self, span: agents.Span[Any]) -> None:
+            self.spans += 1
 
-    def on_span_end(self, span: agents.Span[Any]) -> None:
-        pass
+        def on_span_end(self, span: agents.Span[Any]) -> None:
+            pass
 
-    def shutdown(self) -> None:
-        pass
+        def shutdown(self) -> None:
+            pass
 
-    def force_flush(self) -> None:
-        pass
+        def force_flush(self) -> None:
+            pass
+
+    return Seen()
 
 
 def test_runs_outside_a_tracer_and_after_shutdown_are_not_kept(sdk: Replies) -> None:
-    mine = Seen()
+    mine = seen()
     agents.add_trace_processor(mine)
     agent = agents.Agent(name="greeter", instructions="Greet.")
     ComposoTracer.init(instruments="openai_agents")
