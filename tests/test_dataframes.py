@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-import pandas as pd
-import polars as pl
 import pytest
 
 from composo import AsyncComposo, Composo, ComposoValidationError
+from tests.support.lazy import lazy_import
 from tests.support.servers import ServerProcess
+
+pd = lazy_import("pandas")
+pl = lazy_import("polars")
 
 REFUND = "Reward answers that explain the refund policy"
 WINDOW = "Passes if the answer mentions the return window"

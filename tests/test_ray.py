@@ -6,13 +6,14 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 
-import pandas as pd
 import pytest
 
 from composo import Composo, ComposoValidationError
 from tests.support.counting_proxy import CountingProxy
+from tests.support.lazy import lazy_import
 from tests.support.servers import ServerProcess
 
+pd = lazy_import("pandas")
 ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'composo[ray]')")
 from composo.ray import ComposoBatch, RequestBudget  # noqa: E402
 

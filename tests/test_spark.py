@@ -7,13 +7,15 @@ import shutil
 import sys
 from collections.abc import Iterator
 
-import pandas as pd
 import pytest
 
 from composo import Composo
 from composo.dataframes import BatchEvaluator
 from tests.support.counting_proxy import CountingProxy
+from tests.support.lazy import lazy_import
 from tests.support.servers import ServerProcess
+
+pd = lazy_import("pandas")
 
 pytest.importorskip("pyspark", reason="PySpark is not installed (pip install pyspark)")
 if shutil.which("java") is None:  # pragma: no cover - depends on the machine

@@ -18,7 +18,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from google.protobuf.json_format import MessageToDict, ParseDict
@@ -29,17 +29,21 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from pydantic_ai import Agent, RunContext
-from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
-from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from composo import Composo, MultiAgentTrace, ToolCall, ToolResponse, trace_from_otlp
 from composo.tracing import AgentTracer, ComposoTracer, Instruments, read_otlp
 from composo.tracing._otlp import records_from_protobuf
 from composo.tracing._spantree import convert_spans
 from tests.support.cli import run_composo
+from tests.support.lazy import lazy_import
 from tests.support.otlp_files import OtlpJsonFileExporter
 from tests.support.servers import HTTP, TEST_API_KEY, ServerProcess
+
+if TYPE_CHECKING:
+    from pydantic_ai.messages import ModelMessage, ModelResponse
+    from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+pydantic_ai = lazy_import("pydantic_ai")
 
 CRITERION = "Reward agents that answer the user's question using their tools"
 QUESTION = "Why do batteries die in the cold?"
@@ -53,6 +57,8 @@ ANSWER = "Batteries die in the cold because their chemistry slows."
 
 def scripted(*answers: ModelResponse) -> FunctionModel:
     """A model giving these answers in turn."""
+    from pydantic_ai.models.function import FunctionModel
+
     queue = list(answers)
 
     def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
@@ -64,7 +70,9 @@ def scripted(*answers: ModelResponse) -> FunctionModel:
 def run_two_agents() -> str:
     """The lead asks the researcher (a tool that runs the researcher agent), who searches the
     notes (a tool), then both answer."""
-    researcher = Agent(
+    from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart
+
+    researcher = pydantic_ai.Agent(
         scripted(
             ModelResponse(
                 parts=[ToolCallPart("search_notes", {"query": "cold batteries"}, "call_search")]
@@ -80,7 +88,7 @@ def run_two_agents() -> str:
         """Search the team's notes."""
         return f"notes on {query}: reactions slow below 0C"
 
-    lead = Agent(
+    lead = pydantic_ai.Agent(
         scripted(
             ModelResponse(
                 parts=[ToolCallPart("ask_researcher", {"question": QUESTION}, "call_delegate")]
@@ -92,7 +100,7 @@ def run_two_agents() -> str:
     )
 
     @lead.tool
-    async def ask_researcher(ctx: RunContext[None], question: str) -> str:
+    async def ask_researcher(ctx: pydantic_ai.RunContext[None], question: str) -> str:
         """Ask the researcher a question."""
         result = await researcher.run(question, usage=ctx.usage)
         return result.output
@@ -575,11 +583,11 @@ def test_every_pydantic_ai_data_format_gives_the_two_agent_trace(version: int) -
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     with pytest.warns() if version < 5 else contextlib.nullcontext():  # older formats warn
         settings = InstrumentationSettings(tracer_provider=provider, version=version)  # type: ignore[arg-type]
-    Agent.instrument_all(settings)
+    pydantic_ai.Agent.instrument_all(settings)
     try:
         run_two_agents()
     finally:
-        Agent.instrument_all(False)
+        pydantic_ai.Agent.instrument_all(False)
     check_two_agents(trace_from_otlp(otlp_json(exporter.get_finished_spans())))
 
 
