@@ -9,13 +9,15 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-import openai
 import pytest
 
 from composo import AsyncComposo, Composo, ComposoError
 from tests.support import openai_standin as oas
+from tests.support.lazy import lazy_import
 from tests.support.openai_standin import OpenAIStandIn
 from tests.support.servers import ServerProcess
+
+openai = lazy_import("openai")
 
 CRITERION = "Reward answers that use their tools well"
 ROLES = {"system", "user", "assistant", "tool"}

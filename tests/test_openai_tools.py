@@ -8,16 +8,15 @@ import copy
 from collections.abc import Iterator
 from typing import Any
 
-import openai
 import pytest
-from openai.types.chat import ChatCompletionFunctionTool
-from openai.types.responses import CustomTool, FileSearchTool, FunctionTool, WebSearchTool
-from openai.types.responses.tool import CodeInterpreter, Mcp
 
 from composo import Composo, ComposoValidationError
 from tests.support import openai_standin as oas
+from tests.support.lazy import lazy_import
 from tests.support.openai_standin import OpenAIStandIn
 from tests.support.servers import ServerProcess
+
+openai = lazy_import("openai")
 
 CRITERION = "Reward choosing the right tool for the question"
 QUESTION = [{"role": "user", "content": "What is the weather in Paris?"}]
@@ -46,6 +45,9 @@ def oai(openai_standin: OpenAIStandIn) -> Iterator[openai.OpenAI]:
 
 
 def typed_tools() -> list[Any]:
+    from openai.types.responses import CustomTool, FileSearchTool, FunctionTool, WebSearchTool
+    from openai.types.responses.tool import CodeInterpreter, Mcp
+
     return [
         FunctionTool(
             type="function",
@@ -128,6 +130,8 @@ def test_chat_completions_tools_are_sent_as_given(client: Composo, live: ServerP
         "type": "function",
         "function": {"name": "get_weather", "parameters": WEATHER_PARAMS},
     }
+    from openai.types.chat import ChatCompletionFunctionTool
+
     typed = ChatCompletionFunctionTool.model_validate(nested)
     client.evaluate(messages=QUESTION, result=CALL, tools=[typed], criteria=CRITERION)
     assert sent_tools(live) == [nested]

@@ -9,7 +9,6 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-import openai
 import pytest
 
 from composo import (
@@ -24,6 +23,7 @@ from composo import (
     ToolResponse,
     agent_tracer,
 )
+from tests.support.lazy import lazy_import
 from tests.support.openai_standin import (
     OpenAIStandIn,
     chat_completion,
@@ -37,6 +37,8 @@ from tests.support.openai_standin import (
     tool_call,
 )
 from tests.support.servers import ServerProcess
+
+openai = lazy_import("openai")
 
 WEATHER_TOOL: Any = {
     "type": "function",

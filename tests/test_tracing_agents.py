@@ -9,7 +9,6 @@ import weakref
 from collections.abc import Iterator
 from typing import Any
 
-import openai
 import pytest
 
 from composo import (
@@ -23,7 +22,10 @@ from composo import (
     agent_tracer,
 )
 from composo.tracing import current_tracer, record_interaction
+from tests.support.lazy import lazy_import
 from tests.support.openai_standin import OpenAIStandIn, chat_completion
+
+openai = lazy_import("openai")
 
 
 @pytest.fixture

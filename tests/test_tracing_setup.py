@@ -11,7 +11,6 @@ import textwrap
 from collections.abc import Callable, Iterator
 from typing import Any
 
-import openai
 import pytest
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -27,7 +26,10 @@ from composo import (
     MultiAgentTrace,
 )
 from composo.plugins import get_plugin_manager
+from tests.support.lazy import lazy_import
 from tests.support.openai_standin import OpenAIStandIn, chat_completion
+
+openai = lazy_import("openai")
 
 
 class EchoInstrument:
