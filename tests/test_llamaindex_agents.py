@@ -4,22 +4,12 @@ and the trace capture (real llama-index-core agents with scripted LLMs, local se
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
-from llama_index.core.agent.workflow import FunctionAgent, ReActAgent
-from llama_index.core.base.llms.types import (
-    ChatMessage,
-    CompletionResponse,
-    CompletionResponseGen,
-    LLMMetadata,
-    ToolCallBlock,
-)
-from llama_index.core.llms import CustomLLM
-from llama_index.core.llms.callbacks import llm_completion_callback
-from llama_index.core.llms.mock import MockFunctionCallingLLM
 from llama_index.evaluation.composo import (
     ComposoEvaluator,
     ComposoToolUseEvaluator,
@@ -28,6 +18,11 @@ from llama_index.evaluation.composo import (
 
 from composo import Composo, ComposoValidationError, LLMInteraction, ToolCall, criteria
 from tests.support.servers import ServerProcess
+
+if TYPE_CHECKING:
+    from llama_index.core.agent.workflow import FunctionAgent, ReActAgent
+    from llama_index.core.base.llms.types import ChatMessage
+    from llama_index.core.llms import CustomLLM
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:inspect")
 
@@ -45,6 +40,10 @@ def time_in(city: str) -> str:
 
 
 def function_agent() -> FunctionAgent:
+    from llama_index.core.agent.workflow import FunctionAgent
+    from llama_index.core.base.llms.types import ChatMessage, ToolCallBlock
+    from llama_index.core.llms.mock import MockFunctionCallingLLM
+
     def reply(messages: list[ChatMessage], **kwargs: object) -> ChatMessage:
         results = [m for m in messages if m.role == "tool"]
         if results:
@@ -59,32 +58,47 @@ def function_agent() -> FunctionAgent:
     )
 
 
-class ScriptedReActLLM(CustomLLM):
+@functools.cache
+def scripted_react_llm() -> type[CustomLLM]:
     """A completion model that answers with the next scripted ReAct step (streams too)."""
+    from llama_index.core.base.llms.types import (
+        CompletionResponse,
+        CompletionResponseGen,
+        LLMMetadata,
+    )
+    from llama_index.core.llms import CustomLLM
+    from llama_index.core.llms.callbacks import llm_completion_callback
 
-    steps: list[str]
+    class ScriptedReActLLM(CustomLLM):
+        steps: list[str]
 
-    @property
-    def metadata(self) -> LLMMetadata:
-        return LLMMetadata(is_chat_model=False)
+        @property
+        def metadata(self) -> LLMMetadata:
+            return LLMMetadata(is_chat_model=False)
 
-    @llm_completion_callback()
-    def complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
-        return CompletionResponse(text=self.steps.pop(0))
+        @llm_completion_callback()
+        def complete(
+            self, prompt: str, formatted: bool = False, **kwargs: Any
+        ) -> CompletionResponse:
+            return CompletionResponse(text=self.steps.pop(0))
 
-    @llm_completion_callback()
-    def stream_complete(
-        self, prompt: str, formatted: bool = False, **kwargs: Any
-    ) -> CompletionResponseGen:
-        text = self.steps.pop(0)
+        @llm_completion_callback()
+        def stream_complete(
+            self, prompt: str, formatted: bool = False, **kwargs: Any
+        ) -> CompletionResponseGen:
+            text = self.steps.pop(0)
 
-        def gen() -> Iterator[CompletionResponse]:
-            yield CompletionResponse(text=text, delta=text)
+            def gen() -> Iterator[CompletionResponse]:
+                yield CompletionResponse(text=text, delta=text)
 
-        return gen()
+            return gen()
+
+    return ScriptedReActLLM
 
 
 def react_agent(streaming: bool = True) -> ReActAgent:
+    from llama_index.core.agent.workflow import ReActAgent
+
     steps = [
         'Thought: I need the weather.\nAction: weather\nAction Input: {"city": "Paris"}',
         "Thought: I can answer.\nAnswer: It is sunny in Paris.",
@@ -92,7 +106,7 @@ def react_agent(streaming: bool = True) -> ReActAgent:
     return ReActAgent(
         name="reasoner",
         tools=[weather, time_in],
-        llm=ScriptedReActLLM(steps=steps),
+        llm=scripted_react_llm()(steps=steps),
         streaming=streaming,
     )
 
@@ -136,6 +150,8 @@ async def test_agent_output_tool_calls_and_agent_tools_are_evaluated(
 async def test_result_adapter_reads_agent_output_tool_calls_and_tools_agent(
     client: Composo, live: ServerProcess
 ) -> None:
+    from llama_index.core.base.llms.types import ChatMessage
+
     agent = function_agent()
     output = await agent.run(QUESTION)
     verdict = client.evaluate(
