@@ -9,20 +9,6 @@ import sys
 import textwrap
 
 import pytest
-from llama_index.core import Document, VectorStoreIndex
-from llama_index.core.base.llms.types import (
-    ChatMessage,
-    ChatResponse,
-    ImageBlock,
-    TextBlock,
-    ThinkingBlock,
-    ToolCallBlock,
-)
-from llama_index.core.chat_engine.types import AgentChatResponse
-from llama_index.core.embeddings import MockEmbedding
-from llama_index.core.llms import MockLLM
-from llama_index.core.tools import FunctionTool, ToolOutput, ToolSelection
-from openai.types.chat import ChatCompletionMessageToolCall
 
 from composo import Composo, ComposoValidationError
 
@@ -43,6 +29,8 @@ def weather(city: str) -> str:
 
 
 def test_chat_history_roles_and_text_blocks(client: Composo, live) -> None:
+    from llama_index.core.base.llms.types import ChatMessage, TextBlock, ThinkingBlock
+
     history = [
         ChatMessage(role="developer", content="Be brief."),
         ChatMessage(role="user", blocks=[TextBlock(text="What is"), TextBlock(text="2 + 2?")]),
@@ -66,6 +54,9 @@ def test_chat_history_roles_and_text_blocks(client: Composo, live) -> None:
 def test_tool_calls_from_blocks_and_additional_kwargs_are_not_duplicated(
     client: Composo, live
 ) -> None:
+    from llama_index.core.base.llms.types import ChatMessage, ToolCallBlock
+    from openai.types.chat import ChatCompletionMessageToolCall
+
     openai_call = ChatCompletionMessageToolCall(
         id="call_b",
         type="function",
@@ -113,6 +104,9 @@ def test_tool_calls_from_blocks_and_additional_kwargs_are_not_duplicated(
 
 
 def test_tool_selections_and_id_less_blocks_get_usable_ids(client: Composo, live) -> None:
+    from llama_index.core.base.llms.types import ChatMessage, ToolCallBlock
+    from llama_index.core.tools import ToolSelection
+
     history = [
         ChatMessage(role="user", content="Weather in Rome?"),
         ChatMessage(
@@ -135,6 +129,9 @@ def test_tool_selections_and_id_less_blocks_get_usable_ids(client: Composo, live
 
 
 def test_chat_response_as_result_and_tools(client: Composo, live) -> None:
+    from llama_index.core.base.llms.types import ChatMessage, ChatResponse
+    from llama_index.core.tools import FunctionTool
+
     answer = ChatResponse(message=ChatMessage(role="assistant", content="Take an umbrella."))
     client.evaluate(
         messages=[ChatMessage(role="user", content="Do I need an umbrella in Oslo?")],
@@ -149,6 +146,8 @@ def test_chat_response_as_result_and_tools(client: Composo, live) -> None:
 
 
 def test_non_text_blocks_become_visible_placeholders(client: Composo, live) -> None:
+    from llama_index.core.base.llms.types import ChatMessage, ImageBlock, TextBlock
+
     history = [
         ChatMessage(
             role="user",
@@ -165,6 +164,10 @@ def test_non_text_blocks_become_visible_placeholders(client: Composo, live) -> N
 
 @pytest.fixture(scope="module")
 def query_engine():
+    from llama_index.core import Document, VectorStoreIndex
+    from llama_index.core.embeddings import MockEmbedding
+    from llama_index.core.llms import MockLLM
+
     docs = [
         Document(text="The Eiffel Tower is 330 metres tall and stands in Paris."),
         Document(text="The Colosseum in Rome held about 50,000 spectators."),
@@ -195,6 +198,10 @@ def test_query_engine_response_sends_source_nodes_as_source_material(
 def test_agent_chat_response_tool_calls_and_their_nodes_are_not_repeated(
     client: Composo, live, query_engine
 ) -> None:
+    from llama_index.core.base.llms.types import ChatMessage
+    from llama_index.core.chat_engine.types import AgentChatResponse
+    from llama_index.core.tools import ToolOutput
+
     looked_up = query_engine.query("Colosseum capacity")
     reply = AgentChatResponse(
         response="The Colosseum held about 50,000 people.",
@@ -222,6 +229,8 @@ def test_agent_chat_response_tool_calls_and_their_nodes_are_not_repeated(
 
 
 def test_bad_tool_call_entry_is_refused_before_the_network(client: Composo, live) -> None:
+    from llama_index.core.base.llms.types import ChatMessage
+
     history = [
         ChatMessage(role="user", content="hi"),
         ChatMessage(role="assistant", content="hello", additional_kwargs={"tool_calls": [42]}),
@@ -264,6 +273,8 @@ async def test_workflow_agent_output_and_completion_response_as_result(
     client: Composo, live
 ) -> None:
     from llama_index.core.agent.workflow import FunctionAgent
+    from llama_index.core.base.llms.types import ChatMessage
+    from llama_index.core.llms import MockLLM
     from llama_index.core.llms.mock import MockFunctionCallingLLM
 
     def reply(messages: list[ChatMessage], **kwargs: object) -> ChatMessage:
