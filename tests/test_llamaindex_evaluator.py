@@ -10,11 +10,6 @@ import weakref
 
 import httpx
 import pytest
-from llama_index.core import Document, VectorStoreIndex
-from llama_index.core.base.llms.types import ChatMessage, ToolCallBlock
-from llama_index.core.embeddings import MockEmbedding
-from llama_index.core.evaluation import BatchEvalRunner, EvaluationResult
-from llama_index.core.llms import MockLLM
 from llama_index.evaluation.composo import (
     ComposoEvaluator,
     ComposoFaithfulnessEvaluator,
@@ -48,6 +43,10 @@ def reward_bodies(live) -> list[dict]:
 
 @pytest.fixture(scope="module")
 def query_engine():
+    from llama_index.core import Document, VectorStoreIndex
+    from llama_index.core.embeddings import MockEmbedding
+    from llama_index.core.llms import MockLLM
+
     docs = [
         Document(text="The Eiffel Tower is 330 metres tall and stands in Paris."),
         Document(text="The Colosseum in Rome held about 50,000 spectators."),
@@ -61,6 +60,8 @@ def query_engine():
 def test_evaluate_returns_an_evaluation_result_with_contexts_as_source_material(
     client: Composo, live
 ) -> None:
+    from llama_index.core.evaluation import EvaluationResult
+
     evaluator = ComposoFaithfulnessEvaluator(client=client, threshold=0.5)
     result = evaluator.evaluate(query=QUESTION, response=ANSWER, contexts=CONTEXTS)
 
@@ -114,6 +115,8 @@ async def test_aevaluate_runs_on_the_event_loop_thread(live) -> None:
 @pytest.mark.filterwarnings("ignore::ResourceWarning")
 def test_finished_event_loops_and_their_connections_are_not_kept(client: Composo) -> None:
     # asyncio.run(evaluator.aevaluate(...)) once per item: each run's loop must be let go.
+    from llama_index.core.evaluation import EvaluationResult
+
     evaluator = ComposoRelevancyEvaluator(client=client)
     loops: list[weakref.ref[asyncio.AbstractEventLoop]] = []
 
@@ -155,6 +158,8 @@ def test_criterion_that_does_not_apply_gives_no_score_and_no_verdict(client: Com
 
 
 def test_tool_use_evaluator_judges_a_chat_history_with_tool_calls(client: Composo, live) -> None:
+    from llama_index.core.base.llms.types import ChatMessage, ToolCallBlock
+
     history = [
         ChatMessage(role="user", content="What is the weather in Paris?"),
         ChatMessage(
@@ -266,6 +271,8 @@ def test_missing_api_key_fails_when_the_evaluator_is_made(monkeypatch) -> None:
 
 
 def test_batch_eval_runner_with_several_workers_and_progress(live, query_engine) -> None:
+    from llama_index.core.evaluation import BatchEvalRunner
+
     evaluators = {
         "faithfulness": ComposoFaithfulnessEvaluator(api_key=live.api_key, base_url=live.base_url),
         "relevancy": ComposoRelevancyEvaluator(api_key=live.api_key, base_url=live.base_url),
@@ -294,6 +301,8 @@ def test_batch_eval_runner_with_several_workers_and_progress(live, query_engine)
 
 
 def test_batch_keeps_going_when_the_server_fails(live) -> None:
+    from llama_index.core.evaluation import BatchEvalRunner
+
     live.fault({"status": 401, "detail": "bad key"}, {"status": 401, "detail": "bad key"})
     runner = BatchEvalRunner(
         {"relevancy": ComposoRelevancyEvaluator(api_key=live.api_key, base_url=live.base_url)},
@@ -325,6 +334,7 @@ def test_goal_pursuit_evaluates_a_trace(client: Composo, live) -> None:
 
 async def test_evaluate_response_takes_a_workflow_agent_output(client: Composo, live) -> None:
     from llama_index.core.agent.workflow import FunctionAgent
+    from llama_index.core.base.llms.types import ChatMessage
     from llama_index.core.llms.mock import MockFunctionCallingLLM
 
     def reply(messages: list[ChatMessage], **kwargs: object) -> ChatMessage:
@@ -347,6 +357,8 @@ async def test_evaluate_response_takes_a_workflow_agent_output(client: Composo, 
 
 
 def test_contexts_go_just_before_the_answer_of_a_chat_history(client: Composo, live) -> None:
+    from llama_index.core.base.llms.types import ChatMessage
+
     history = [
         ChatMessage(role="user", content=QUESTION),
         ChatMessage(role="assistant", content=ANSWER),

@@ -6,16 +6,9 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+from typing import TYPE_CHECKING
 
 import pytest
-from llama_index.core import Document, VectorStoreIndex
-from llama_index.core.agent.workflow import AgentWorkflow, FunctionAgent
-from llama_index.core.base.llms.types import ChatMessage, ToolCallBlock
-from llama_index.core.embeddings import MockEmbedding
-from llama_index.core.instrumentation import get_dispatcher
-from llama_index.core.llms import MockLLM
-from llama_index.core.llms.mock import MockFunctionCallingLLM
-from llama_index.core.tools import FunctionTool
 from llama_index.evaluation.composo import ComposoGoalPursuitEvaluator, LlamaIndexTraceCapture
 
 from composo import (
@@ -27,6 +20,10 @@ from composo import (
     criteria,
 )
 
+if TYPE_CHECKING:
+    from llama_index.core.agent.workflow import FunctionAgent
+    from llama_index.core.llms.mock import MockFunctionCallingLLM
+
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:inspect")
 
 
@@ -37,6 +34,9 @@ def weather(city: str) -> str:
 
 def weather_llm(city: str = "Paris") -> MockFunctionCallingLLM:
     """Calls ``weather`` once, then answers from its result."""
+
+    from llama_index.core.base.llms.types import ChatMessage, ToolCallBlock
+    from llama_index.core.llms.mock import MockFunctionCallingLLM
 
     def reply(messages: list[ChatMessage], **kwargs: object) -> ChatMessage:
         mine = f"call_{city}"
@@ -54,6 +54,8 @@ def weather_llm(city: str = "Paris") -> MockFunctionCallingLLM:
 
 
 def weather_agent(city: str = "Paris", name: str = "weather_agent") -> FunctionAgent:
+    from llama_index.core.agent.workflow import FunctionAgent
+
     return FunctionAgent(
         name=name,
         description="Answers weather questions",
@@ -106,6 +108,10 @@ async def test_function_agent_with_a_tool(client: Composo) -> None:
 
 
 async def test_two_agent_workflow_with_a_hand_off(client: Composo, live) -> None:
+    from llama_index.core.agent.workflow import AgentWorkflow, FunctionAgent
+    from llama_index.core.base.llms.types import ChatMessage, ToolCallBlock
+    from llama_index.core.llms.mock import MockFunctionCallingLLM
+
     def plan(messages: list[ChatMessage], **kwargs: object) -> ChatMessage:
         if any(m.role == "tool" for m in messages):
             return ChatMessage(role="assistant", content="Handed over.")
@@ -151,6 +157,11 @@ async def test_two_agent_workflow_with_a_hand_off(client: Composo, live) -> None
 
 
 async def test_an_agent_called_as_a_tool_is_a_sub_agent() -> None:
+    from llama_index.core.agent.workflow import FunctionAgent
+    from llama_index.core.base.llms.types import ChatMessage, ToolCallBlock
+    from llama_index.core.llms.mock import MockFunctionCallingLLM
+    from llama_index.core.tools import FunctionTool
+
     inner = weather_agent("Oslo", name="forecaster")
 
     async def ask_forecaster(question: str) -> str:
@@ -203,6 +214,9 @@ async def test_concurrent_captures_keep_their_own_calls() -> None:
 
 
 def test_captures_in_threads_and_plain_llm_calls() -> None:
+    from llama_index.core.base.llms.types import ChatMessage
+    from llama_index.core.llms import MockLLM
+
     out: dict[str, MultiAgentTrace] = {}
 
     def work(word: str) -> None:
@@ -225,6 +239,10 @@ def test_captures_in_threads_and_plain_llm_calls() -> None:
 
 
 def test_query_engine_calls_are_captured() -> None:
+    from llama_index.core import Document, VectorStoreIndex
+    from llama_index.core.embeddings import MockEmbedding
+    from llama_index.core.llms import MockLLM
+
     docs = [Document(text="The Colosseum in Rome held about 50,000 spectators.")]
     index = VectorStoreIndex.from_documents(docs, embed_model=MockEmbedding(embed_dim=8))
     engine = index.as_query_engine(llm=MockLLM(max_tokens=8))
@@ -237,6 +255,10 @@ def test_query_engine_calls_are_captured() -> None:
 
 
 def test_nothing_is_recorded_outside_a_capture_and_handlers_leave() -> None:
+    from llama_index.core.base.llms.types import ChatMessage
+    from llama_index.core.instrumentation import get_dispatcher
+    from llama_index.core.llms import MockLLM
+
     root = get_dispatcher()
     before = (list(root.event_handlers), list(root.span_handlers))
     llm = MockLLM()
@@ -261,6 +283,9 @@ def test_a_capture_without_llm_calls_explains_itself() -> None:
 
 
 async def test_a_failing_tool_does_not_break_the_run_or_the_capture() -> None:
+    from llama_index.core.agent.workflow import FunctionAgent
+    from llama_index.core.tools import FunctionTool
+
     def broken(city: str) -> str:
         """Always fails."""
         raise RuntimeError("service down")
@@ -278,6 +303,10 @@ async def test_a_failing_tool_does_not_break_the_run_or_the_capture() -> None:
 
 
 async def test_instrument_hands_llamaindex_calls_to_the_active_agent_tracer() -> None:
+    from llama_index.core.base.llms.types import ChatMessage
+    from llama_index.core.instrumentation import get_dispatcher
+    from llama_index.core.llms import MockLLM
+
     from composo.tracing import AgentTracer, ComposoTracer, Instruments
 
     ComposoTracer.init(instruments=Instruments.LLAMA_INDEX)
