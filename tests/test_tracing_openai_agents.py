@@ -29,7 +29,6 @@ from composo import (
     ToolResponse,
 )
 from composo.tracing import AgentTracer, ComposoTracer, Instruments, read_otlp, trace_from_otlp
-from composo.tracing import _openai_agents as native
 from tests.support.cli import run_composo
 from tests.support.lazy import lazy_import
 from tests.support.openai_standin import (
@@ -45,6 +44,7 @@ from tests.support.servers import ServerProcess
 
 agents = lazy_import("agents")
 openai = lazy_import("openai")
+native = lazy_import("composo.tracing._openai_agents")  # imports the SDK
 
 CRITERION = "Reward agents that use their tools to answer"
 
@@ -380,7 +380,7 @@ async def test_streamed_run_in_an_async_tracer(sdk: Replies) -> None:
 
 def test_missing_sdk_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "agents", None)
-    monkeypatch.delitem(sys.modules, "composo.tracing._openai_agents")
+    monkeypatch.delitem(sys.modules, "composo.tracing._openai_agents", raising=False)
     with pytest.raises(ImportError, match=r"pip install 'composo\[agents\]'"):
         ComposoTracer.init(instruments=[Instruments.OPENAI_AGENTS])
     assert ComposoTracer.instrumented() == []
@@ -402,7 +402,7 @@ def test_failed_model_call_gives_its_place_back(
 def test_runs_without_sensitive_data_are_left_out_with_a_warning(
     sdk: Replies, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(native, "_warned", False)
+    monkeypatch.setattr("composo.tracing._openai_agents._warned", False)
     ComposoTracer.init(instruments=[Instruments.OPENAI_AGENTS])
     sdk.add(response([output_message("Hello.")]))
     config = agents.RunConfig(trace_include_sensitive_data=False)

@@ -1,23 +1,25 @@
-"""Modules that run on first use: every xdist worker collects every test module, so a heavy
+"""Modules imported on first use: every xdist worker collects every test module, so a heavy
 library imported at module level costs each worker its import time even where no test uses it."""
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import sys
 from types import ModuleType
+from typing import Any
 
 
 def lazy_import(name: str) -> ModuleType:
-    """``name``, registered now and executed on its first attribute access (``LazyLoader``)."""
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.find_spec(name)
-    if spec is None or spec.loader is None:
-        raise ModuleNotFoundError(f"No module named {name!r}", name=name)
-    loader = importlib.util.LazyLoader(spec.loader)
-    spec.loader = loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    loader.exec_module(module)
-    return module
+    """A stand-in for module ``name`` that imports it on first public attribute access.
+
+    Collection probes every module global for private names (``_mock_name``, ``__wrapped__``);
+    those do not import the module (a real module has none of them either)."""
+    stand_in = ModuleType(name)
+
+    def __getattr__(attr: str) -> Any:
+        if attr.startswith("_") and name not in sys.modules:
+            raise AttributeError(attr)
+        return getattr(importlib.import_module(name), attr)
+
+    stand_in.__dict__["__getattr__"] = __getattr__  # PEP 562: called for missing names only
+    return stand_in
