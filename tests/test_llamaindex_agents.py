@@ -10,11 +10,6 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from llama_index.evaluation.composo import (
-    ComposoEvaluator,
-    ComposoToolUseEvaluator,
-    LlamaIndexTraceCapture,
-)
 
 from composo import Composo, ComposoValidationError, LLMInteraction, ToolCall, criteria
 from tests.support.servers import ServerProcess
@@ -122,6 +117,8 @@ def tool_names(body: dict[str, Any]) -> list[str]:
 async def test_agent_output_tool_calls_and_agent_tools_are_evaluated(
     client: Composo, live: ServerProcess
 ) -> None:
+    from llama_index.evaluation.composo import ComposoToolUseEvaluator
+
     agent = function_agent()
     output = await agent.run(QUESTION)
     assert [c.tool_name for c in output.tool_calls] == ["weather"]
@@ -169,6 +166,8 @@ async def test_result_adapter_reads_agent_output_tool_calls_and_tools_agent(
 async def test_react_agent_output_is_judged_with_its_tools(
     client: Composo, live: ServerProcess
 ) -> None:
+    from llama_index.evaluation.composo import ComposoEvaluator
+
     agent = react_agent()
     output = await agent.run(QUESTION)
     result = await ComposoEvaluator(criteria.tool_selection, client=client).aevaluate_response(
@@ -185,6 +184,8 @@ async def test_react_agent_output_is_judged_with_its_tools(
 async def test_react_agent_trace_has_its_tools_and_actions(
     streaming: bool, client: Composo
 ) -> None:
+    from llama_index.evaluation.composo import LlamaIndexTraceCapture
+
     agent = react_agent(streaming)
     with LlamaIndexTraceCapture() as capture:
         output = await agent.run(QUESTION)
@@ -208,6 +209,8 @@ async def test_react_agent_trace_has_its_tools_and_actions(
 
 
 def test_agent_argument_must_be_an_agent(client: Composo, live: ServerProcess) -> None:
+    from llama_index.evaluation.composo import ComposoEvaluator
+
     evaluator = ComposoEvaluator(criteria.tool_selection, client=client)
     with pytest.raises(ComposoValidationError, match="agent: expected a llama_index workflow"):
         evaluator.evaluate(query=QUESTION, response="Sunny.", agent="forecaster")

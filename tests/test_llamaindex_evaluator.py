@@ -10,13 +10,6 @@ import weakref
 
 import httpx
 import pytest
-from llama_index.evaluation.composo import (
-    ComposoEvaluator,
-    ComposoFaithfulnessEvaluator,
-    ComposoGoalPursuitEvaluator,
-    ComposoRelevancyEvaluator,
-    ComposoToolUseEvaluator,
-)
 
 from composo import (
     APIConnectionError,
@@ -61,6 +54,7 @@ def test_evaluate_returns_an_evaluation_result_with_contexts_as_source_material(
     client: Composo, live
 ) -> None:
     from llama_index.core.evaluation import EvaluationResult
+    from llama_index.evaluation.composo import ComposoFaithfulnessEvaluator
 
     evaluator = ComposoFaithfulnessEvaluator(client=client, threshold=0.5)
     result = evaluator.evaluate(query=QUESTION, response=ANSWER, contexts=CONTEXTS)
@@ -84,6 +78,8 @@ def test_evaluate_returns_an_evaluation_result_with_contexts_as_source_material(
 
 
 def test_threshold_decides_passing(client: Composo) -> None:
+    from llama_index.evaluation.composo import ComposoEvaluator
+
     low = ComposoEvaluator(criteria.rag_relevance, client=client, threshold=0.0)
     high = ComposoEvaluator(criteria.rag_relevance, client=client, threshold=1.0)
     a = low.evaluate(query=QUESTION, response="Paris has many museums.")
@@ -93,6 +89,8 @@ def test_threshold_decides_passing(client: Composo) -> None:
 
 
 async def test_aevaluate_runs_on_the_event_loop_thread(live) -> None:
+    from llama_index.evaluation.composo import ComposoRelevancyEvaluator
+
     threads: list[int] = []
 
     async def note_thread(request: httpx.Request) -> None:
@@ -116,6 +114,7 @@ async def test_aevaluate_runs_on_the_event_loop_thread(live) -> None:
 def test_finished_event_loops_and_their_connections_are_not_kept(client: Composo) -> None:
     # asyncio.run(evaluator.aevaluate(...)) once per item: each run's loop must be let go.
     from llama_index.core.evaluation import EvaluationResult
+    from llama_index.evaluation.composo import ComposoRelevancyEvaluator
 
     evaluator = ComposoRelevancyEvaluator(client=client)
     loops: list[weakref.ref[asyncio.AbstractEventLoop]] = []
@@ -131,6 +130,8 @@ def test_finished_event_loops_and_their_connections_are_not_kept(client: Composo
 
 
 async def test_sync_evaluate_works_inside_a_running_event_loop(client: Composo) -> None:
+    from llama_index.evaluation.composo import ComposoRelevancyEvaluator
+
     result = ComposoRelevancyEvaluator(client=client).evaluate(query=QUESTION, response=ANSWER)
     assert result.score is not None
 
@@ -138,6 +139,8 @@ async def test_sync_evaluate_works_inside_a_running_event_loop(client: Composo) 
 def test_evaluate_response_uses_the_query_engine_source_nodes(
     client: Composo, live, query_engine
 ) -> None:
+    from llama_index.evaluation.composo import ComposoFaithfulnessEvaluator
+
     response = query_engine.query(QUESTION)
     result = ComposoFaithfulnessEvaluator(client=client).evaluate_response(
         query=QUESTION, response=response
@@ -151,6 +154,8 @@ def test_evaluate_response_uses_the_query_engine_source_nodes(
 
 
 def test_criterion_that_does_not_apply_gives_no_score_and_no_verdict(client: Composo) -> None:
+    from llama_index.evaluation.composo import ComposoToolUseEvaluator
+
     result = ComposoToolUseEvaluator(client=client).evaluate(query=QUESTION, response=ANSWER)
     assert result.score is None and result.passing is None
     assert not result.invalid_result
@@ -159,6 +164,7 @@ def test_criterion_that_does_not_apply_gives_no_score_and_no_verdict(client: Com
 
 def test_tool_use_evaluator_judges_a_chat_history_with_tool_calls(client: Composo, live) -> None:
     from llama_index.core.base.llms.types import ChatMessage, ToolCallBlock
+    from llama_index.evaluation.composo import ComposoToolUseEvaluator
 
     history = [
         ChatMessage(role="user", content="What is the weather in Paris?"),
@@ -179,6 +185,8 @@ def test_tool_use_evaluator_judges_a_chat_history_with_tool_calls(client: Compos
 
 
 def test_several_criteria_average_the_applicable_scores(client: Composo) -> None:
+    from llama_index.evaluation.composo import ComposoEvaluator
+
     both = ComposoEvaluator([criteria.rag_relevance, criteria.tool_selection], client=client)
     one = ComposoEvaluator(criteria.rag_relevance, client=client)
     r_both = both.evaluate(query=QUESTION, response=ANSWER)
@@ -188,6 +196,8 @@ def test_several_criteria_average_the_applicable_scores(client: Composo) -> None
 
 
 def test_server_down_gives_an_invalid_result_not_a_crash() -> None:
+    from llama_index.evaluation.composo import ComposoRelevancyEvaluator
+
     evaluator = ComposoRelevancyEvaluator(
         api_key="k", base_url=f"http://127.0.0.1:{free_port()}", timeout=5
     )
@@ -205,6 +215,8 @@ def test_server_down_gives_an_invalid_result_not_a_crash() -> None:
 
 
 async def test_wrong_api_key_gives_an_invalid_result(live) -> None:
+    from llama_index.evaluation.composo import ComposoRelevancyEvaluator
+
     evaluator = ComposoRelevancyEvaluator(api_key="not-the-key", base_url=live.base_url)
     result = await evaluator.aevaluate(query=QUESTION, response=ANSWER)
     assert result.invalid_result is True
@@ -218,6 +230,8 @@ async def test_wrong_api_key_gives_an_invalid_result(live) -> None:
 
 
 def test_bad_input_is_refused_before_any_request(client: Composo, live) -> None:
+    from llama_index.evaluation.composo import ComposoEvaluator
+
     with pytest.raises(ComposoValidationError, match="criteria"):
         ComposoEvaluator("Good answers please", client=client)
     with pytest.raises(ComposoValidationError, match="threshold"):
@@ -237,6 +251,8 @@ def test_bad_input_is_refused_before_any_request(client: Composo, live) -> None:
 def test_options_are_the_clients_and_settings_go_to_the_client_made_here(
     client: Composo, live
 ) -> None:
+    from llama_index.evaluation.composo import ComposoEvaluator
+
     with pytest.raises(TypeError, match="unexpected keyword argument 'tagz'"):
         ComposoEvaluator(criteria.rag_relevance, client=client, tagz={"a": "b"})
     with pytest.raises(ComposoValidationError, match="data_retention"):
@@ -253,6 +269,8 @@ def test_options_are_the_clients_and_settings_go_to_the_client_made_here(
 
 async def test_aevaluate_with_a_blocking_client_uses_that_client(live) -> None:
     """Its calls go through the client as given (its own httpx client here), off the loop."""
+    from llama_index.evaluation.composo import ComposoRelevancyEvaluator
+
     threads: list[int] = []
     http = httpx.Client(event_hooks={"request": [lambda r: threads.append(threading.get_ident())]})
     with Composo(api_key=live.api_key, base_url=live.base_url, http_client=http) as given:
@@ -265,6 +283,8 @@ async def test_aevaluate_with_a_blocking_client_uses_that_client(live) -> None:
 
 
 def test_missing_api_key_fails_when_the_evaluator_is_made(monkeypatch) -> None:
+    from llama_index.evaluation.composo import ComposoFaithfulnessEvaluator
+
     monkeypatch.delenv("COMPOSO_API_KEY", raising=False)
     with pytest.raises(ComposoValidationError, match="COMPOSO_API_KEY"):
         ComposoFaithfulnessEvaluator()
@@ -272,6 +292,10 @@ def test_missing_api_key_fails_when_the_evaluator_is_made(monkeypatch) -> None:
 
 def test_batch_eval_runner_with_several_workers_and_progress(live, query_engine) -> None:
     from llama_index.core.evaluation import BatchEvalRunner
+    from llama_index.evaluation.composo import (
+        ComposoFaithfulnessEvaluator,
+        ComposoRelevancyEvaluator,
+    )
 
     evaluators = {
         "faithfulness": ComposoFaithfulnessEvaluator(api_key=live.api_key, base_url=live.base_url),
@@ -302,6 +326,7 @@ def test_batch_eval_runner_with_several_workers_and_progress(live, query_engine)
 
 def test_batch_keeps_going_when_the_server_fails(live) -> None:
     from llama_index.core.evaluation import BatchEvalRunner
+    from llama_index.evaluation.composo import ComposoRelevancyEvaluator
 
     live.fault({"status": 401, "detail": "bad key"}, {"status": 401, "detail": "bad key"})
     runner = BatchEvalRunner(
@@ -316,6 +341,8 @@ def test_batch_keeps_going_when_the_server_fails(live) -> None:
 
 
 def test_goal_pursuit_evaluates_a_trace(client: Composo, live) -> None:
+    from llama_index.evaluation.composo import ComposoGoalPursuitEvaluator
+
     from composo import trace_from_messages
 
     run = trace_from_messages(
@@ -336,6 +363,7 @@ async def test_evaluate_response_takes_a_workflow_agent_output(client: Composo, 
     from llama_index.core.agent.workflow import FunctionAgent
     from llama_index.core.base.llms.types import ChatMessage
     from llama_index.core.llms.mock import MockFunctionCallingLLM
+    from llama_index.evaluation.composo import ComposoRelevancyEvaluator
 
     def reply(messages: list[ChatMessage], **kwargs: object) -> ChatMessage:
         return ChatMessage(role="assistant", content="The Eiffel Tower is 330 metres tall.")
@@ -358,6 +386,10 @@ async def test_evaluate_response_takes_a_workflow_agent_output(client: Composo, 
 
 def test_contexts_go_just_before_the_answer_of_a_chat_history(client: Composo, live) -> None:
     from llama_index.core.base.llms.types import ChatMessage
+    from llama_index.evaluation.composo import (
+        ComposoFaithfulnessEvaluator,
+        ComposoGoalPursuitEvaluator,
+    )
 
     history = [
         ChatMessage(role="user", content=QUESTION),

@@ -9,7 +9,6 @@ import threading
 from typing import TYPE_CHECKING
 
 import pytest
-from llama_index.evaluation.composo import ComposoGoalPursuitEvaluator, LlamaIndexTraceCapture
 
 from composo import (
     Composo,
@@ -71,6 +70,8 @@ def interactions(trace: MultiAgentTrace, name: str) -> list[LLMInteraction]:
 
 
 async def test_function_agent_with_a_tool(client: Composo) -> None:
+    from llama_index.evaluation.composo import ComposoGoalPursuitEvaluator, LlamaIndexTraceCapture
+
     with LlamaIndexTraceCapture() as capture:
         answer = await weather_agent().run("What is the weather in Paris?")
     assert str(answer) == "The weather: sunny in Paris."
@@ -111,6 +112,7 @@ async def test_two_agent_workflow_with_a_hand_off(client: Composo, live) -> None
     from llama_index.core.agent.workflow import AgentWorkflow, FunctionAgent
     from llama_index.core.base.llms.types import ChatMessage, ToolCallBlock
     from llama_index.core.llms.mock import MockFunctionCallingLLM
+    from llama_index.evaluation.composo import LlamaIndexTraceCapture
 
     def plan(messages: list[ChatMessage], **kwargs: object) -> ChatMessage:
         if any(m.role == "tool" for m in messages):
@@ -161,6 +163,7 @@ async def test_an_agent_called_as_a_tool_is_a_sub_agent() -> None:
     from llama_index.core.base.llms.types import ChatMessage, ToolCallBlock
     from llama_index.core.llms.mock import MockFunctionCallingLLM
     from llama_index.core.tools import FunctionTool
+    from llama_index.evaluation.composo import LlamaIndexTraceCapture
 
     inner = weather_agent("Oslo", name="forecaster")
 
@@ -199,6 +202,8 @@ async def test_an_agent_called_as_a_tool_is_a_sub_agent() -> None:
 
 
 async def test_concurrent_captures_keep_their_own_calls() -> None:
+    from llama_index.evaluation.composo import LlamaIndexTraceCapture
+
     async def run(city: str) -> MultiAgentTrace:
         async with LlamaIndexTraceCapture() as capture:
             await weather_agent(city).run(f"Weather in {city}?")
@@ -216,6 +221,7 @@ async def test_concurrent_captures_keep_their_own_calls() -> None:
 def test_captures_in_threads_and_plain_llm_calls() -> None:
     from llama_index.core.base.llms.types import ChatMessage
     from llama_index.core.llms import MockLLM
+    from llama_index.evaluation.composo import LlamaIndexTraceCapture
 
     out: dict[str, MultiAgentTrace] = {}
 
@@ -242,6 +248,7 @@ def test_query_engine_calls_are_captured() -> None:
     from llama_index.core import Document, VectorStoreIndex
     from llama_index.core.embeddings import MockEmbedding
     from llama_index.core.llms import MockLLM
+    from llama_index.evaluation.composo import LlamaIndexTraceCapture
 
     docs = [Document(text="The Colosseum in Rome held about 50,000 spectators.")]
     index = VectorStoreIndex.from_documents(docs, embed_model=MockEmbedding(embed_dim=8))
@@ -258,6 +265,7 @@ def test_nothing_is_recorded_outside_a_capture_and_handlers_leave() -> None:
     from llama_index.core.base.llms.types import ChatMessage
     from llama_index.core.instrumentation import get_dispatcher
     from llama_index.core.llms import MockLLM
+    from llama_index.evaluation.composo import LlamaIndexTraceCapture
 
     root = get_dispatcher()
     before = (list(root.event_handlers), list(root.span_handlers))
@@ -274,6 +282,8 @@ def test_nothing_is_recorded_outside_a_capture_and_handlers_leave() -> None:
 
 
 def test_a_capture_without_llm_calls_explains_itself() -> None:
+    from llama_index.evaluation.composo import LlamaIndexTraceCapture
+
     with LlamaIndexTraceCapture() as capture:
         pass
     with pytest.raises(ComposoValidationError, match="no LLM call"):
@@ -285,6 +295,7 @@ def test_a_capture_without_llm_calls_explains_itself() -> None:
 async def test_a_failing_tool_does_not_break_the_run_or_the_capture() -> None:
     from llama_index.core.agent.workflow import FunctionAgent
     from llama_index.core.tools import FunctionTool
+    from llama_index.evaluation.composo import LlamaIndexTraceCapture
 
     def broken(city: str) -> str:
         """Always fails."""
