@@ -12,22 +12,24 @@ import weakref
 from typing import Any
 
 import pytest
-from langchain.agents import create_agent
 from langchain_composo import ComposoCallback
-from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
-from langchain_core.messages import AIMessage, HumanMessage
-from langchain_core.runnables import RunnableConfig
-from langchain_core.tools import tool
 
 from composo import Composo
+from tests.support.lazy import lazy_import
 from tests.support.servers import ServerProcess
 from tests.test_langchain_callback import ToolCallingFakeChat
 from tests.test_langchain_trace import trace_bodies
+
+# A global: ``@tool`` resolves its functions' annotations in the module's namespace.
+runnables = lazy_import("langchain_core.runnables")
 
 CRITERION = "Reward answers that address the user's question"
 
 
 def answer_once(cb: ComposoCallback, text: str = "Paris.") -> None:
+    from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+    from langchain_core.messages import AIMessage, HumanMessage
+
     model = GenericFakeChatModel(messages=iter([AIMessage(text)]))
     model.invoke([HumanMessage("Capital of France?")], config={"callbacks": [cb]})
 
@@ -84,6 +86,9 @@ def test_with_block_flushes_and_closes(
 
 
 def test_async_with_block_flushes_and_closes(composo_env: ServerProcess) -> None:
+    from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+    from langchain_core.messages import AIMessage, HumanMessage
+
     async def main() -> ComposoCallback:
         async with ComposoCallback(criteria=CRITERION) as cb:
             model = GenericFakeChatModel(messages=iter([AIMessage("Paris.")]))
@@ -96,6 +101,9 @@ def test_async_with_block_flushes_and_closes(composo_env: ServerProcess) -> None
 
 
 def test_record_says_what_was_evaluated(client: Composo, live: ServerProcess) -> None:
+    from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+    from langchain_core.messages import AIMessage, HumanMessage
+
     criteria = [CRITERION, "Passes if the answer is polite", "Penalize rambling"]
     with ComposoCallback(criteria=criteria, client=client) as cb:
         model = GenericFakeChatModel(
@@ -118,6 +126,9 @@ def test_record_says_what_was_evaluated(client: Composo, live: ServerProcess) ->
 
 
 def test_trace_record_names_its_agents(client: Composo, live: ServerProcess) -> None:
+    from langchain.agents import create_agent
+    from langchain_core.messages import AIMessage, HumanMessage
+
     model = ToolCallingFakeChat(messages=iter([AIMessage("Hello!")]))
     agent = create_agent(model, tools=[], name="greeter")
     with ComposoCallback(criteria=CRITERION, client=client, mode="trace") as cb:
@@ -129,6 +140,10 @@ def test_trace_record_names_its_agents(client: Composo, live: ServerProcess) -> 
 
 
 def supervisor_with_researcher(pass_config: bool) -> Any:
+    from langchain.agents import create_agent
+    from langchain_core.messages import AIMessage, HumanMessage
+    from langchain_core.tools import tool
+
     researcher = create_agent(
         ToolCallingFakeChat(messages=iter([AIMessage("Paris has 2.1 million people.")])),
         tools=[],
@@ -138,7 +153,7 @@ def supervisor_with_researcher(pass_config: bool) -> Any:
     if pass_config:
 
         @tool
-        def ask_researcher(question: str, config: RunnableConfig) -> str:
+        def ask_researcher(question: str, config: runnables.RunnableConfig) -> str:
             """Ask the research assistant a question."""
             reply = researcher.invoke({"messages": [HumanMessage(question)]}, config)
             return str(reply["messages"][-1].content)
@@ -165,6 +180,8 @@ def supervisor_with_researcher(pass_config: bool) -> Any:
 def test_sub_agent_given_the_callers_config_is_named_after_itself(
     pass_config: bool, client: Composo, live: ServerProcess
 ) -> None:
+    from langchain_core.messages import HumanMessage
+
     supervisor = supervisor_with_researcher(pass_config)
     with ComposoCallback(criteria=CRITERION, client=client, mode="trace") as cb:
         supervisor.invoke(

@@ -9,11 +9,7 @@ import uuid
 from typing import Any
 
 import pytest
-from langchain.agents import create_agent
 from langchain_composo import ComposoCallback
-from langchain_core.messages import AIMessage, HumanMessage
-from langchain_core.runnables import RunnableConfig
-from langchain_core.tools import tool
 from langgraph.graph import END, START, MessagesState, StateGraph
 
 from composo import Composo, MultiAgentTraceResponse
@@ -28,6 +24,9 @@ def trace_bodies(live: ServerProcess) -> list[dict[str, Any]]:
 
 
 def weather_agent(city: str = "Paris") -> Any:
+    from langchain.agents import create_agent
+    from langchain_core.messages import AIMessage
+
     model = ToolCallingFakeChat(
         messages=iter(
             [
@@ -49,6 +48,8 @@ def tracer(client: Composo) -> Any:
 
 
 def test_tool_calling_agent_becomes_one_trace(tracer: ComposoCallback, live: ServerProcess) -> None:
+    from langchain_core.messages import HumanMessage
+
     run_id = uuid.uuid4()
     out = weather_agent().invoke(
         {"messages": [HumanMessage("Weather in Paris?")]},
@@ -93,6 +94,9 @@ def test_tool_calling_agent_becomes_one_trace(tracer: ComposoCallback, live: Ser
 def test_tool_call_with_unparseable_arguments_is_in_the_trace(
     tracer: ComposoCallback, live: ServerProcess
 ) -> None:
+    from langchain.agents import create_agent
+    from langchain_core.messages import AIMessage, HumanMessage
+
     bad = {"name": "get_weather", "args": "{city: Paris", "id": "w1", "error": "bad JSON"}
     model = ToolCallingFakeChat(
         messages=iter([AIMessage("", invalid_tool_calls=[bad])])  # type: ignore[list-item]
@@ -118,6 +122,10 @@ def test_tool_call_with_unparseable_arguments_is_in_the_trace(
 def test_sub_agent_called_as_a_tool_is_its_own_agent(
     tracer: ComposoCallback, live: ServerProcess
 ) -> None:
+    from langchain.agents import create_agent
+    from langchain_core.messages import AIMessage, HumanMessage
+    from langchain_core.tools import tool
+
     researcher = create_agent(
         ToolCallingFakeChat(messages=iter([AIMessage("Paris has 2.1 million people.")])),
         tools=[],
@@ -175,6 +183,8 @@ def test_sub_agent_called_as_a_tool_is_its_own_agent(
 
 
 def test_langgraph_subgraph_is_a_sub_agent(tracer: ComposoCallback, live: ServerProcess) -> None:
+    from langchain_core.messages import HumanMessage
+
     writer = EchoChat()
     planner = EchoChat()
 
@@ -210,6 +220,9 @@ def test_langgraph_subgraph_is_a_sub_agent(tracer: ComposoCallback, live: Server
 
 
 def test_concurrent_agent_runs_stay_apart(tracer: ComposoCallback, live: ServerProcess) -> None:
+    from langchain_core.messages import HumanMessage
+    from langchain_core.runnables import RunnableConfig
+
     cities = ["Oslo", "Lima", "Cairo", "Perth"]
     agents = {c: weather_agent(c) for c in cities}
 
@@ -243,6 +256,10 @@ def test_concurrent_agent_runs_stay_apart(tracer: ComposoCallback, live: ServerP
 def test_failed_run_is_evaluated_with_its_error_and_leaves_nothing_behind(
     tracer: ComposoCallback, live: ServerProcess
 ) -> None:
+    from langchain.agents import create_agent
+    from langchain_core.messages import AIMessage, HumanMessage
+    from langchain_core.tools import tool
+
     @tool
     def flaky(city: str) -> str:
         """Always fails."""
@@ -281,6 +298,9 @@ def test_failed_run_is_evaluated_with_its_error_and_leaves_nothing_behind(
 def test_run_failing_before_any_model_call_is_a_failed_record_and_a_warning(
     tracer: ComposoCallback, live: ServerProcess, caplog: pytest.LogCaptureFixture
 ) -> None:
+    from langchain.agents import create_agent
+    from langchain_core.messages import HumanMessage
+
     class Broken(ToolCallingFakeChat):
         def _generate(self, *args: Any, **kwargs: Any) -> Any:
             raise TimeoutError("model provider timed out")
@@ -314,6 +334,10 @@ def test_a_chain_without_model_calls_is_skipped(
 def test_cancelled_async_run_leaves_nothing_behind(
     tracer: ComposoCallback, live: ServerProcess
 ) -> None:
+    from langchain.agents import create_agent
+    from langchain_core.messages import AIMessage, HumanMessage
+    from langchain_core.tools import tool
+
     @tool
     async def slow_lookup(city: str) -> str:
         """Takes far too long."""
@@ -350,6 +374,8 @@ def test_cancelled_async_run_leaves_nothing_behind(
 def test_streamed_and_batched_agents_are_traced(
     tracer: ComposoCallback, live: ServerProcess
 ) -> None:
+    from langchain_core.messages import HumanMessage
+
     chunks = list(
         weather_agent("Quito").stream(
             {"messages": [HumanMessage("Weather in Quito?")]}, config={"callbacks": [tracer]}

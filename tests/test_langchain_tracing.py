@@ -7,8 +7,6 @@ import asyncio
 from collections.abc import Iterator
 
 import pytest
-from langchain.agents import create_agent
-from langchain_core.messages import AIMessage, HumanMessage
 
 from composo import Composo, LLMInteraction
 from composo.tracing import AgentTracer, ComposoTracer, Instruments
@@ -37,6 +35,9 @@ def test_instrument_is_contributed_by_the_plugin() -> None:
 def test_agent_tracer_captures_langchain_calls(
     langchain_tracing: None, client: Composo, live: ServerProcess
 ) -> None:
+    from langchain.agents import create_agent
+    from langchain_core.messages import AIMessage, HumanMessage
+
     agent = create_agent(
         ToolCallingFakeChat(
             messages=iter(
@@ -81,6 +82,8 @@ def test_agent_tracer_captures_langchain_calls(
 
 
 def test_async_agents_keep_their_own_calls(langchain_tracing: None) -> None:
+    from langchain_core.messages import HumanMessage
+
     async def one(question: str) -> AgentTracer:
         async with AgentTracer(name="asker") as tracer:
             await EchoChat().ainvoke([HumanMessage(question)])
@@ -98,6 +101,8 @@ def test_async_agents_keep_their_own_calls(langchain_tracing: None) -> None:
 
 
 def test_shutdown_stops_capturing(langchain_tracing: None) -> None:
+    from langchain_core.messages import HumanMessage
+
     ComposoTracer.shutdown()
     with AgentTracer(name="off") as tracer:
         EchoChat().invoke([HumanMessage("anyone?")])
