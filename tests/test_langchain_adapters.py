@@ -4,33 +4,34 @@ body is what the platform expects (real langchain-core objects, local server).""
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import subprocess
 import sys
 import textwrap
+from typing import TYPE_CHECKING
 
 import pytest
-from langchain_core.messages import (
-    AIMessage,
-    ChatMessage,
-    HumanMessage,
-    SystemMessage,
-    ToolMessage,
-)
-from langchain_core.outputs import ChatGeneration, ChatResult, Generation, LLMResult
-from langchain_core.prompts import ChatPromptTemplate
-from langchain_core.tools import tool
 
 from composo import AsyncComposo, Composo, ComposoValidationError, EvaluationResponse
 from tests.support.servers import ServerProcess
 
+if TYPE_CHECKING:
+    from langchain_core.tools import BaseTool
+
 CRITERION = "Reward answers that use the tool result"
 
 
-@tool
 def get_weather(city: str) -> str:
     """Current weather for a city."""
     return f"Sunny in {city}"
+
+
+@functools.cache
+def weather_tool() -> BaseTool:
+    from langchain_core.tools import tool
+
+    return tool(get_weather)
 
 
 def last_body(live: ServerProcess) -> dict:  # type: ignore[type-arg]
@@ -72,6 +73,14 @@ def test_installed_plugin_converts_messages_without_importing_it(live: ServerPro
 def test_full_conversation_with_tool_calls_and_content_blocks(
     client: Composo, live: ServerProcess
 ) -> None:
+    from langchain_core.messages import (
+        AIMessage,
+        ChatMessage,
+        HumanMessage,
+        SystemMessage,
+        ToolMessage,
+    )
+
     messages = [
         SystemMessage("You are a weather bot."),
         HumanMessage(
@@ -88,7 +97,7 @@ def test_full_conversation_with_tool_calls_and_content_blocks(
     result = client.evaluate(
         messages=messages,
         result=AIMessage([{"type": "text", "text": "It is sunny in Oslo."}]),
-        tools=[get_weather],
+        tools=[weather_tool()],
         criteria=CRITERION,
     )
     assert isinstance(result, EvaluationResponse) and result.score is not None
@@ -131,6 +140,8 @@ def test_full_conversation_with_tool_calls_and_content_blocks(
 def test_image_parts_are_kept_and_provider_only_parts_dropped(
     client: Composo, live: ServerProcess
 ) -> None:
+    from langchain_core.messages import AIMessage, HumanMessage
+
     image = {"type": "image_url", "image_url": {"url": "https://example.com/cat.png"}}
     client.evaluate(
         messages=[HumanMessage([{"type": "text", "text": "What animal?"}, image])],
@@ -160,12 +171,14 @@ INVALID_CALL_TEXT = (
 def test_tool_calls_with_unparseable_arguments_are_shown_to_the_judge(
     client: Composo, live: ServerProcess
 ) -> None:
+    from langchain_core.messages import AIMessage, HumanMessage
+
     answer = AIMessage("", invalid_tool_calls=[INVALID_CALL])  # type: ignore[list-item]
     before = copy.deepcopy(answer)
     client.evaluate(
         messages=[HumanMessage("Weather in Oslo?")],
         result=answer,
-        tools=[get_weather],
+        tools=[weather_tool()],
         criteria="Fails if the agent calls a tool with invented arguments",
     )
     assert answer == before
@@ -189,6 +202,8 @@ def test_tool_calls_with_unparseable_arguments_are_shown_to_the_judge(
 def test_cited_answer_blocks_are_joined_like_langchain_text(
     client: Composo, live: ServerProcess
 ) -> None:
+    from langchain_core.messages import AIMessage, HumanMessage
+
     citation = {"type": "char_location", "cited_text": "Oslo is sunny.", "document_index": 0}
     answer = AIMessage(
         [
@@ -205,6 +220,8 @@ def test_cited_answer_blocks_are_joined_like_langchain_text(
 def test_reasoning_only_turn_sends_its_summary_not_an_empty_list(
     client: Composo, live: ServerProcess
 ) -> None:
+    from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+
     summary = [
         {"type": "summary_text", "text": "The user wants the weather."},
         {"type": "summary_text", "text": "I should call get_weather."},
@@ -228,17 +245,18 @@ def test_reasoning_only_turn_sends_its_summary_not_an_empty_list(
     assert messages[3] == {"role": "assistant", "content": ""}
 
 
-@pytest.mark.parametrize(
-    "result",
-    [
-        AIMessage("Bonjour!"),
-        ChatResult(generations=[ChatGeneration(message=AIMessage("Bonjour!"))]),
-        LLMResult(generations=[[ChatGeneration(message=AIMessage("Bonjour!"))]]),
-        LLMResult(generations=[[Generation(text="Bonjour!")]]),
-    ],
-    ids=["AIMessage", "ChatResult", "LLMResult-chat", "LLMResult-text"],
-)
-def test_results_and_prompt_values(client: Composo, live: ServerProcess, result: object) -> None:
+@pytest.mark.parametrize("kind", ["AIMessage", "ChatResult", "LLMResult-chat", "LLMResult-text"])
+def test_results_and_prompt_values(client: Composo, live: ServerProcess, kind: str) -> None:
+    from langchain_core.messages import AIMessage
+    from langchain_core.outputs import ChatGeneration, ChatResult, Generation, LLMResult
+    from langchain_core.prompts import ChatPromptTemplate
+
+    result = {
+        "AIMessage": AIMessage("Bonjour!"),
+        "ChatResult": ChatResult(generations=[ChatGeneration(message=AIMessage("Bonjour!"))]),
+        "LLMResult-chat": LLMResult(generations=[[ChatGeneration(message=AIMessage("Bonjour!"))]]),
+        "LLMResult-text": LLMResult(generations=[[Generation(text="Bonjour!")]]),
+    }[kind]
     prompt = ChatPromptTemplate.from_messages(
         [("system", "Translate to {language}."), ("human", "{text}")]
     ).invoke({"language": "French", "text": "Hello!"})
@@ -253,6 +271,8 @@ def test_results_and_prompt_values(client: Composo, live: ServerProcess, result:
 async def test_async_client_takes_langchain_objects(
     aclient: AsyncComposo, live: ServerProcess
 ) -> None:
+    from langchain_core.messages import AIMessage, HumanMessage
+
     [a, b] = await aclient.evaluate(
         messages=[HumanMessage("2 + 2?")],
         result=AIMessage("4"),
@@ -262,6 +282,9 @@ async def test_async_client_takes_langchain_objects(
 
 
 def test_mistakes_are_explained_before_any_request(client: Composo, live: ServerProcess) -> None:
+    from langchain_core.messages import AIMessage, ChatMessage, HumanMessage
+    from langchain_core.outputs import LLMResult
+
     with pytest.raises(ComposoValidationError, match="at least 2"):
         client.evaluate(messages=[HumanMessage("alone")], criteria=CRITERION)
     with pytest.raises(ComposoValidationError, match=r"roles? .*critic|critic"):
@@ -280,9 +303,10 @@ def test_mistakes_are_explained_before_any_request(client: Composo, live: Server
 
 
 def test_bind_tools_style_tools(client: Composo, live: ServerProcess) -> None:
+    from langchain_core.messages import AIMessage, HumanMessage
     from pydantic import BaseModel, Field
 
-    from tests.test_langchain_callback import ToolCallingFakeChat
+    from tests.support.langchain_models import ToolCallingFakeChat
 
     def add(a: int, b: int) -> int:
         """Add two integers."""
@@ -294,7 +318,7 @@ def test_bind_tools_style_tools(client: Composo, live: ServerProcess) -> None:
         a: int = Field(description="first factor")
         b: int
 
-    tools = [get_weather, add, Multiply]
+    tools = [weather_tool(), add, Multiply]
     conversation = {"messages": [HumanMessage("3 * 4?")], "result": AIMessage("12")}
     client.evaluate(**conversation, tools=tools, criteria=CRITERION)
     names = [t["function"]["name"] for t in last_body(live)["tools"]]

@@ -7,22 +7,11 @@ import asyncio
 import logging
 import threading
 import uuid
-from collections.abc import Iterator, Sequence
-from typing import Any
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from langchain_composo import ComposoCallback, EvaluationRecord
-from langchain_core.callbacks import CallbackManagerForLLMRun
-from langchain_core.language_models import BaseChatModel
-from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
-from langchain_core.output_parsers import StrOutputParser
-from langchain_core.outputs import ChatGeneration, ChatResult
-from langchain_core.prompts import ChatPromptTemplate
-from langchain_core.runnables import Runnable
-from langchain_core.tools import tool
-from langchain_core.utils.function_calling import convert_to_openai_tool
-from pydantic import Field
 
 from composo import (
     APIConnectionError,
@@ -32,52 +21,16 @@ from composo import (
     ComposoValidationError,
 )
 from composo._background import BacklogFullError
+from tests.support.lazy import lazy_import
 from tests.support.servers import ServerProcess, free_port
+
+if TYPE_CHECKING:
+    from langchain_core.runnables import Runnable
+
+fakes = lazy_import("tests.support.langchain_models")
 
 CRITERION = "Reward answers that address the user's question"
 BINARY = "Passes if the answer is polite"
-
-
-class ToolCallingFakeChat(GenericFakeChatModel):
-    """LangChain's fake chat model, plus ``bind_tools`` as real providers implement it."""
-
-    def bind_tools(
-        self, tools: Sequence[Any], *, tool_choice: str | None = None, **kwargs: Any
-    ) -> Runnable[Any, AIMessage]:
-        return self.bind(tools=[convert_to_openai_tool(t) for t in tools], **kwargs)
-
-
-class EchoChat(GenericFakeChatModel):
-    """Answers each question by quoting it, so concurrent runs can be told apart."""
-
-    messages: Iterator[AIMessage | str] = Field(default_factory=lambda: iter(()))
-
-    def _generate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: CallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> ChatResult:
-        question = messages[-1].content
-        return ChatResult(generations=[ChatGeneration(message=AIMessage(f"You asked: {question}"))])
-
-
-class BrokenChat(BaseChatModel):
-    """A chat model whose provider always fails."""
-
-    @property
-    def _llm_type(self) -> str:
-        return "broken"
-
-    def _generate(self, messages: list[BaseMessage], *args: Any, **kwargs: Any) -> ChatResult:
-        raise RuntimeError("provider is down")
-
-
-@tool
-def get_weather(city: str) -> str:
-    """Current weather for a city."""
-    return f"Sunny and 21C in {city}"
 
 
 def body_of(record: EvaluationRecord, live: ServerProcess) -> dict[str, Any]:
@@ -102,6 +55,9 @@ def callback(client: Composo) -> Iterator[ComposoCallback]:
 def test_plain_model_call_is_scored_per_criterion(
     callback: ComposoCallback, live: ServerProcess
 ) -> None:
+    from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+    from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
+
     model = GenericFakeChatModel(messages=iter([AIMessage("Paris is the capital of France.")]))
     run_id = uuid.uuid4()
     answer = model.invoke(
@@ -127,8 +83,10 @@ def test_plain_model_call_is_scored_per_criterion(
 
 
 def test_tools_offered_and_tool_calls_are_sent(client: Composo, live: ServerProcess) -> None:
+    from langchain_core.messages import AIMessage
+
     cb = ComposoCallback(criteria="Reward calling the right tool", client=client)
-    model = ToolCallingFakeChat(
+    model = fakes.ToolCallingFakeChat(
         messages=iter(
             [
                 AIMessage(
@@ -136,7 +94,7 @@ def test_tools_offered_and_tool_calls_are_sent(client: Composo, live: ServerProc
                 )
             ]
         )
-    ).bind_tools([get_weather])
+    ).bind_tools([fakes.get_weather])
     model.invoke("Weather in Oslo?", config={"callbacks": [cb]})
     assert cb.flush(timeout=30)
     [record] = cb.results
@@ -156,13 +114,15 @@ def test_tools_offered_and_tool_calls_are_sent(client: Composo, live: ServerProc
 def test_tool_call_with_unparseable_arguments_is_sent_as_text(
     client: Composo, live: ServerProcess
 ) -> None:
+    from langchain_core.messages import AIMessage
+
     cb = ComposoCallback(
         criteria="Fails if the agent calls a tool with invented arguments", client=client
     )
     bad = {"name": "get_weather", "args": "{city: Oslo", "id": "c1", "error": "bad JSON"}
-    model = ToolCallingFakeChat(
+    model = fakes.ToolCallingFakeChat(
         messages=iter([AIMessage("", invalid_tool_calls=[bad])])  # type: ignore[list-item]
-    ).bind_tools([get_weather])
+    ).bind_tools([fakes.get_weather])
     model.invoke("Weather in Oslo?", config={"callbacks": [cb]})
     assert cb.flush(timeout=30)
     [record] = cb.results
@@ -175,10 +135,13 @@ def test_tool_call_with_unparseable_arguments_is_sent_as_text(
 
 
 def lcel_chain() -> Runnable[dict[str, str], str]:
+    from langchain_core.output_parsers import StrOutputParser
+    from langchain_core.prompts import ChatPromptTemplate
+
     prompt = ChatPromptTemplate.from_messages(
         [("system", "You are a geography tutor."), ("human", "{question}")]
     )
-    return prompt | EchoChat() | StrOutputParser()
+    return prompt | fakes.EchoChat() | StrOutputParser()
 
 
 QUESTIONS = [f"What is the capital of country number {i}?" for i in range(6)]
@@ -236,7 +199,7 @@ def test_threads_share_one_handler(callback: ComposoCallback, live: ServerProces
 def test_async_client_is_accepted(live: ServerProcess) -> None:
     aclient = AsyncComposo(api_key=live.api_key, base_url=live.base_url)
     cb = ComposoCallback(criteria=CRITERION, client=aclient, tags={"env": "test", "build": 7})
-    EchoChat().invoke("Is this scored?", config={"callbacks": [cb]})
+    fakes.EchoChat().invoke("Is this scored?", config={"callbacks": [cb]})
     assert cb.flush(timeout=30)
     [record] = cb.results
     assert record.ok, record.error
@@ -252,7 +215,7 @@ def test_every_evaluate_option_reaches_the_requests(client: Composo, live: Serve
         explanation_cleaning="end_user",
         evaluate_latest=True,
     ) as cb:
-        EchoChat().invoke("Is this scored?", config={"callbacks": [cb]})
+        fakes.EchoChat().invoke("Is this scored?", config={"callbacks": [cb]})
     [record] = cb.results
     body = body_of(record, live)
     assert (body["data_retention"], body["explanation_cleaning"]) == ("none", "end_user")
@@ -270,7 +233,7 @@ def test_on_result_sees_each_record_and_its_errors_do_not_escape(
 
     cb = ComposoCallback(criteria=[CRITERION, BINARY], client=client, on_result=on_result)
     with caplog.at_level(logging.ERROR, logger="composo"):
-        EchoChat().invoke("hello?", config={"callbacks": [cb]})
+        fakes.EchoChat().invoke("hello?", config={"callbacks": [cb]})
         assert cb.flush(timeout=30)
     assert len(seen) == 2 and all(r.ok for r in seen)
     assert len(cb.results) == 2  # records are kept even though the hook failed
@@ -284,7 +247,7 @@ def test_server_down_is_recorded_not_raised(caplog: pytest.LogCaptureFixture) ->
     down = Composo(api_key="k", base_url=f"http://127.0.0.1:{free_port()}", timeout=5)
     cb = ComposoCallback(criteria=CRITERION, client=down)
     with caplog.at_level(logging.WARNING, logger="composo"):
-        assert EchoChat().invoke("anyone there?", config={"callbacks": [cb]}).content
+        assert fakes.EchoChat().invoke("anyone there?", config={"callbacks": [cb]}).content
         assert cb.flush(timeout=30)
     [record] = cb.results
     assert isinstance(record.error, APIConnectionError)
@@ -297,7 +260,7 @@ def test_server_down_is_recorded_not_raised(caplog: pytest.LogCaptureFixture) ->
 def test_wrong_key_is_recorded_and_raise_error_raises_it(live: ServerProcess) -> None:
     bad = Composo(api_key="not-the-key", base_url=live.base_url)
     quiet = ComposoCallback(criteria=CRITERION, client=bad)
-    EchoChat().invoke("q?", config={"callbacks": [quiet]})
+    fakes.EchoChat().invoke("q?", config={"callbacks": [quiet]})
     assert quiet.flush(timeout=30)  # no raise by default
     assert isinstance(quiet.results[0].error, AuthenticationError)
 
@@ -305,24 +268,24 @@ def test_wrong_key_is_recorded_and_raise_error_raises_it(live: ServerProcess) ->
     loud = ComposoCallback(
         criteria=CRITERION, client=bad, raise_error=True, on_result=lambda r: arrived.set()
     )
-    EchoChat().invoke("q?", config={"callbacks": [loud]})
+    fakes.EchoChat().invoke("q?", config={"callbacks": [loud]})
     with pytest.raises(AuthenticationError):
         loud.flush(timeout=30)
     loud.flush(timeout=30)  # each failure is raised once
 
     arrived.clear()
-    EchoChat().invoke("first", config={"callbacks": [loud]})
+    fakes.EchoChat().invoke("first", config={"callbacks": [loud]})
     assert arrived.wait(30)
     # The next run is told, instead of the failure passing unnoticed.
     with pytest.raises(AuthenticationError):
-        EchoChat().invoke("second", config={"callbacks": [loud]})
+        fakes.EchoChat().invoke("second", config={"callbacks": [loud]})
     bad.close()
 
 
 def test_slow_server_does_not_hold_up_the_chain(client: Composo, live: ServerProcess) -> None:
     live.fault({"delay": 1.0})
     cb = ComposoCallback(criteria=CRITERION, client=client)
-    answer = EchoChat().invoke("slow?", config={"callbacks": [cb]})
+    answer = fakes.EchoChat().invoke("slow?", config={"callbacks": [cb]})
     # The chain has its answer while the evaluation is still waiting on the server.
     assert answer.content == "You asked: slow?"
     assert cb.pending == 1 and cb.results == []
@@ -333,7 +296,7 @@ def test_slow_server_does_not_hold_up_the_chain(client: Composo, live: ServerPro
 def test_flush_timeout_reports_unfinished_work(client: Composo, live: ServerProcess) -> None:
     live.fault({"delay": 1.0})
     cb = ComposoCallback(criteria=CRITERION, client=client)
-    EchoChat().invoke("x?", config={"callbacks": [cb]})
+    fakes.EchoChat().invoke("x?", config={"callbacks": [cb]})
     assert cb.flush(timeout=0.05) is False
     assert cb.flush(timeout=30) is True
 
@@ -343,8 +306,8 @@ def test_full_backlog_is_recorded_not_silently_dropped(
 ) -> None:
     live.fault({"delay": 1})
     cb = ComposoCallback(criteria=CRITERION, client=client, max_pending=1)
-    EchoChat().invoke("first", config={"callbacks": [cb]})
-    EchoChat().invoke("second", config={"callbacks": [cb]})
+    fakes.EchoChat().invoke("first", config={"callbacks": [cb]})
+    fakes.EchoChat().invoke("second", config={"callbacks": [cb]})
     assert cb.flush(timeout=30)
     errors = [r for r in cb.results if not r.ok]
     assert len(errors) == 1 and isinstance(errors[0].error, BacklogFullError)
@@ -354,7 +317,7 @@ def test_full_backlog_is_recorded_not_silently_dropped(
 
 def test_failed_and_abandoned_runs_are_cleaned_up(callback: ComposoCallback) -> None:
     with pytest.raises(RuntimeError, match="provider is down"):
-        BrokenChat().invoke("hi", config={"callbacks": [callback]})
+        fakes.BrokenChat().invoke("hi", config={"callbacks": [callback]})
     assert callback.open_runs == 0
     assert callback.flush(timeout=30)
     assert callback.results == []  # a failed call has no answer to judge
@@ -367,7 +330,7 @@ def test_failed_and_abandoned_runs_are_cleaned_up(callback: ComposoCallback) -> 
 def test_results_are_bounded(client: Composo) -> None:
     cb = ComposoCallback(criteria=CRITERION, client=client, max_results=2)
     for q in QUESTIONS[:4]:
-        EchoChat().invoke(q, config={"callbacks": [cb]})
+        fakes.EchoChat().invoke(q, config={"callbacks": [cb]})
     assert cb.flush(timeout=30)
     assert len(cb.results) == 2
     assert cb.stats["completed"] == 4
@@ -413,7 +376,7 @@ def test_default_client_reads_the_environment(
     composo_env: ServerProcess, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     cb = ComposoCallback(criteria=CRITERION)
-    EchoChat().invoke("env?", config={"callbacks": [cb]})
+    fakes.EchoChat().invoke("env?", config={"callbacks": [cb]})
     assert cb.flush(timeout=30) and cb.results[0].ok
     cb.close()
     monkeypatch.delenv("COMPOSO_API_KEY")

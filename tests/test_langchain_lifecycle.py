@@ -17,8 +17,9 @@ from langchain_composo import ComposoCallback
 from composo import Composo
 from tests.support.lazy import lazy_import
 from tests.support.servers import ServerProcess
-from tests.test_langchain_callback import ToolCallingFakeChat
 from tests.test_langchain_trace import trace_bodies
+
+fakes = lazy_import("tests.support.langchain_models")
 
 # A global: ``@tool`` resolves its functions' annotations in the module's namespace.
 runnables = lazy_import("langchain_core.runnables")
@@ -129,7 +130,7 @@ def test_trace_record_names_its_agents(client: Composo, live: ServerProcess) -> 
     from langchain.agents import create_agent
     from langchain_core.messages import AIMessage, HumanMessage
 
-    model = ToolCallingFakeChat(messages=iter([AIMessage("Hello!")]))
+    model = fakes.ToolCallingFakeChat(messages=iter([AIMessage("Hello!")]))
     agent = create_agent(model, tools=[], name="greeter")
     with ComposoCallback(criteria=CRITERION, client=client, mode="trace") as cb:
         agent.invoke({"messages": [HumanMessage("hi")]}, config={"callbacks": [cb]})
@@ -145,7 +146,7 @@ def supervisor_with_researcher(pass_config: bool) -> Any:
     from langchain_core.tools import tool
 
     researcher = create_agent(
-        ToolCallingFakeChat(messages=iter([AIMessage("Paris has 2.1 million people.")])),
+        fakes.ToolCallingFakeChat(messages=iter([AIMessage("Paris has 2.1 million people.")])),
         tools=[],
         name="researcher",
     )
@@ -168,7 +169,7 @@ def supervisor_with_researcher(pass_config: bool) -> Any:
 
     call = {"name": "ask_researcher", "args": {"question": "Paris size?"}, "id": "r1"}
     return create_agent(
-        ToolCallingFakeChat(
+        fakes.ToolCallingFakeChat(
             messages=iter([AIMessage("", tool_calls=[call]), AIMessage("About 2.1 million.")])
         ),
         tools=[ask_researcher],

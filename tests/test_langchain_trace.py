@@ -13,8 +13,10 @@ from langchain_composo import ComposoCallback
 from langgraph.graph import END, START, MessagesState, StateGraph
 
 from composo import Composo, MultiAgentTraceResponse
+from tests.support.lazy import lazy_import
 from tests.support.servers import ServerProcess
-from tests.test_langchain_callback import EchoChat, ToolCallingFakeChat, get_weather
+
+fakes = lazy_import("tests.support.langchain_models")
 
 CRITERION = "Reward agents that use their tools to answer"
 
@@ -27,7 +29,7 @@ def weather_agent(city: str = "Paris") -> Any:
     from langchain.agents import create_agent
     from langchain_core.messages import AIMessage
 
-    model = ToolCallingFakeChat(
+    model = fakes.ToolCallingFakeChat(
         messages=iter(
             [
                 AIMessage(
@@ -37,7 +39,9 @@ def weather_agent(city: str = "Paris") -> Any:
             ]
         )
     )
-    return create_agent(model, tools=[get_weather], name="weather_agent", system_prompt="Be brief.")
+    return create_agent(
+        model, tools=[fakes.get_weather], name="weather_agent", system_prompt="Be brief."
+    )
 
 
 @pytest.fixture
@@ -98,10 +102,10 @@ def test_tool_call_with_unparseable_arguments_is_in_the_trace(
     from langchain_core.messages import AIMessage, HumanMessage
 
     bad = {"name": "get_weather", "args": "{city: Paris", "id": "w1", "error": "bad JSON"}
-    model = ToolCallingFakeChat(
+    model = fakes.ToolCallingFakeChat(
         messages=iter([AIMessage("", invalid_tool_calls=[bad])])  # type: ignore[list-item]
     )
-    agent = create_agent(model, tools=[get_weather], name="weather_agent")
+    agent = create_agent(model, tools=[fakes.get_weather], name="weather_agent")
     agent.invoke({"messages": [HumanMessage("Weather in Paris?")]}, config={"callbacks": [tracer]})
     assert tracer.flush(timeout=30)
     [record] = tracer.results
@@ -127,7 +131,7 @@ def test_sub_agent_called_as_a_tool_is_its_own_agent(
     from langchain_core.tools import tool
 
     researcher = create_agent(
-        ToolCallingFakeChat(messages=iter([AIMessage("Paris has 2.1 million people.")])),
+        fakes.ToolCallingFakeChat(messages=iter([AIMessage("Paris has 2.1 million people.")])),
         tools=[],
         name="researcher",
     )
@@ -139,7 +143,7 @@ def test_sub_agent_called_as_a_tool_is_its_own_agent(
         return str(reply["messages"][-1].content)
 
     supervisor = create_agent(
-        ToolCallingFakeChat(
+        fakes.ToolCallingFakeChat(
             messages=iter(
                 [
                     AIMessage(
@@ -185,8 +189,8 @@ def test_sub_agent_called_as_a_tool_is_its_own_agent(
 def test_langgraph_subgraph_is_a_sub_agent(tracer: ComposoCallback, live: ServerProcess) -> None:
     from langchain_core.messages import HumanMessage
 
-    writer = EchoChat()
-    planner = EchoChat()
+    writer = fakes.EchoChat()
+    planner = fakes.EchoChat()
 
     def write(state: MessagesState) -> dict[str, Any]:
         return {"messages": [writer.invoke(state["messages"])]}
@@ -266,7 +270,7 @@ def test_failed_run_is_evaluated_with_its_error_and_leaves_nothing_behind(
         raise ConnectionError("weather service unreachable")
 
     agent = create_agent(
-        ToolCallingFakeChat(
+        fakes.ToolCallingFakeChat(
             messages=iter(
                 [AIMessage("", tool_calls=[{"name": "flaky", "args": {"city": "X"}, "id": "f1"}])]
             )
@@ -301,11 +305,11 @@ def test_run_failing_before_any_model_call_is_a_failed_record_and_a_warning(
     from langchain.agents import create_agent
     from langchain_core.messages import HumanMessage
 
-    class Broken(ToolCallingFakeChat):
+    class Broken(fakes.ToolCallingFakeChat):
         def _generate(self, *args: Any, **kwargs: Any) -> Any:
             raise TimeoutError("model provider timed out")
 
-    agent = create_agent(Broken(messages=iter(())), tools=[get_weather], name="stalled")
+    agent = create_agent(Broken(messages=iter(())), tools=[fakes.get_weather], name="stalled")
     with caplog.at_level(logging.WARNING, logger="composo"), pytest.raises(TimeoutError):
         agent.invoke({"messages": [HumanMessage("go")]}, config={"callbacks": [tracer]})
     assert tracer.flush(timeout=30)
@@ -345,7 +349,7 @@ def test_cancelled_async_run_leaves_nothing_behind(
         return "late"
 
     agent = create_agent(
-        ToolCallingFakeChat(
+        fakes.ToolCallingFakeChat(
             messages=iter(
                 [
                     AIMessage(

@@ -10,8 +10,10 @@ import pytest
 
 from composo import Composo, LLMInteraction
 from composo.tracing import AgentTracer, ComposoTracer, Instruments
+from tests.support.lazy import lazy_import
 from tests.support.servers import ServerProcess
-from tests.test_langchain_callback import EchoChat, ToolCallingFakeChat, get_weather
+
+fakes = lazy_import("tests.support.langchain_models")
 
 
 @pytest.fixture
@@ -39,7 +41,7 @@ def test_agent_tracer_captures_langchain_calls(
     from langchain_core.messages import AIMessage, HumanMessage
 
     agent = create_agent(
-        ToolCallingFakeChat(
+        fakes.ToolCallingFakeChat(
             messages=iter(
                 [
                     AIMessage(
@@ -50,14 +52,14 @@ def test_agent_tracer_captures_langchain_calls(
                 ]
             )
         ),
-        tools=[get_weather],
+        tools=[fakes.get_weather],
         name="weather_agent",
     )
     with AgentTracer(name="planner") as planner:
-        EchoChat().invoke([HumanMessage("Plan a day in Rome")])
+        fakes.EchoChat().invoke([HumanMessage("Plan a day in Rome")])
         with AgentTracer(name="weather") as weather:
             agent.invoke({"messages": [HumanMessage("Weather in Rome?")]})
-        EchoChat().invoke([HumanMessage("Book a table")])
+        fakes.EchoChat().invoke([HumanMessage("Book a table")])
 
     trace = planner.trace
     root = trace.agent_instance_by_id[trace.root_agent_instance_id]
@@ -86,7 +88,7 @@ def test_async_agents_keep_their_own_calls(langchain_tracing: None) -> None:
 
     async def one(question: str) -> AgentTracer:
         async with AgentTracer(name="asker") as tracer:
-            await EchoChat().ainvoke([HumanMessage(question)])
+            await fakes.EchoChat().ainvoke([HumanMessage(question)])
         return tracer
 
     async def both() -> list[AgentTracer]:
@@ -105,6 +107,6 @@ def test_shutdown_stops_capturing(langchain_tracing: None) -> None:
 
     ComposoTracer.shutdown()
     with AgentTracer(name="off") as tracer:
-        EchoChat().invoke([HumanMessage("anyone?")])
+        fakes.EchoChat().invoke([HumanMessage("anyone?")])
     with pytest.raises(ValueError, match="captured no LLM call"):
         _ = tracer.trace
