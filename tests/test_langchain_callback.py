@@ -11,7 +11,6 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from langchain_composo import ComposoCallback, EvaluationRecord
 
 from composo import (
     APIConnectionError,
@@ -25,6 +24,7 @@ from tests.support.lazy import lazy_import
 from tests.support.servers import ServerProcess, free_port
 
 if TYPE_CHECKING:
+    from langchain_composo import ComposoCallback, EvaluationRecord
     from langchain_core.runnables import Runnable
 
 fakes = lazy_import("tests.support.langchain_models")
@@ -47,6 +47,8 @@ def reward_bodies(live: ServerProcess) -> list[dict[str, Any]]:
 
 @pytest.fixture
 def callback(client: Composo) -> Iterator[ComposoCallback]:
+    from langchain_composo import ComposoCallback
+
     cb = ComposoCallback(criteria=[CRITERION, BINARY], client=client)
     yield cb
     cb.close()
@@ -83,6 +85,7 @@ def test_plain_model_call_is_scored_per_criterion(
 
 
 def test_tools_offered_and_tool_calls_are_sent(client: Composo, live: ServerProcess) -> None:
+    from langchain_composo import ComposoCallback
     from langchain_core.messages import AIMessage
 
     cb = ComposoCallback(criteria="Reward calling the right tool", client=client)
@@ -114,6 +117,7 @@ def test_tools_offered_and_tool_calls_are_sent(client: Composo, live: ServerProc
 def test_tool_call_with_unparseable_arguments_is_sent_as_text(
     client: Composo, live: ServerProcess
 ) -> None:
+    from langchain_composo import ComposoCallback
     from langchain_core.messages import AIMessage
 
     cb = ComposoCallback(
@@ -197,6 +201,8 @@ def test_threads_share_one_handler(callback: ComposoCallback, live: ServerProces
 
 
 def test_async_client_is_accepted(live: ServerProcess) -> None:
+    from langchain_composo import ComposoCallback
+
     aclient = AsyncComposo(api_key=live.api_key, base_url=live.base_url)
     cb = ComposoCallback(criteria=CRITERION, client=aclient, tags={"env": "test", "build": 7})
     fakes.EchoChat().invoke("Is this scored?", config={"callbacks": [cb]})
@@ -208,6 +214,8 @@ def test_async_client_is_accepted(live: ServerProcess) -> None:
 
 
 def test_every_evaluate_option_reaches_the_requests(client: Composo, live: ServerProcess) -> None:
+    from langchain_composo import ComposoCallback
+
     with ComposoCallback(
         criteria=CRITERION,
         client=client,
@@ -225,6 +233,8 @@ def test_every_evaluate_option_reaches_the_requests(client: Composo, live: Serve
 def test_on_result_sees_each_record_and_its_errors_do_not_escape(
     client: Composo, caplog: pytest.LogCaptureFixture
 ) -> None:
+    from langchain_composo import ComposoCallback
+
     seen: list[EvaluationRecord] = []
 
     def on_result(record: EvaluationRecord) -> None:
@@ -244,6 +254,8 @@ def test_on_result_sees_each_record_and_its_errors_do_not_escape(
 
 
 def test_server_down_is_recorded_not_raised(caplog: pytest.LogCaptureFixture) -> None:
+    from langchain_composo import ComposoCallback
+
     down = Composo(api_key="k", base_url=f"http://127.0.0.1:{free_port()}", timeout=5)
     cb = ComposoCallback(criteria=CRITERION, client=down)
     with caplog.at_level(logging.WARNING, logger="composo"):
@@ -258,6 +270,8 @@ def test_server_down_is_recorded_not_raised(caplog: pytest.LogCaptureFixture) ->
 
 
 def test_wrong_key_is_recorded_and_raise_error_raises_it(live: ServerProcess) -> None:
+    from langchain_composo import ComposoCallback
+
     bad = Composo(api_key="not-the-key", base_url=live.base_url)
     quiet = ComposoCallback(criteria=CRITERION, client=bad)
     fakes.EchoChat().invoke("q?", config={"callbacks": [quiet]})
@@ -283,6 +297,8 @@ def test_wrong_key_is_recorded_and_raise_error_raises_it(live: ServerProcess) ->
 
 
 def test_slow_server_does_not_hold_up_the_chain(client: Composo, live: ServerProcess) -> None:
+    from langchain_composo import ComposoCallback
+
     live.fault({"delay": 1.0})
     cb = ComposoCallback(criteria=CRITERION, client=client)
     answer = fakes.EchoChat().invoke("slow?", config={"callbacks": [cb]})
@@ -294,6 +310,8 @@ def test_slow_server_does_not_hold_up_the_chain(client: Composo, live: ServerPro
 
 
 def test_flush_timeout_reports_unfinished_work(client: Composo, live: ServerProcess) -> None:
+    from langchain_composo import ComposoCallback
+
     live.fault({"delay": 1.0})
     cb = ComposoCallback(criteria=CRITERION, client=client)
     fakes.EchoChat().invoke("x?", config={"callbacks": [cb]})
@@ -304,6 +322,8 @@ def test_flush_timeout_reports_unfinished_work(client: Composo, live: ServerProc
 def test_full_backlog_is_recorded_not_silently_dropped(
     client: Composo, live: ServerProcess
 ) -> None:
+    from langchain_composo import ComposoCallback
+
     live.fault({"delay": 1})
     cb = ComposoCallback(criteria=CRITERION, client=client, max_pending=1)
     fakes.EchoChat().invoke("first", config={"callbacks": [cb]})
@@ -328,6 +348,8 @@ def test_failed_and_abandoned_runs_are_cleaned_up(callback: ComposoCallback) -> 
 
 
 def test_results_are_bounded(client: Composo) -> None:
+    from langchain_composo import ComposoCallback
+
     cb = ComposoCallback(criteria=CRITERION, client=client, max_results=2)
     for q in QUESTIONS[:4]:
         fakes.EchoChat().invoke(q, config={"callbacks": [cb]})
@@ -340,6 +362,8 @@ def test_results_are_bounded(client: Composo) -> None:
 
 
 def test_bad_arguments_fail_fast(client: Composo) -> None:
+    from langchain_composo import ComposoCallback
+
     with pytest.raises(ComposoValidationError, match="criteria"):
         ComposoCallback(criteria="Be nice", client=client)
     with pytest.raises(ComposoValidationError, match="mode"):
@@ -367,6 +391,8 @@ def test_bad_arguments_fail_fast(client: Composo) -> None:
 
 def test_backlog_smaller_than_the_criteria_of_one_run_is_refused(client: Composo) -> None:
     # Each run queues one evaluation per criterion; with fewer places every run would be skipped.
+    from langchain_composo import ComposoCallback
+
     with pytest.raises(ComposoValidationError, match="max_pending"):
         ComposoCallback(criteria=[CRITERION, BINARY], client=client, max_pending=1)
     ComposoCallback(criteria=[CRITERION, BINARY], client=client, max_pending=2).close()
@@ -375,6 +401,8 @@ def test_backlog_smaller_than_the_criteria_of_one_run_is_refused(client: Composo
 def test_default_client_reads_the_environment(
     composo_env: ServerProcess, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from langchain_composo import ComposoCallback
+
     cb = ComposoCallback(criteria=CRITERION)
     fakes.EchoChat().invoke("env?", config={"callbacks": [cb]})
     assert cb.flush(timeout=30) and cb.results[0].ok
@@ -385,6 +413,7 @@ def test_default_client_reads_the_environment(
 
 
 def test_completion_models_are_scored_too(client: Composo, live: ServerProcess) -> None:
+    from langchain_composo import ComposoCallback
     from langchain_core.language_models.fake import FakeListLLM
 
     cb = ComposoCallback(criteria=CRITERION, client=client)

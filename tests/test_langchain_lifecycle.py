@@ -9,15 +9,17 @@ import gc
 import logging
 import threading
 import weakref
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
-from langchain_composo import ComposoCallback
 
 from composo import Composo
 from tests.support.lazy import lazy_import
 from tests.support.servers import ServerProcess
 from tests.test_langchain_trace import trace_bodies
+
+if TYPE_CHECKING:
+    from langchain_composo import ComposoCallback
 
 fakes = lazy_import("tests.support.langchain_models")
 
@@ -39,6 +41,8 @@ def request_handler(
     client: Composo | None, criteria: list[str] | None = None
 ) -> weakref.ref[ComposoCallback]:
     """What a web handler does: a callback for one request, flushed, then forgotten."""
+    from langchain_composo import ComposoCallback
+
     cb = ComposoCallback(criteria=criteria or CRITERION, client=client)
     answer_once(cb)
     assert cb.flush(timeout=30)
@@ -72,6 +76,8 @@ def test_callbacks_made_per_request_and_dropped_leave_no_thread(
 def test_with_block_flushes_and_closes(
     client: Composo, live: ServerProcess, caplog: pytest.LogCaptureFixture
 ) -> None:
+    from langchain_composo import ComposoCallback
+
     with ComposoCallback(criteria=CRITERION, client=client) as cb:
         answer_once(cb)
     assert cb.closed and cb.pending == 0
@@ -87,6 +93,7 @@ def test_with_block_flushes_and_closes(
 
 
 def test_async_with_block_flushes_and_closes(composo_env: ServerProcess) -> None:
+    from langchain_composo import ComposoCallback
     from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
     from langchain_core.messages import AIMessage, HumanMessage
 
@@ -102,6 +109,7 @@ def test_async_with_block_flushes_and_closes(composo_env: ServerProcess) -> None
 
 
 def test_record_says_what_was_evaluated(client: Composo, live: ServerProcess) -> None:
+    from langchain_composo import ComposoCallback
     from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
     from langchain_core.messages import AIMessage, HumanMessage
 
@@ -128,6 +136,7 @@ def test_record_says_what_was_evaluated(client: Composo, live: ServerProcess) ->
 
 def test_trace_record_names_its_agents(client: Composo, live: ServerProcess) -> None:
     from langchain.agents import create_agent
+    from langchain_composo import ComposoCallback
     from langchain_core.messages import AIMessage, HumanMessage
 
     model = fakes.ToolCallingFakeChat(messages=iter([AIMessage("Hello!")]))
@@ -181,6 +190,7 @@ def supervisor_with_researcher(pass_config: bool) -> Any:
 def test_sub_agent_given_the_callers_config_is_named_after_itself(
     pass_config: bool, client: Composo, live: ServerProcess
 ) -> None:
+    from langchain_composo import ComposoCallback
     from langchain_core.messages import HumanMessage
 
     supervisor = supervisor_with_researcher(pass_config)

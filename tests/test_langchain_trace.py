@@ -6,17 +6,20 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
-from langchain_composo import ComposoCallback
-from langgraph.graph import END, START, MessagesState, StateGraph
 
 from composo import Composo, MultiAgentTraceResponse
 from tests.support.lazy import lazy_import
 from tests.support.servers import ServerProcess
 
+if TYPE_CHECKING:
+    from langchain_composo import ComposoCallback
+
 fakes = lazy_import("tests.support.langchain_models")
+# A global: LangGraph reads its nodes' state annotations in the module's namespace.
+langgraph_graph = lazy_import("langgraph.graph")
 
 CRITERION = "Reward agents that use their tools to answer"
 
@@ -46,6 +49,8 @@ def weather_agent(city: str = "Paris") -> Any:
 
 @pytest.fixture
 def tracer(client: Composo) -> Any:
+    from langchain_composo import ComposoCallback
+
     cb = ComposoCallback(criteria=CRITERION, client=client, mode="trace")
     yield cb
     cb.close()
@@ -188,14 +193,15 @@ def test_sub_agent_called_as_a_tool_is_its_own_agent(
 
 def test_langgraph_subgraph_is_a_sub_agent(tracer: ComposoCallback, live: ServerProcess) -> None:
     from langchain_core.messages import HumanMessage
+    from langgraph.graph import END, START, MessagesState, StateGraph
 
     writer = fakes.EchoChat()
     planner = fakes.EchoChat()
 
-    def write(state: MessagesState) -> dict[str, Any]:
+    def write(state: langgraph_graph.MessagesState) -> dict[str, Any]:
         return {"messages": [writer.invoke(state["messages"])]}
 
-    def plan(state: MessagesState) -> dict[str, Any]:
+    def plan(state: langgraph_graph.MessagesState) -> dict[str, Any]:
         return {"messages": [planner.invoke(state["messages"])]}
 
     inner = StateGraph(MessagesState)
