@@ -17,9 +17,13 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from typing import Any
 
-import uvicorn
-from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse, Response, StreamingResponse
+from tests.support.lazy import lazy_import
+
+# Imported on first use (collection imports this module in every worker). Globals, as FastAPI
+# resolves its handlers' annotations in the module's namespace.
+fastapi = lazy_import("fastapi")
+http_responses = lazy_import("fastapi.responses")
+uvicorn = lazy_import("uvicorn")
 
 Json = dict[str, Any]
 ChatHandler = Callable[[Json], Json]
@@ -565,9 +569,11 @@ def _response_events(resp: Json) -> Iterator[str]:
 # -- The server ----------------------------------------------------------------------------------
 
 
-def _error(status: int, message: str, kind: str = "invalid_request_error") -> JSONResponse:
+def _error(
+    status: int, message: str, kind: str = "invalid_request_error"
+) -> http_responses.JSONResponse:
     body = {"error": {"message": message, "type": kind, "param": None, "code": None}}
-    return JSONResponse(body, status_code=status)
+    return http_responses.JSONResponse(body, status_code=status)
 
 
 class OpenAIStandIn:
@@ -655,10 +661,10 @@ class OpenAIStandIn:
             return self._on_response(body)
         return response([output_message("ok")], model=str(body.get("model") or "gpt-4.1"))
 
-    def _app(self) -> FastAPI:
-        app = FastAPI()
+    def _app(self) -> fastapi.FastAPI:
+        app = fastapi.FastAPI()
 
-        async def read(request: Request) -> Json:
+        async def read(request: fastapi.Request) -> Json:
             try:
                 body = json.loads(await request.body() or b"{}")
             except ValueError:
@@ -668,7 +674,7 @@ class OpenAIStandIn:
             return body if isinstance(body, dict) else {"_raw": body}
 
         @app.post("/v1/chat/completions")
-        async def chat(request: Request) -> Response:
+        async def chat(request: fastapi.Request) -> http_responses.Response:
             body = await read(request)
             failure = self._take_failure(request.url.path)
             if failure:
@@ -678,13 +684,13 @@ class OpenAIStandIn:
             completion = self._next_chat(body)
             if body.get("stream"):
                 usage = bool((body.get("stream_options") or {}).get("include_usage"))
-                return StreamingResponse(
+                return http_responses.StreamingResponse(
                     _aiter(_chat_chunks(completion, usage)), media_type="text/event-stream"
                 )
-            return JSONResponse(completion)
+            return http_responses.JSONResponse(completion)
 
         @app.post("/v1/responses")
-        async def responses(request: Request) -> Response:
+        async def responses(request: fastapi.Request) -> http_responses.Response:
             body = await read(request)
             failure = self._take_failure(request.url.path)
             if failure:
@@ -693,13 +699,13 @@ class OpenAIStandIn:
                 return _error(400, "Missing required parameter: 'input'.")
             resp = self._next_response(body)
             if body.get("stream"):
-                return StreamingResponse(
+                return http_responses.StreamingResponse(
                     _aiter(_response_events(resp)), media_type="text/event-stream"
                 )
-            return JSONResponse(resp)
+            return http_responses.JSONResponse(resp)
 
         @app.api_route("/{path:path}", methods=["GET", "POST", "DELETE", "PUT", "PATCH"])
-        async def other(path: str, request: Request) -> Response:
+        async def other(path: str, request: fastapi.Request) -> http_responses.Response:
             await read(request)
             return _error(404, f"Invalid URL ({request.method} /{path})")
 
