@@ -15,6 +15,7 @@ from composo.server._config import JudgeOptions
 from composo.types import Provenance
 from tests.support.openai_standin import OpenAIStandIn, chat_completion
 from tests.support.servers import HTTP, ServerProcess
+from tests.support.serving import InThread
 
 QA = [
     {"role": "user", "content": "What is the capital of France?"},
@@ -148,7 +149,6 @@ class _Busy:
 
     def __init__(self, retry_after: str) -> None:
         import http.server
-        import threading
         import time
 
         self.times: list[float] = []
@@ -176,16 +176,14 @@ class _Busy:
 
         self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.base_url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-        # polled every 20 ms: shutdown() returns that soon (the default is half a second)
-        self.thread = threading.Thread(target=self.server.serve_forever, args=(0.02,), daemon=True)
+        self.serving = InThread(self.server)
 
     def __enter__(self) -> _Busy:
-        self.thread.start()
+        self.serving.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        self.serving.stop()
 
 
 @pytest.mark.parametrize(

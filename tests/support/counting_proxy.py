@@ -9,6 +9,8 @@ from typing import Any
 
 import httpx
 
+from tests.support.serving import InThread
+
 _HOP = {"connection", "keep-alive", "transfer-encoding", "content-length", "content-encoding"}
 
 
@@ -66,16 +68,12 @@ class CountingProxy:
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
         self.base_url = f"http://127.0.0.1:{self._server.server_address[1]}"
-        # polled every 20 ms: shutdown() returns that soon (the default is half a second)
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, args=(0.02,), daemon=True
-        )
+        self._serving = InThread(self._server)
 
     def __enter__(self) -> CountingProxy:
-        self._thread.start()
+        self._serving.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        self._serving.stop()
         self._http.close()

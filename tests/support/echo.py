@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from tests.support.serving import InThread
+
 __all__ = ["Arrival", "Echo", "marker"]
 
 
@@ -93,20 +95,15 @@ class Echo:
 
         self._server = Server(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
-        # polled every 20 ms: shutdown() returns that soon (the default is half a second)
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, args=(0.02,), daemon=True
-        )
+        self._serving = InThread(self._server)
 
     def __enter__(self) -> Echo:
-        self._thread.start()
+        self._serving.start()
         return self
 
     def __exit__(self, *exc_info: object) -> None:
         self.released.set()
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(5)
+        self._serving.stop(join=5)
 
     def after(self, start: float, seconds: float) -> list[Arrival]:
         """The requests that arrived in the ``seconds`` after ``start``."""

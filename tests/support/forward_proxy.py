@@ -26,6 +26,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
+from tests.support.serving import InThread
+
 Stall = Literal["silent", "drip"]
 _HOP = {
     "connection",
@@ -155,19 +157,15 @@ class ForwardProxy:
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
-        # polled every 20 ms: shutdown() returns that soon (the default is half a second)
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, args=(0.02,), daemon=True
-        )
+        self._serving = InThread(self._server)
 
     def __enter__(self) -> ForwardProxy:
-        self._thread.start()
+        self._serving.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self._released.set()
-        self._server.shutdown()
-        self._server.server_close()
+        self._serving.stop()
 
 
 class Socks5Proxy:
@@ -214,18 +212,14 @@ class Socks5Proxy:
         self._server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
         self.url = f"socks5://127.0.0.1:{self._server.server_address[1]}"
-        # polled every 20 ms: shutdown() returns that soon (the default is half a second)
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, args=(0.02,), daemon=True
-        )
+        self._serving = InThread(self._server)
 
     def __enter__(self) -> Socks5Proxy:
-        self._thread.start()
+        self._serving.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        self._serving.stop()
 
 
 class TlsTerminator:
