@@ -402,3 +402,29 @@ def test_contexts_go_just_before_the_answer_of_a_chat_history(client: Composo, l
 
     with pytest.raises(ComposoValidationError, match="trace"):
         ComposoGoalPursuitEvaluator(client=client).evaluate(query=QUESTION, trace={"x": 1})
+
+
+async def test_async_evaluations_keep_the_clients_requests_in_flight_not_one_thread_each() -> None:
+    """An evaluator that made its own client awaits it: twelve ``aevaluate`` calls are all in
+    flight at once, however few threads the event loop's default executor has."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from llama_index.evaluation.composo import ComposoEvaluator
+
+    from tests.support.echo import Echo
+
+    asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(2))
+    with Echo(latency=1.0) as srv:
+        evaluator = ComposoEvaluator(
+            "Reward accurate answers", api_key="k", base_url=srv.url, max_concurrent_requests=12
+        )
+        try:
+            results = await asyncio.gather(
+                *(evaluator.aevaluate(query=QUESTION, response=f"a{i}") for i in range(12))
+            )
+        finally:
+            await evaluator.aclose()
+        arrived = [a.at for a in srv.arrivals]
+    assert [r.score for r in results] == [1.0] * 12
+    assert len(arrived) == 12
+    assert max(arrived) - min(arrived) < 0.9  # all twelve came before the first answer (1 s)

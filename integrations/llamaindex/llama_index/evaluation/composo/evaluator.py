@@ -60,8 +60,8 @@ class ComposoEvaluator(BaseEvaluator):
             default: the client's).
         num_retries: Retries after the first attempt (client made here; default: the
             client's).
-        max_concurrent_requests: cap on requests in flight for the client made here (default:
-            the client's; the ``BatchEvalRunner`` ``workers`` setting is the usual knob).
+        max_concurrent_requests: requests in flight for the clients made here (default: the
+            client's 5); give ``BatchEvalRunner`` about as many ``workers``.
         **options: :class:`~composo.types.EvaluateOptions` sent with every evaluation
             (``model_core``, ``tags``, ``explanation_cleaning``...), checked here.
 
@@ -140,6 +140,9 @@ class ComposoEvaluator(BaseEvaluator):
         # The blocking client made here when none is given: now, so that a missing API key
         # fails here, not in the middle of a batch (with an AsyncComposo: on first use).
         self._made = Composo(**settings) if client is None else None
+        # The async calls' own client (made on first use; it keeps connections per event loop):
+        # a thread each through asyncio.to_thread would cap them at the default executor's size.
+        self._made_async: AsyncComposo | None = None
 
     def __repr__(self) -> str:
         shown = self.criteria[0][:40] + ("..." if len(self.criteria[0]) > 40 else "")
@@ -168,16 +171,29 @@ class ComposoEvaluator(BaseEvaluator):
                 )
             return self._made
 
+    def _async_client(self) -> AsyncComposo:
+        if isinstance(self._given, AsyncComposo):
+            return self._given
+        with self._lock:
+            if self._made_async is None:
+                self._made_async = AsyncComposo(**self._settings)
+            return self._made_async
+
     def close(self) -> None:
-        """Close the client this evaluator made (never one that was passed in)."""
+        """Close the clients this evaluator made (never one that was passed in); the async
+        one's connections close with their event loops."""
         with self._lock:
             made, self._made = self._made, None
+            self._made_async = None
         if made is not None:
             made.close()
 
     async def aclose(self) -> None:
-        """:meth:`close`, for async code."""
+        """:meth:`close`, for async code (the async client's connections on this loop too)."""
+        made_async = self._made_async
         self.close()
+        if made_async is not None:
+            await made_async.aclose()
 
     # -- evaluation ------------------------------------------------------------------------------
 
@@ -239,10 +255,10 @@ class ComposoEvaluator(BaseEvaluator):
         if sleep_time_in_seconds:
             await asyncio.sleep(sleep_time_in_seconds)
         try:
-            if isinstance(self._given, AsyncComposo):
-                out = await call.run_async(self._given)
+            if isinstance(self._given, Composo):  # the caller's blocking client, on a thread
+                out = await asyncio.to_thread(call.run_sync, self._given)
             else:
-                out = await asyncio.to_thread(call.run_sync, self._sync_client())
+                out = await call.run_async(self._async_client())
         except ComposoError as exc:
             return self._failed(call, exc)
         return self._result(call, out)
