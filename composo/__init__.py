@@ -107,40 +107,22 @@ __all__ = [
     "trace_from_otlp",
 ]
 
-# Loaded on first use: the clients (httpx), the models (pydantic builds a model class in about a
-# millisecond, and the first one loads its model machinery), the plugin manager (pluggy),
-# AsyncComposo (asyncio), tracing (OpenTelemetry).
-_RESPONSES = "composo._core.responses"
-_TRACE = "composo._core.trace"
+# module -> the names it gives, each loaded on first use: the clients (httpx), the models
+# (pydantic), the plugin manager (pluggy), AsyncComposo (asyncio), tracing (OpenTelemetry).
+_FROM = {
+    "composo._client": "Composo",
+    "composo._async_client": "AsyncComposo",
+    "composo._cache": "CachingTransport ResultCache",
+    "composo._core.cores": "MODEL_CORES ModelCore",
+    "composo._core.options": "EvaluateOptions",
+    "composo._core.plan": "BatchResult",
+    "composo._core.plugins": "hookimpl",
+    "composo._core.responses": "EvaluationResponse MultiAgentTraceResponse TaskInfo",
+    "composo._core.trace": "AgentInstance InputMessage LLMInteraction MultiAgentTrace "
+    "OutputMessage ToolCall ToolResponse ToolSpec trace_from_messages",
+    "composo.tracing": "AgentTracer ComposoTracer Instruments agent_tracer trace_from_otlp",
+    "composo._agreement": "agreement",
+}
 __getattr__, __dir__ = lazy_exports(
-    __name__,
-    {
-        "Composo": "composo._client",
-        "trace_from_otlp": "composo.tracing",
-        "CachingTransport": "composo._cache",
-        "ResultCache": "composo._cache",
-        "AsyncComposo": "composo._async_client",
-        "MODEL_CORES": "composo._core.cores",
-        "ModelCore": "composo._core.cores",
-        "EvaluateOptions": "composo._core.options",
-        "BatchResult": "composo._core.plan",
-        "hookimpl": "composo._core.plugins",
-        "EvaluationResponse": _RESPONSES,
-        "MultiAgentTraceResponse": _RESPONSES,
-        "TaskInfo": _RESPONSES,
-        "AgentInstance": _TRACE,
-        "InputMessage": _TRACE,
-        "LLMInteraction": _TRACE,
-        "MultiAgentTrace": _TRACE,
-        "OutputMessage": _TRACE,
-        "ToolCall": _TRACE,
-        "ToolResponse": _TRACE,
-        "ToolSpec": _TRACE,
-        "trace_from_messages": _TRACE,
-        "ComposoTracer": "composo.tracing",
-        "Instruments": "composo.tracing",
-        "AgentTracer": "composo.tracing",
-        "agent_tracer": "composo.tracing",
-        "agreement": "composo._agreement",
-    },
+    __name__, {name: m for m, names in _FROM.items() for name in names.split()}
 )

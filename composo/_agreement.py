@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import math
 import random
+import statistics
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,29 +56,17 @@ def _ranks(values: Sequence[float]) -> list[float]:
     return ranks
 
 
-def _pearson(x: Sequence[float], y: Sequence[float]) -> float | None:
-    n = len(x)
-    if n < 2:
-        return None
-    mx, my = math.fsum(x) / n, math.fsum(y) / n
-    sxy = math.fsum((a - mx) * (b - my) for a, b in zip(x, y, strict=True))
-    sxx = math.fsum((a - mx) ** 2 for a in x)
-    syy = math.fsum((b - my) ** 2 for b in y)
-    if sxx <= 0.0 or syy <= 0.0:
-        return None  # one side is constant: no ranking to agree with
-    return max(-1.0, min(1.0, sxy / math.sqrt(sxx * syy)))
-
-
 def spearman(x: Sequence[float], y: Sequence[float]) -> float | None:
-    """Spearman's rank correlation (Pearson's on average ranks); ``None`` when undefined."""
-    return _pearson(_ranks(x), _ranks(y))
+    """Spearman's rank correlation (Pearson's on average ranks); ``None`` when undefined (fewer
+    than two pairs, or one side constant: no ranking to agree with)."""
+    try:
+        return max(-1.0, min(1.0, statistics.correlation(_ranks(x), _ranks(y))))
+    except statistics.StatisticsError:
+        return None
 
 
 def _tied_pairs(values: Iterable[Any]) -> int:
-    counts: dict[Any, int] = {}
-    for v in values:
-        counts[v] = counts.get(v, 0) + 1
-    return sum(c * (c - 1) // 2 for c in counts.values())
+    return sum(c * (c - 1) // 2 for c in Counter(values).values())
 
 
 def kendall_tau(x: Sequence[float], y: Sequence[float]) -> float | None:
@@ -399,16 +389,13 @@ def _figures(
             kendall_interval=_interval(both, kendall_tau, seed, resamples),
             disagreements=shown,
         )
-    j = [a >= 0.5 for a in judge]
-    h = [b >= 0.5 for b in human]
+    verdicts = Counter((a >= 0.5, b >= 0.5) for a, b in zip(judge, human, strict=True))
     table = Confusion(
-        sum(a and b for a, b in zip(j, h, strict=True)),
-        sum(a and not b for a, b in zip(j, h, strict=True)),
-        sum(b and not a for a, b in zip(j, h, strict=True)),
-        sum(not a and not b for a, b in zip(j, h, strict=True)),
+        *(verdicts[p] for p in ((True, True), (True, False), (False, True), (False, False)))
     )
     accuracy = (table.both_pass + table.both_fail) / n
-    pj, ph = sum(j) / n, sum(h) / n
+    pj = (table.both_pass + table.judge_pass_human_fail) / n
+    ph = (table.both_pass + table.judge_fail_human_pass) / n
     chance = pj * ph + (1 - pj) * (1 - ph)
     kappa = None if chance >= 1.0 else (accuracy - chance) / (1.0 - chance)
     return CriterionAgreement(
