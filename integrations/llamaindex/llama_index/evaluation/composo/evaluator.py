@@ -1,9 +1,5 @@
-"""``ComposoEvaluator``: Composo criteria as a LlamaIndex ``BaseEvaluator``.
-
-It returns ``EvaluationResult`` like LlamaIndex's own evaluators, so it drops into
-``BatchEvalRunner``, ``evaluate_response`` and notebooks unchanged. An API failure becomes
-``invalid_result=True`` (the batch keeps going) unless ``raise_on_error=True``.
-"""
+"""``ComposoEvaluator``: Composo criteria as a LlamaIndex ``BaseEvaluator`` (so it drops into
+``BatchEvalRunner`` and ``evaluate_response`` unchanged)."""
 
 from __future__ import annotations
 
@@ -42,44 +38,36 @@ _log = logging.getLogger("composo.llamaindex")
 class ComposoEvaluator(BaseEvaluator):
     """Score ``(query, response, contexts)`` against one or more Composo criteria.
 
+    ``contexts`` are sent as one ``system`` message just before the answer (see
+    ``source_material_message``). A criterion that does not apply gives ``score=None`` and
+    ``passing=None``; an API failure gives ``invalid_result=True`` unless ``raise_on_error``.
+
+    ``evaluate`` / ``aevaluate`` also take ``messages`` (a chat history instead of ``query``;
+    ``response`` and ``contexts`` are appended), ``trace`` (a ``MultiAgentTrace`` or a finished
+    ``LlamaIndexTraceCapture``, sent to ``evaluate_trace``), ``tools`` (definitions, LlamaIndex
+    tools or an agent), ``agent`` (a workflow agent or ``AgentWorkflow`` whose tools are sent when
+    ``tools`` is not given: a ReAct agent's calls carry none) and ``system``.
+
     Args:
-        criteria: one criterion (``"Reward ..."``, ``"Penalize ..."``, ``"Passes if ..."``,
-            ``"Fails if ..."``) or several; several give the mean of the applicable scores.
-        client: a ``Composo`` or ``AsyncComposo``, used as given (its limits, pace, cache and
-            connections are shared by every call). ``aevaluate`` awaits an ``AsyncComposo``
-            on its event loop (so use it from one loop) and runs a ``Composo``'s call on a
-            worker thread; ``evaluate`` with an ``AsyncComposo`` uses a ``Composo`` made with
-            its settings (``Composo.from_client``). By default one is made from ``api_key`` /
-            ``base_url`` or the ``COMPOSO_API_KEY`` / ``COMPOSO_BASE_URL`` environment
-            variables.
+        criteria: One criterion or several (the mean of the applicable scores).
+        client: A ``Composo`` or ``AsyncComposo``, shared by every call. ``aevaluate`` awaits an
+            ``AsyncComposo`` (use it from one loop) and runs a ``Composo`` on a worker thread;
+            ``evaluate`` with an ``AsyncComposo`` uses ``Composo.from_client``. Default: one
+            made from the arguments below or the environment.
         threshold: ``passing`` is ``score >= threshold``.
         api_key: The Composo API key for the client made here.
         base_url: The Composo server for the client made here.
-        raise_on_error: raise API failures instead of returning ``invalid_result=True``.
-        timeout: Seconds each evaluation may take, retries included (client made here;
-            default: the client's).
-        num_retries: Retries after the first attempt (client made here; default: the
-            client's).
-        max_concurrent_requests: requests in flight for the clients made here (default: the
-            client's 5); give ``BatchEvalRunner`` about as many ``workers``.
-        **options: :class:`~composo.types.EvaluateOptions` sent with every evaluation
-            (``model_core``, ``tags``, ``explanation_cleaning``...), checked here.
+        raise_on_error: Raise API failures instead of returning ``invalid_result=True``.
+        timeout: Seconds each evaluation may take (client made here; default: the client's).
+        num_retries: Retries after the first attempt (client made here; default: the client's).
+        max_concurrent_requests: Requests in flight for the clients made here (default: the
+            client's); give ``BatchEvalRunner`` about as many ``workers``.
+        **options: :class:`~composo.types.EvaluateOptions` sent with every evaluation, checked
+            here.
 
     Raises:
         ComposoValidationError: An argument is invalid (named in the message).
         TypeError: An option that does not exist.
-
-    ``contexts`` (the retrieved chunks) are sent as one ``system`` message placed just before the
-    answer, headed "Source material retrieved for the answer that follows:" and numbered ``[1]``,
-    ``[2]``... A criterion that does not apply gives ``score=None`` and ``passing=None``.
-
-    Extra keyword arguments of ``evaluate`` / ``aevaluate``: ``messages`` (a chat history to
-    evaluate instead of ``query``: ``ChatMessage`` objects or dicts; ``response`` and
-    ``contexts`` are appended to it), ``trace`` (a ``MultiAgentTrace`` or a finished
-    ``LlamaIndexTraceCapture``, evaluated with ``evaluate_trace``), ``tools`` (definitions,
-    LlamaIndex tools, or an agent: its tools), ``agent`` (a workflow agent or ``AgentWorkflow``
-    whose tools are sent when ``tools`` is not given: tool-use criteria need them, and a ReAct
-    agent's calls carry none) and ``system``.
     """
 
     def __init__(
@@ -204,28 +192,24 @@ class ComposoEvaluator(BaseEvaluator):
         contexts: Sequence[str] | None = None,
         **kwargs: Any,
     ) -> EvaluationResult:
-        """Score synchronously (a thread-pooled client: works inside a running event loop too).
+        """Score synchronously (works inside a running event loop too).
 
         Args:
             query: The user's question (or pass ``messages=`` for a whole chat history).
             response: The answer to score.
             contexts: Retrieved chunks, sent as source material before the answer.
-            **kwargs: ``messages``, ``trace``, ``tools``, ``system`` (see the class).
-
-        Returns:
-            An ``EvaluationResult``; an API failure gives ``invalid_result=True`` (unless
-            ``raise_on_error``) with the reason in ``invalid_reason``.
+            **kwargs: ``messages``, ``trace``, ``tools``, ``agent``, ``system`` (see the class).
 
         Raises:
             ComposoValidationError: The input cannot be evaluated (before any request).
             ComposoError: An API failure, with ``raise_on_error=True``.
         """
-        call = self._prepare(query, response, contexts, kwargs)
+        result, sent = self._prepare(query, response, contexts, kwargs)
         try:
-            out = call.run_sync(self._sync_client())
+            out = _method(self._sync_client(), sent)(**sent)
         except ComposoError as exc:
-            return self._failed(call, exc)
-        return self._result(call, out)
+            return self._failed(result, exc)
+        return self._result(result, out)
 
     async def aevaluate(
         self,
@@ -235,71 +219,32 @@ class ComposoEvaluator(BaseEvaluator):
         sleep_time_in_seconds: float = 0,
         **kwargs: Any,
     ) -> EvaluationResult:
-        """Score without blocking the event loop: an ``AsyncComposo`` given is awaited on it,
-        a ``Composo``'s call runs on a worker thread.
-
-        Args:
-            query: The user's question (or pass ``messages=`` for a whole chat history).
-            response: The answer to score.
-            contexts: Retrieved chunks, sent as source material before the answer.
-            sleep_time_in_seconds: Wait this long first (LlamaIndex's rate-limiting knob).
-            **kwargs: ``messages``, ``trace``, ``tools``, ``system`` (see the class).
-
-        Returns:
-            An ``EvaluationResult``, as :meth:`evaluate`.
-
-        Raises:
-            ComposoError: As :meth:`evaluate` (bad input, or API failures when raised).
-        """
-        call = self._prepare(query, response, contexts, kwargs)
+        """:meth:`evaluate` without blocking the event loop; ``sleep_time_in_seconds`` waits
+        first (LlamaIndex's rate-limiting knob)."""
+        result, sent = self._prepare(query, response, contexts, kwargs)
         if sleep_time_in_seconds:
             await asyncio.sleep(sleep_time_in_seconds)
         try:
             if isinstance(self._given, Composo):  # the caller's blocking client, on a thread
-                out = await asyncio.to_thread(call.run_sync, self._given)
+                out = await asyncio.to_thread(_method(self._given, sent), **sent)
             else:
-                out = await call.run_async(self._async_client())
+                out = await _method(self._async_client(), sent)(**sent)
         except ComposoError as exc:
-            return self._failed(call, exc)
-        return self._result(call, out)
+            return self._failed(result, exc)
+        return self._result(result, out)
 
     def evaluate_response(
         self, query: str | None = None, response: Any = None, **kwargs: Any
     ) -> EvaluationResult:
         """Score a query engine ``Response``, an ``AgentChatResponse`` or a workflow agent's
-        ``AgentOutput``: source nodes become source material and recorded tool calls (an
-        ``AgentOutput``'s ``tool_calls``) are part of the conversation. Pass ``agent=`` too so
-        the tools it was offered are sent.
-
-        Args:
-            query: The user's question.
-            response: The LlamaIndex response object.
-            **kwargs: As :meth:`evaluate`.
-
-        Returns:
-            An ``EvaluationResult``, as :meth:`evaluate`.
-
-        Raises:
-            ComposoError: As :meth:`evaluate` (bad input, or API failures when raised).
-        """
+        ``AgentOutput``: source nodes become source material and recorded tool calls part of the
+        conversation. Pass ``agent=`` too so the tools it was offered are sent."""
         return self.evaluate(query=query, **self._response_kwargs(response), **kwargs)
 
     async def aevaluate_response(
         self, query: str | None = None, response: Any = None, **kwargs: Any
     ) -> EvaluationResult:
-        """:meth:`evaluate_response` on the running event loop.
-
-        Args:
-            query: The user's question.
-            response: A ``Response``, ``AgentChatResponse`` or ``AgentOutput``.
-            **kwargs: As :meth:`aevaluate` (``sleep_time_in_seconds`` included).
-
-        Returns:
-            An ``EvaluationResult`` (failures marked ``invalid_result``).
-
-        Raises:
-            ComposoError: As :meth:`aevaluate`.
-        """
+        """:meth:`evaluate_response` on the running event loop."""
         return await self.aevaluate(query=query, **self._response_kwargs(response), **kwargs)
 
     # -- helpers ---------------------------------------------------------------------------------
@@ -328,7 +273,8 @@ class ComposoEvaluator(BaseEvaluator):
         response: str | None,
         contexts: Sequence[str] | None,
         kwargs: dict[str, Any],
-    ) -> _Call:
+    ) -> tuple[EvaluationResult, dict[str, Any]]:
+        """The result to fill in, and the keyword arguments of the client's call."""
         answer = kwargs.pop("_answer", None)
         messages = kwargs.pop("messages", None)
         trace = kwargs.pop("trace", None)
@@ -365,17 +311,14 @@ class ComposoEvaluator(BaseEvaluator):
                     "trace: give either trace= or a conversation (query, response, contexts, "
                     "messages, tools, system), not both: a trace carries its own"
                 )
-            return _Call(self.criteria, result, {"trace": trace, **options})
-        return _Call(
-            self.criteria,
-            result,
-            {
-                "messages": self._conversation(query, response, contexts, messages, answer),
-                "tools": tools,
-                "system": system,
-                **options,
-            },
-        )
+            return result, {"criteria": self.criteria, "trace": trace, **options}
+        return result, {
+            "criteria": self.criteria,
+            "messages": self._conversation(query, response, contexts, messages, answer),
+            "tools": tools,
+            "system": system,
+            **options,
+        }
 
     @staticmethod
     def _conversation(
@@ -421,9 +364,10 @@ class ComposoEvaluator(BaseEvaluator):
             )
         return convo
 
-    def _result(self, call: _Call, answers: list[Any]) -> EvaluationResult:
+    def _result(self, result: EvaluationResult, out: Any) -> EvaluationResult:
         scores: list[float] = []
         notes: list[str] = []
+        answers = out if isinstance(out, list) else [out]  # one criterion: one response
         for criterion, ans in zip(self.criteria, answers, strict=True):
             if isinstance(ans, MultiAgentTraceResponse):
                 score, text = ans.overall_score, ans.explanation
@@ -435,7 +379,7 @@ class ComposoEvaluator(BaseEvaluator):
             verdict = "not applicable" if score is None else f"{score:.2f}"
             notes.append(text if len(self.criteria) == 1 else f"[{verdict}] {criterion}: {text}")
         score = statistics.fmean(scores) if scores else None
-        return call.result.model_copy(
+        return result.model_copy(
             update={
                 "score": score,
                 "passing": None if score is None else score >= self.threshold,
@@ -443,13 +387,13 @@ class ComposoEvaluator(BaseEvaluator):
             }
         )
 
-    def _failed(self, call: _Call, exc: ComposoError) -> EvaluationResult:
+    def _failed(self, result: EvaluationResult, exc: ComposoError) -> EvaluationResult:
         """An API failure, as a result marked invalid; bad input is always raised."""
         if self.raise_on_error or isinstance(exc, ComposoValidationError):
             raise exc
         reason = f"{type(exc).__name__}: {exc}"
         _log.warning("Composo evaluation failed, result marked invalid: %s", reason)
-        return call.result.model_copy(update={"invalid_result": True, "invalid_reason": reason})
+        return result.model_copy(update={"invalid_result": True, "invalid_reason": reason})
 
 
 def _is_agent(obj: Any) -> bool:
@@ -462,22 +406,5 @@ def _is_agent_output(obj: Any) -> bool:
     return kind.__name__ == "AgentOutput" and kind.__module__.startswith("llama_index.")
 
 
-class _Call:
-    """One evaluation, ready to send with either client."""
-
-    def __init__(self, criteria: list[str], result: EvaluationResult, kwargs: dict[str, Any]):
-        self.criteria = criteria
-        self.result = result
-        self.kwargs = kwargs
-        self.method = "evaluate_trace" if "trace" in kwargs else "evaluate"
-
-    def run_sync(self, client: Composo) -> list[Any]:
-        return _as_list(getattr(client, self.method)(criteria=self.criteria, **self.kwargs))
-
-    async def run_async(self, client: AsyncComposo) -> list[Any]:
-        return _as_list(await getattr(client, self.method)(criteria=self.criteria, **self.kwargs))
-
-
-def _as_list(out: Any) -> list[Any]:
-    """``evaluate``'s answer as a list: one criterion gives one response, not a list of one."""
-    return list(out) if isinstance(out, list) else [out]
+def _method(client: Any, sent: dict[str, Any]) -> Any:
+    return client.evaluate_trace if "trace" in sent else client.evaluate
