@@ -11,12 +11,13 @@ from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 
 from fastapi import FastAPI, Request, Response
+from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ValidationError
 from starlette.types import ASGIApp
 
 from composo._core.wire import LIGHTNING_MODEL_CORES, RewardRequest, TraceRequest, is_binary
 from composo._version import __version__
-from composo.server._bodies import Refused, json_response, parse_request, refusal, validation_detail
+from composo.server._bodies import Refused, parse_request, refusal, validation_detail
 from composo.server._config import ServerConfig
 from composo.server._devswitch import DevSwitch, FaultList
 from composo.server._gate import API_KEY_SCOPE_KEY, BODY_SCOPE_KEY, Gate, KeyCheck, RateLimiter
@@ -104,7 +105,7 @@ def build_app(config: ServerConfig, received: ReceivedLog | None = None) -> ASGI
 
     async def evaluate(request: Request, model: type[_R]) -> Response:
         try:
-            return json_response(await _run(await parse(request, model)))
+            return JSONResponse(await _run(await parse(request, model)))
         except Refused as exc:
             return refusal(exc.detail, exc.status)
         except JudgeError as exc:
@@ -134,7 +135,7 @@ def build_app(config: ServerConfig, received: ReceivedLog | None = None) -> ASGI
                 "Idempotency-Key: already used for a different request; send a new key with "
                 "each new submission (and the same key only when repeating one)"
             )
-        return json_response({"task_id": task_id})
+        return JSONResponse({"task_id": task_id})
 
     # The evaluation routes: reward and trace, answered now or (background) as a task to poll.
     for suffix, handle in (("", evaluate), ("/background", background)):
@@ -152,11 +153,11 @@ def build_app(config: ServerConfig, received: ReceivedLog | None = None) -> ASGI
         info = await state["tasks"].info(task_id, request.scope.get(API_KEY_SCOPE_KEY))
         if info is None:
             return refusal(f"no task with id {task_id!r} on this server", 404)
-        return json_response(info)
+        return JSONResponse(info)
 
     @app.get("/api/healthcheck")
     async def healthcheck() -> Response:
-        return json_response({"status": "ok", "judge": judge.name, "version": __version__})
+        return JSONResponse({"status": "ok", "judge": judge.name, "version": __version__})
 
     if dev is not None:
         _dev_routes(app, dev)
@@ -218,13 +219,13 @@ def _dev_routes(app: FastAPI, dev: DevSwitch) -> None:
             body = FaultList.model_validate_json(request.scope.get(BODY_SCOPE_KEY, b""))
         except ValidationError as exc:
             return refusal(validation_detail(exc))
-        return json_response({"queued": dev.queue(body.faults)})
+        return JSONResponse({"queued": dev.queue(body.faults)})
 
     @app.delete("/_dev/faults")
     async def clear_faults() -> Response:
         dev.reset()
-        return json_response({"queued": 0})
+        return JSONResponse({"queued": 0})
 
     @app.get("/_dev/requests")
     async def recorded() -> Response:
-        return json_response(dev.requests)
+        return JSONResponse(dev.requests)

@@ -4,11 +4,12 @@ validated requests (a large one in a worker thread) within the size limits of tr
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
 
 from pydantic import ValidationError
-from starlette.responses import Response
+from starlette.responses import JSONResponse, Response
 
 from composo._core.wire import RewardRequest, TraceRequest
 
@@ -16,40 +17,15 @@ __all__ = [
     "MAX_TRACE_AGENTS",
     "MAX_TRACE_INTERACTIONS",
     "Refused",
-    "dumps",
-    "json_response",
-    "loads",
     "parse_request",
     "refusal",
     "validation_detail",
 ]
 
-try:
-    import orjson
-
-    def dumps(obj: Any) -> bytes:
-        return orjson.dumps(obj)
-
-    def loads(data: bytes) -> Any:
-        return orjson.loads(data)
-
-except ImportError:  # pragma: no cover - orjson is optional
-    import json
-
-    def dumps(obj: Any) -> bytes:
-        return json.dumps(obj, separators=(",", ":")).encode()
-
-    def loads(data: bytes) -> Any:
-        return json.loads(data)
-
-
-def json_response(obj: Any, status: int = 200) -> Response:
-    return Response(dumps(obj), status_code=status, media_type="application/json")
-
 
 def refusal(detail: str, status: int = 422) -> Response:
     """An error answer in the platform's shape."""
-    return json_response({"detail": detail}, status)
+    return JSONResponse({"detail": detail}, status)
 
 
 _MAX_ERRORS = 5
@@ -214,7 +190,7 @@ def _validate_body(body: bytes, model: type[R]) -> R:
 
 def _loads_or_nothing(body: bytes) -> Any:
     try:
-        return loads(body)
+        return json.loads(body)
     except ValueError:
         return None
 

@@ -18,7 +18,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from composo.server._bodies import dumps
+from starlette.responses import JSONResponse
+
 from composo.server._devswitch import DevSwitch, Fault
 from composo.server._redact import credential_parameter
 
@@ -183,7 +184,7 @@ class Gate:
         try:
             head = _Head.of(scope["headers"])
         except ValueError:
-            await _answer(send, 400, "Content-Length is not a number", close=True)
+            await _answer(400, "Content-Length is not a number", close=True)(scope, receive, send)
             return
         refusal = self._refusal(scope, head, leaked)
         if refusal is None and self.limiter is not None:
@@ -191,7 +192,7 @@ class Gate:
         if refusal is not None:
             # What to do with the unread body: nothing to do without one.
             close = head.chunked or (head.declared or 0) > DISCARD_FACTOR * self.max_body_bytes
-            await _answer(send, *refusal, close=close)
+            await _answer(*refusal, close=close)(scope, receive, send)
             return
         try:
             await self._admitted(scope, receive, send, head)
@@ -240,7 +241,8 @@ class Gate:
         declared = int(length) if length.isdigit() else 0
         if declared > self.max_body_bytes:
             close = declared > DISCARD_FACTOR * self.max_body_bytes
-            await _answer(_with_request_id(send), 413, self._too_large(), close=close)
+            answer = _answer(413, self._too_large(), close=close)
+            await answer(scope, receive, _with_request_id(send))
             return
         await self.app(scope, receive, send)
 
@@ -250,14 +252,14 @@ class Gate:
         try:
             body = await self._read(receive) if head.declared or head.chunked else b""
         except _TooLarge:
-            await _answer(send, 413, self._too_large(), close=True)
+            await _answer(413, self._too_large(), close=True)(scope, receive, send)
             return
         except _Gone:
             return
         if self.dev is not None and path.startswith(_EVAL_PREFIX):
             self.dev.record(scope["method"], path, scope["headers"], body)
             fault = self.dev.take(path)
-            if fault is not None and await _fault(fault, send):
+            if fault is not None and await _fault(fault, scope, receive, send):
                 return
         scope[BODY_SCOPE_KEY] = body
         scope[API_KEY_SCOPE_KEY] = head.api_key
@@ -287,7 +289,7 @@ class Gate:
                 return b"".join(chunks)
 
 
-async def _fault(fault: Fault, send: Send) -> bool:
+async def _fault(fault: Fault, scope: Scope, receive: Receive, send: Send) -> bool:
     """Apply ``fault``; ``True`` when the request was answered (or dropped) by it."""
     if fault.delay:
         await asyncio.sleep(fault.delay)
@@ -299,7 +301,8 @@ async def _fault(fault: Fault, send: Send) -> bool:
         return True
     if fault.status is not None:
         extra = {"retry-after": fault.retry_after} if fault.retry_after is not None else {}
-        await _answer(send, fault.status, fault.detail or f"injected fault {fault.status}", extra)
+        detail = fault.detail or f"injected fault {fault.status}"
+        await _answer(fault.status, detail, extra)(scope, receive, send)
         return True
     return False
 
@@ -333,13 +336,9 @@ def _with_request_id(send: Send) -> Send:
     return _with_headers(send, [(b"x-request-id", uuid.uuid4().hex.encode())])
 
 
-async def _answer(
-    send: Send, status: int, detail: str, headers: dict[str, str] | None = None, close: bool = False
-) -> None:
-    body = dumps({"detail": detail})
-    raw = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-    raw += [(k.encode(), v.encode()) for k, v in (headers or {}).items()]
+def _answer(
+    status: int, detail: str, headers: dict[str, str] | None = None, close: bool = False
+) -> JSONResponse:
     if close:
-        raw.append((b"connection", b"close"))
-    await send({"type": "http.response.start", "status": status, "headers": raw})
-    await send({"type": "http.response.body", "body": body})
+        headers = {**(headers or {}), "connection": "close"}
+    return JSONResponse({"detail": detail}, status, headers)

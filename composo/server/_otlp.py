@@ -18,10 +18,11 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from fastapi import Depends, FastAPI, HTTPException, Request, Response
+from fastapi.responses import JSONResponse
 
 from composo._core.responses import MultiAgentTraceResponse
 from composo._core.wire import TraceRequest
-from composo.server._bodies import json_response, refusal
+from composo.server._bodies import refusal
 from composo.server._config import ServerConfig
 from composo.server._gate import KeyCheck
 
@@ -191,14 +192,14 @@ def mount(app: FastAPI, config: ServerConfig, tasks: Callable[[], Any]) -> None:
         if content_type.startswith("application/x-protobuf"):
             # an empty ExportTraceServiceResponse: everything was accepted
             return Response(b"", media_type="application/x-protobuf")
-        return json_response({})
+        return JSONResponse({})
 
     @app.get("/v1/traces/{trace_id}", dependencies=[Depends(key_check)])
     async def trace_status(trace_id: str) -> Response:
         entry = receiver.traces.get(trace_id.lower())
         if entry is None:
             return refusal(f"no finished trace {trace_id!r} on this server", 404)
-        return json_response(entry)
+        return JSONResponse(entry)
 
 
 def _append(path: Path, data: bytes) -> None:

@@ -5,10 +5,12 @@ API key. Reads run in a worker thread, so a large page never stalls the event lo
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
 from datetime import datetime, timezone
 
 from fastapi import FastAPI, Request, Response
+from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 
 from composo._platform_types import (
@@ -19,7 +21,7 @@ from composo._platform_types import (
     USAGE_PATH,
     EvaluationFilterRequest,
 )
-from composo.server._bodies import json_response, loads, refusal, validation_detail
+from composo.server._bodies import refusal, validation_detail
 from composo.server._gate import API_KEY_SCOPE_KEY, BODY_SCOPE_KEY
 from composo.server._history import MAX_PAGE_SIZE, HistoryStore
 
@@ -32,13 +34,13 @@ def mount(app: FastAPI, history: HistoryStore) -> None:
     @app.get(USAGE_PATH)
     async def usage(request: Request) -> Response:
         key = request.scope.get(API_KEY_SCOPE_KEY)
-        return json_response(await asyncio.to_thread(history.usage, key))
+        return JSONResponse(await asyncio.to_thread(history.usage, key))
 
     @app.post(EVALUATIONS_FILTER_PATH)
     async def filter_evaluations(request: Request) -> Response:
         body = request.scope.get(BODY_SCOPE_KEY, b"") or b"{}"
         try:
-            data = loads(body)
+            data = json.loads(body)
         except ValueError:
             return refusal('body: not JSON; send a JSON object such as {"page": 1}')
         try:
@@ -48,7 +50,7 @@ def mount(app: FastAPI, history: HistoryStore) -> None:
         if query.page_size is not None and query.page_size > MAX_PAGE_SIZE:
             return refusal(f"page_size: at most {MAX_PAGE_SIZE} (ask for the next page instead)")
         key = request.scope.get(API_KEY_SCOPE_KEY)
-        return json_response(await asyncio.to_thread(history.evaluations, key, query))
+        return JSONResponse(await asyncio.to_thread(history.evaluations, key, query))
 
     @app.get(TRACES_PATH)
     async def list_traces(request: Request) -> Response:
@@ -74,7 +76,7 @@ def mount(app: FastAPI, history: HistoryStore) -> None:
             )
         except ValueError as exc:
             return refusal(str(exc))
-        return json_response(page)
+        return JSONResponse(page)
 
     @app.get(TRACES_PATH + "/{trace_id}")
     async def get_trace(trace_id: str, request: Request) -> Response:
@@ -86,7 +88,7 @@ def mount(app: FastAPI, history: HistoryStore) -> None:
         found = await asyncio.to_thread(history.trace, key, canonical)
         if found is None:
             return refusal(f"no trace with id {canonical!r} for this API key", 404)
-        return json_response(found)
+        return JSONResponse(found)
 
 
 def _when(text: str | None, name: str) -> float | None:
