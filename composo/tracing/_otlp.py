@@ -195,13 +195,15 @@ def _json_attributes(items: Any) -> dict[str, Any]:
 
 
 def records_from_protobuf(data: bytes) -> Iterator[SpanRecord]:
-    """The spans of one protobuf-encoded ``ExportTraceServiceRequest``.
+    """The spans of one protobuf-encoded ``ExportTraceServiceRequest``, read through its JSON
+    mapping (protobuf's ``MessageToDict``) by :func:`records_from_json`.
 
     Raises:
         ImportError: ``opentelemetry-proto`` is not installed (the message names the extra).
         ValueError: ``data`` is not such a message.
     """
     try:
+        from google.protobuf.json_format import MessageToDict  # type: ignore[import-untyped]
         from google.protobuf.message import DecodeError  # type: ignore[import-untyped]
         from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
             ExportTraceServiceRequest,
@@ -215,43 +217,7 @@ def records_from_protobuf(data: bytes) -> Iterator[SpanRecord]:
         request.ParseFromString(data)
     except DecodeError as exc:
         raise ValueError(f"not an OTLP ExportTraceServiceRequest: {exc}") from exc
-    for resource in request.resource_spans:
-        for scope_spans in resource.scope_spans:
-            scope = scope_spans.scope.name
-            for span in scope_spans.spans:
-                attributes = {kv.key: _proto_value(kv.value) for kv in span.attributes}
-                failed = span.status.code == _STATUS_ERROR
-                trace_id = _hex_id(span.trace_id, 32)
-                span_id = _hex_id(span.span_id, 16)
-                if trace_id is None or span_id is None:
-                    continue
-                yield SpanRecord(
-                    trace_id=trace_id,
-                    span_id=span_id,
-                    parent_id=_hex_id(span.parent_span_id, 16),
-                    name=span.name,
-                    attributes=attributes,
-                    start=span.start_time_unix_nano,
-                    end=span.end_time_unix_nano,
-                    error=(span.status.message or "error") if failed else None,
-                    scope=scope,
-                    events=[
-                        (e.name, {kv.key: _proto_value(kv.value) for kv in e.attributes})
-                        for e in span.events
-                        if e.name.startswith(EVENT_PREFIX)
-                    ],
-                )
-
-
-def _proto_value(v: Any) -> Any:
-    which = v.WhichOneof("value")
-    if which is None:
-        return None
-    if which == "array_value":
-        return [_proto_value(x) for x in v.array_value.values]
-    if which == "kvlist_value":
-        return {kv.key: _proto_value(kv.value) for kv in v.kvlist_value.values}
-    return getattr(v, which)
+    return records_from_json(MessageToDict(request))
 
 
 class SpanGroups:
