@@ -38,13 +38,6 @@ EPILOG = (
     "(docs/cli.md, 'Exit statuses')"
 )
 
-# subcommand -> module with ``check_args(args) -> str | None``: options another module adds to the
-# subcommand, checked against the whole command line before it runs (a problem exits 2).
-PRECHECKS: dict[str, str] = {
-    "evaluate": "composo.cli._gates",
-    "evaluate-traces": "composo.cli._gates",
-}
-
 
 class UsageError(Exception):
     """A command line that cannot run: ``main`` prints ``composo COMMAND: error: MESSAGE`` and
@@ -136,28 +129,21 @@ def _unknown_command(argv: Sequence[str]) -> str | None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
-    # -- did you mean: a mistyped command --
     unknown = _unknown_command(words)
     if unknown is not None:
         print(unknown, file=sys.stderr)
         return 2
-    # -- end did you mean --
     parser = build_parser(words[0] if words and words[0] in SUBCOMMANDS else None)
-    # -- did you mean: a mistyped flag, answered by the command it was given to --
+    # a mistyped flag is answered by the command it was given to
     typo = _unknown_flag(parser, words)
     if typo is not None:
         print(typo, file=sys.stderr)
         return 2
-    # -- end did you mean --
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help(sys.stderr)
         return 2
     try:
-        check = PRECHECKS.get(args.command)
-        problem = importlib.import_module(check).check_args(args) if check else None
-        if problem is not None:
-            raise UsageError(problem)
         code: int = importlib.import_module(SUBCOMMANDS[args.command][0]).run(args)
     except UsageError as exc:
         print(f"composo {args.command}: error: {exc}", file=sys.stderr)

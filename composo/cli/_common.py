@@ -28,29 +28,13 @@ if TYPE_CHECKING:
 
 __all__ = [
     "EXIT_FAILED",
-    "EXIT_INTERRUPTED",
-    "EXIT_SERVER",
-    "SHOWN_ERRORS",
-    "Guard",
-    "Notes",
-    "Pending",
-    "Rows",
-    "UsageError",
+    "Run",
     "add_connection_arguments",
     "add_listen_arguments",
     "add_run_arguments",
-    "check_judge",
-    "connect",
-    "end_run",
     "from_platform",
-    "open_results",
-    "parse_tags",
-    "platform_client",
     "positive_int",
     "prepare",
-    "refusal",
-    "results",
-    "run_info",
 ]
 
 # Every command's statuses are listed once, in docs/cli.md's "Exit statuses" (see EPILOG in
@@ -222,7 +206,9 @@ def prepare(
     once the flags agree and ``source`` (``None``: stdin) is a file other than the results
     file; ``name`` is the input's name in the message. Raises ``UsageError``."""
     from composo.cli._criteria import resolve
+    from composo.cli._gates import check_args
 
+    check_args(args)  # the gates and CI files first: they name the flag at fault
     try:
         criteria = resolve(args.criteria)
         tags = parse_tags(args.tag)
@@ -275,18 +261,6 @@ def open_results(args: argparse.Namespace, criteria: list[str]) -> Rows:
             file=sys.stderr,
         )
     return Rows(criteria, resume, writer, {} if args.output is None else None)
-
-
-def run_info(args: argparse.Namespace, criteria: list[str], source: Path | None) -> RunInfo:
-    """The run's header: judge, model core, criteria and input (``None``: stdin)."""
-    from composo.cli._summary import RunInfo
-
-    return RunInfo(
-        local=args.local,
-        model_core=args.model_core,
-        criteria=criteria,
-        input=None if source is None else str(source.resolve()),
-    )
 
 
 @contextlib.contextmanager
@@ -466,6 +440,91 @@ class Pending:
         if left > 1:
             self._due[position] = (index, left - 1, where)
         return index, where
+
+
+class Run:
+    """A scoring run's side of the stream: which record each pending item came from, the guard
+    that stops the run, the problems said on stderr, and whether Ctrl-C ended it. A command
+    gives its ``record(result, where)``."""
+
+    def __init__(self, args: argparse.Namespace, criteria: list[str], source: Path | None) -> None:
+        """Raises ``UsageError``: nothing to evaluate with, or no results file to write."""
+        from composo.cli._summary import RunInfo
+
+        check_judge(args)
+        self.args = args
+        self.rows = open_results(args, criteria)
+        shown = None if source is None else str(source.resolve())
+        self.info = RunInfo(
+            local=args.local, model_core=args.model_core, criteria=criteria, input=shown
+        )
+        self.guard = Guard(args)
+        self.notes = Notes()
+        self.pending = Pending()
+        self.interrupted = False
+
+    def record(self, result: BatchResult, where: str | None) -> None:
+        raise NotImplementedError
+
+    def write(self, result: BatchResult) -> dict[str, Any] | None:
+        """The result's row, written; ``None`` when the result stops the run (no row: a re-run
+        sends it again)."""
+        if self.guard.stops(result.error):
+            return None
+        row = self.rows.row(result)
+        self.rows.write(row)
+        return row
+
+    @contextlib.contextmanager
+    def client(self, transport: Any = None) -> Iterator[Composo]:
+        """:func:`connect`'s client; the rows are closed after it, Ctrl-C ends the run
+        (``interrupted``) and a setting the client refuses is a ``UsageError``."""
+        from composo.errors import ComposoValidationError
+
+        try:
+            with connect(self.args, self.info, transport) as client:
+                yield client
+        except ComposoValidationError as exc:
+            raise UsageError(str(exc)) from None
+        except KeyboardInterrupt:
+            self.interrupted = True
+        finally:
+            self.rows.close()
+
+    def drain(
+        self,
+        client: Composo,
+        items: Iterable[dict[str, Any]],
+        options: EvaluateOptions,
+        each: Callable[[], object] = lambda: None,
+        **kwargs: Any,
+    ) -> None:
+        """Every result of :func:`results` recorded under its record's index, until the guard
+        stops the run; ``each`` is called per result."""
+        stream = results(
+            client,
+            items,
+            self.rows.criteria,
+            concurrency=self.args.concurrency,
+            **kwargs,
+            **options,
+        )
+        with contextlib.closing(stream):  # Ctrl-C: requests in flight end now
+            for result in stream:
+                each()
+                index, where = self.pending.take(result.index)
+                self.record(dataclasses.replace(result, index=index), where)
+                if self.guard.reason is not None:
+                    break
+
+    def end(
+        self,
+        then: Callable[[], object] = lambda: None,
+        fatal: str | None = None,
+        failed: bool = False,
+    ) -> int:
+        stopped = (self.guard.reason, self.interrupted, fatal)
+        return end_run(self.args, self.info, self.rows, stopped, then, failed)
 
 
 def end_run(

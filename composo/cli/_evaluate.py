@@ -4,8 +4,6 @@ criterion as results arrive; re-running with the same ``-o`` resumes where the l
 from __future__ import annotations
 
 import argparse
-import contextlib
-import dataclasses
 import functools
 import importlib.util
 import os
@@ -47,43 +45,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from composo.errors import ComposoValidationError
+    from composo.cli._data import DataRun
 
     source = None if args.input == "-" else Path(args.input)
     criteria, options = common.prepare(args, source, "INPUT")  # a UsageError: exit 2
-    # -- tables and the result cache: the input's reader, a Parquet -o, the cache --
-    from composo.cli import _data
-
-    data = _data.DataRun(args, source)
-    # -- end tables and the result cache --
+    data = DataRun(args, source)  # the input's reader, a Parquet -o, the result cache
     try:
-        common.check_judge(args)
-        rows = common.open_results(args, criteria)
+        state = _Run(args, criteria, source, data)
     except UsageError:
         data.close()
         raise
-    info = common.run_info(args, criteria, source)
-    interrupted = False
-    run_state: _Run | None = None
     try:
-        with common.connect(args, info, data.transport(args.concurrency)) as client:
-            run_state = _Run(rows, common.Guard(args), data, options)
-            run_state.main(client, source, args.concurrency)
-    except ComposoValidationError as exc:  # the client refused its settings
-        raise UsageError(str(exc)) from None
-    except KeyboardInterrupt:
-        interrupted = True
+        with state.client(data.transport(args.concurrency)) as client:
+            state.main(client, source, options)
     except BrokenPipeError:  # the reader of stdout went away: nowhere left to write results
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         print("stopped: the output was closed", file=sys.stderr)
         return EXIT_FAILED
     finally:
-        rows.close()
         data.close()
-    stop = run_state.guard.reason if run_state is not None else None
-    fatal = run_state.fatal if run_state is not None else None
-    closing = functools.partial(data.finish, fatal, interrupted)  # the cache, a Parquet -o
-    return common.end_run(args, info, rows, (stop, interrupted, fatal), closing)
+    closing = functools.partial(data.finish, state.fatal, state.interrupted)
+    return state.end(closing, state.fatal)
 
 
 class _Pace:
@@ -113,51 +95,31 @@ class _Pace:
             )
 
 
-class _Run:
-    """One run: feeds the dataset's lines to the batch runner and writes each result."""
+class _Run(common.Run):
+    """Feeds the dataset's records to the batch runner and writes each result."""
 
     def __init__(
-        self, rows: common.Rows, guard: common.Guard, data: DataRun, options: EvaluateOptions
+        self, args: argparse.Namespace, criteria: list[str], source: Path | None, data: DataRun
     ) -> None:
-        self.rows = rows
-        self.guard = guard
+        super().__init__(args, criteria, source)
         self.data = data
-        self.criteria = rows.criteria
-        self.options = options
         self.fatal: str | None = None  # the input stopped being readable
-        self.notes = common.Notes()
         self.bar: Progress | None = None
-        self.lines = common.Pending()
 
-    def main(self, client: Composo, source: Path | None, concurrency: int) -> None:
-        """Stream the lines through the client's public batch API and write each result."""
+    def main(self, client: Composo, source: Path | None, options: EvaluateOptions) -> None:
         bar = self._progress(source)
         pace = _Pace(client)
         if bar is not None:
             bar.status = pace.status
         with self.data.records as lines:
-            if bar is not None:
-                bar.start()
+            if bar is None:
+                self.drain(client, self.items(lines), options, pace.note)
+                return
+            bar.start()
             try:
-                stream = common.results(
-                    client,
-                    self.items(lines),
-                    self.criteria,
-                    concurrency=concurrency,
-                    progress=(lambda done, total: bar.advance()) if bar is not None else False,
-                    **self.options,
-                )
-                with contextlib.closing(stream):  # Ctrl-C: requests in flight end now
-                    for result in stream:
-                        if bar is None:
-                            pace.note()
-                        line, where = self.lines.take(result.index)
-                        self.record(dataclasses.replace(result, index=line), where)
-                        if self.guard.reason is not None:
-                            break
+                self.drain(client, self.items(lines), options, progress=lambda d, t: bar.advance())
             finally:
-                if bar is not None:
-                    bar.close()
+                bar.close()
 
     def _progress(self, source: Path | None) -> Progress | None:
         from composo._core.plan import Progress
@@ -167,7 +129,7 @@ class _Run:
         total = None
         if self.data.records.format != "jsonl":  # tables
             rows = self.data.records.rows
-            total = None if rows is None else rows * len(self.criteria)
+            total = None if rows is None else rows * len(self.rows.criteria)
         elif source is not None:
             total = 0
             with source.open("rb") as f:
@@ -197,7 +159,7 @@ class _Run:
             if isinstance(item, BadRow):
                 self._bad(index, wanted, item)
                 continue
-            self.lines.add(index, len(wanted), self.data.records.where)
+            self.pending.add(index, len(wanted), self.data.records.where)
             yield {**item, "criteria": wanted}
 
     def _bad(self, index: int, wanted: list[str], bad: BadRow) -> None:
@@ -212,13 +174,9 @@ class _Run:
                 self.bar.advance()
 
     def record(self, result: BatchResult, where: str | None = None) -> None:
-        """Write one result row; say what went wrong (``where``: the record's place in its
-        file). A failure every other request would share stops the run (see ``Guard``)."""
-        if self.guard.stops(result.error):
-            return
-        row = self.rows.row(result)
-        self.rows.write(row)
-        if result.error is None:
+        """Write one result row and say what went wrong (``where``: the record's place)."""
+        row = self.write(result)
+        if row is None or result.error is None:
             return
         place = where or f"line {result.index + 1}"
         if result.id is not None:

@@ -10,14 +10,12 @@ carry the trace's position in the export as ``index`` and its trace id as ``id``
 from __future__ import annotations
 
 import argparse
-import contextlib
 import functools
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from composo.cli import UsageError
 from composo.cli import _common as common
 
 if TYPE_CHECKING:
@@ -48,60 +46,25 @@ add_arguments = functools.partial(
 
 
 def run(args: argparse.Namespace) -> int:
-    from composo.errors import ComposoValidationError
     from composo.tracing._otlp import MAX_SPANS_PER_TRACE, OtlpReader
 
     source = Path(args.input)
     criteria, options = common.prepare(args, source, "FILE")  # a UsageError: exit 2
-    common.check_judge(args)
-    rows = common.open_results(args, criteria)
+    state = _Run(args, criteria, source)
     reader = OtlpReader(source, max_spans=args.max_spans or MAX_SPANS_PER_TRACE)
-    info = common.run_info(args, criteria, source)
-    state = _Run(rows, common.Guard(args))
-    interrupted = False
-    try:
-        with common.connect(args, info) as client:
-            stream = common.results(
-                client,
-                state.items(reader),
-                criteria,
-                concurrency=args.concurrency,
-                **options,
-            )
-            with contextlib.closing(stream):  # Ctrl-C: requests in flight end now
-                for result in stream:
-                    state.record(result, state.positions.take(result.index)[0])
-                    if state.guard.reason is not None:
-                        break
-    except ComposoValidationError as exc:  # the client refused its settings
-        raise UsageError(str(exc)) from None
-    except KeyboardInterrupt:
-        interrupted = True
-    finally:
-        rows.close()
+    with state.client() as client:
+        state.drain(client, state.items(reader), options)
     for problem in reader.problems:
         print(f"{source.name}: {problem}", file=sys.stderr)
     said = f"{state.traces} trace(s) read, {state.unusable} could not be evaluated"
-    return common.end_run(
-        args,
-        info,
-        rows,
-        (state.guard.reason, interrupted, None),
-        lambda: print(said, file=sys.stderr),
-        failed=bool(reader.problems),
-    )
+    return state.end(lambda: print(said, file=sys.stderr), failed=bool(reader.problems))
 
 
-class _Run:
+class _Run(common.Run):
     """Turns the export's traces into batch items (error rows for those that form none)."""
 
-    def __init__(self, rows: common.Rows, guard: common.Guard) -> None:
-        self.rows = rows
-        self.guard = guard
-        self.positions = common.Pending()  # the trace index of each item, while pending
-        self.traces = 0
-        self.unusable = 0
-        self.notes = common.Notes()
+    traces = 0
+    unusable = 0
 
     def items(self, reader: OtlpReader) -> Iterator[dict[str, Any]]:
         from composo.errors import ComposoValidationError
@@ -121,18 +84,13 @@ class _Run:
                 self.notes.say(message)
                 error = ComposoValidationError(message)
                 for criterion in wanted:
-                    result = BatchResult(item.index, criterion, converted.trace_id, None, error)
-                    self.record(result, item.index)
+                    self.record(BatchResult(item.index, criterion, converted.trace_id, None, error))
                 continue
-            self.positions.add(item.index, len(wanted))
+            self.pending.add(item.index, len(wanted))
             yield {"trace": converted.trace, "id": converted.trace_id, "criteria": wanted}
 
-    def record(self, result: BatchResult, index: int) -> None:
-        import dataclasses
-
-        if self.guard.stops(result.error):
-            return
-        row = self.rows.row(dataclasses.replace(result, index=index))
-        self.rows.write(row)  # on the loop's thread, as every result is
-        if row["error"] is not None and not row["error"].startswith("ComposoValidationError"):
-            self.notes.say(f"trace {row['id']}: {row['error']}")
+    def record(self, result: BatchResult, where: str | None = None) -> None:
+        row = self.write(result)  # on the loop's thread, as every result is
+        error = None if row is None else row["error"]
+        if error is not None and not error.startswith("ComposoValidationError"):
+            self.notes.say(f"trace {result.id}: {error}")

@@ -175,26 +175,28 @@ def parse_gates(fail_under: list[str], min_pass_rate: list[str], criteria: list[
     return gates
 
 
-def check_args(args: argparse.Namespace) -> str | None:
-    """Check the gate and CI-file options against the rest of the command line before anything
-    runs; the parsed gates are left on ``args.gates``. Returns the problem, or ``None``."""
+def check_args(args: argparse.Namespace) -> None:
+    """Check the gate and CI-file options before any request, leaving the gates on
+    ``args.gates``. Raises ``UsageError``."""
+    from composo.cli import UsageError
     from composo.cli._criteria import resolve
 
     args.gates = []
     try:
         criteria = resolve(args.criteria)
     except ValueError:
-        return None  # `composo evaluate` itself reports a bad -c
+        return  # the run itself reports a bad -c
     try:
         args.gates = parse_gates(args.fail_under, args.min_pass_rate, criteria)
     except ValueError as exc:
-        return str(exc)
+        raise UsageError(str(exc)) from None
     if args.junit_xml is not None and args.output is None:
-        return "--junit-xml needs -o OUT.jsonl (the test cases are read from the results file)"
+        raise UsageError(
+            "--junit-xml needs -o OUT.jsonl (the test cases are read from the results file)"
+        )
     for option, path in (("--junit-xml", args.junit_xml), ("--summary-md", args.summary_md)):
         if path is not None and not path.parent.is_dir():
-            return f"{option}: no such directory: {path.parent}"
-    return None
+            raise UsageError(f"{option}: no such directory: {path.parent}")
 
 
 def item_threshold(criterion: str, gates: list[Gate]) -> float:
