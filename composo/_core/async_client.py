@@ -181,18 +181,17 @@ class AsyncClient(BaseClient):
             return await self._request(requests[0], block)
         return list(await asyncio.gather(*(self._request(r, block) for r in requests)))
 
-    async def _request(self, request: Request, block: bool = True) -> Any:
-        """One call's request: a 429 counts among its ``num_retries``."""
-        body = await self._call("POST", self._path(request, block), request.wire(), block=block)
+    async def _request(self, request: Request, block: bool = True, patient: bool = False) -> Any:
+        """One request; an impatient one (a call's, not a batch's) counts a 429 among its
+        ``num_retries``."""
+        path = self._path(request, block)
+        body = await self._call("POST", path, request.wire(), block=block, patient=patient)
         return self._parse(request, body, block)
 
     async def send(self, request: Request, block: bool = True) -> Any:
         """As :meth:`Composo.send`, awaited: one built request, throttling waited out within
         the call's ``timeout``."""
-        body = await self._call(
-            "POST", self._path(request, block), request.wire(), block=block, patient=True
-        )
-        return self._parse(request, body, block)
+        return await self._request(request, block, patient=True)
 
     async def _call(
         self, method: str, path: str, json: Any, *, block: bool = True, patient: bool = False

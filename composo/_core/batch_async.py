@@ -29,7 +29,7 @@ async def ajobs_from(items: Iterable[Any] | AsyncIterable[Any]) -> AsyncIterator
 
 async def astream(
     send: ASend,
-    jobs: AsyncIterable[Job] | Iterable[Job],
+    jobs: AsyncIterable[Job],
     plan: Plan,
     window: int,
     progress: Progress | None = None,
@@ -50,11 +50,10 @@ async def astream(
             on_result(result)
         done.put_nowait(result)
 
-    source = jobs if isinstance(jobs, AsyncIterable) else _as_async(jobs)
     if progress is not None:
         progress.start()
     try:
-        async for job in source:
+        async for job in jobs:
             for step in plan.expand(job):
                 if isinstance(step, BatchResult):
                     if on_result is not None:
@@ -81,8 +80,3 @@ async def astream(
             await asyncio.gather(*running, return_exceptions=True)
         if progress is not None:
             progress.close()
-
-
-async def _as_async(jobs: Iterable[Job]) -> AsyncIterator[Job]:
-    for job in jobs:
-        yield job

@@ -21,7 +21,6 @@ __all__ = [
     "Cancelled",
     "Scope",
     "check",
-    "check_as",
     "current",
     "sleep",
     "within",
@@ -91,15 +90,9 @@ def within(scope: Scope) -> Iterator[Scope]:
         _local.scope = outer
 
 
-def check() -> None:
-    """Raise :class:`Cancelled` if this thread's work was cancelled."""
-    scope = current()
-    if scope is not None and scope.cancelled:
-        raise Cancelled("the call was cancelled")
-
-
-def check_as(kind: type[Exception]) -> None:
-    """:func:`check` raising ``kind`` (a transport's own error, so its clean-up runs)."""
+def check(kind: type[Exception] = Cancelled) -> None:
+    """Raise ``kind`` (a transport's own error, so its clean-up runs) if this thread's work was
+    cancelled."""
     scope = current()
     if scope is not None and scope.cancelled:
         raise kind("the call was cancelled")

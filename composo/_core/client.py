@@ -3,6 +3,7 @@ loop and works the same in scripts, threads, Jupyter and async frameworks."""
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections.abc import Callable, Generator, Iterable, Sequence
@@ -260,7 +261,7 @@ class SyncClient(BaseClient):
         results: list[Any] = [None] * len(requests)
         from composo._core.runner import bounded
 
-        send = self._request if block else self._submit
+        send = self._request if block else functools.partial(self._request, block=False)
         window = self.max_concurrent_requests
         for outcome in bounded(send, requests, window, pool=self._executor()):
             if outcome.error is not None:
@@ -268,12 +269,11 @@ class SyncClient(BaseClient):
             results[outcome.position] = outcome.value
         return results
 
-    def _submit(self, request: Request) -> Any:
-        return self._request(request, False)
-
-    def _request(self, request: Request, block: bool = True) -> Any:
-        """One call's request: a 429 counts among its ``num_retries``."""
-        body = self._call("POST", self._path(request, block), request.wire(), block=block)
+    def _request(self, request: Request, block: bool = True, patient: bool = False) -> Any:
+        """One request; an impatient one (a call's, not a batch's) counts a 429 among its
+        ``num_retries``."""
+        path = self._path(request, block)
+        body = self._call("POST", path, request.wire(), block=block, patient=patient)
         return self._parse(request, body, block)
 
     def send(self, request: Request, block: bool = True) -> Any:
@@ -295,10 +295,7 @@ class SyncClient(BaseClient):
             APIStatusError: The server refused it, or still throttled it at the timeout.
             APIConnectionError: The server could not be reached.
         """
-        body = self._call(
-            "POST", self._path(request, block), request.wire(), block=block, patient=True
-        )
-        return self._parse(request, body, block)
+        return self._request(request, block, patient=True)
 
     def _call(
         self, method: str, path: str, json: Any, *, block: bool = True, patient: bool = False

@@ -16,8 +16,8 @@ import socket
 import ssl
 import threading
 import time
-from collections.abc import AsyncIterator, Iterable, Iterator
-from typing import Any
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from typing import Any, TypeVar
 
 import httpcore
 import httpx
@@ -28,6 +28,7 @@ from composo._core.network import Network
 __all__ = ["AsyncShards", "Connections", "deadline"]
 
 _local = threading.local()
+T = TypeVar("T")
 
 
 @contextlib.contextmanager
@@ -60,37 +61,31 @@ class _Stream(httpcore.NetworkStream):
     def __init__(self, inner: httpcore.NetworkStream) -> None:
         self._inner = inner
 
-    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+    def _blocking(self, kind: type[Exception], op: Callable[..., T], *args: Any) -> T:
+        """``op(*args)`` with this stream registered in the thread's scope while it blocks."""
         scope = cancel.current()
         if scope is None:
-            return self._inner.read(max_bytes, _cap(timeout, httpcore.ReadTimeout))
-        self._enter(scope, httpcore.ReadError)
-        try:
-            return self._inner.read(max_bytes, _cap(timeout, httpcore.ReadTimeout))
-        finally:
-            scope.leave(self)
-
-    def write(self, buffer: bytes, timeout: float | None = None) -> None:
-        scope = cancel.current()
-        if scope is None:
-            self._inner.write(buffer, _cap(timeout, httpcore.WriteTimeout))
-            return
-        self._enter(scope, httpcore.WriteError)
-        try:
-            self._inner.write(buffer, _cap(timeout, httpcore.WriteTimeout))
-        finally:
-            scope.leave(self)
-
-    def _enter(self, scope: cancel.Scope, kind: type[Exception]) -> None:
+            return op(*args)
         try:
             scope.enter(self)
         except cancel.Cancelled:
             raise kind("the call was cancelled") from None
+        try:
+            return op(*args)
+        finally:
+            scope.leave(self)
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        cap = _cap(timeout, httpcore.ReadTimeout)
+        return self._blocking(httpcore.ReadError, self._inner.read, max_bytes, cap)
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        cap = _cap(timeout, httpcore.WriteTimeout)
+        self._blocking(httpcore.WriteError, self._inner.write, buffer, cap)
 
     def abort(self) -> None:
         """End a read or write blocked on this stream in another thread, at once: the socket
-        is shut down (closing a descriptor does not wake a thread blocked on it). Only this
-        process's own connections are ever registered for this."""
+        is shut down (closing a descriptor does not wake a thread blocked on it)."""
         sock = self._inner.get_extra_info("socket")
         if sock is not None:
             with contextlib.suppress(OSError):
@@ -105,17 +100,11 @@ class _Stream(httpcore.NetworkStream):
         server_hostname: str | None = None,
         timeout: float | None = None,
     ) -> httpcore.NetworkStream:
-        scope = cancel.current()
-        if scope is not None:
-            self._enter(scope, httpcore.ConnectError)
-        try:
-            tls = self._inner.start_tls(
-                ssl_context, server_hostname, _cap(timeout, httpcore.ConnectTimeout)
-            )
-        finally:
-            if scope is not None:
-                scope.leave(self)
-        return _Stream(tls)
+        cap = _cap(timeout, httpcore.ConnectTimeout)
+        start = self._inner.start_tls
+        return _Stream(
+            self._blocking(httpcore.ConnectError, start, ssl_context, server_hostname, cap)
+        )
 
     def get_extra_info(self, info: str) -> Any:
         return self._inner.get_extra_info(info)
@@ -133,11 +122,11 @@ class _Backend(httpcore.NetworkBackend):
         local_address: str | None = None,
         socket_options: Iterable[Any] | None = None,
     ) -> httpcore.NetworkStream:
-        cancel.check_as(httpcore.ConnectError)
+        cancel.check(httpcore.ConnectError)
         capped = _cap(timeout, httpcore.ConnectTimeout)
         stream = _Stream(self._inner.connect_tcp(host, port, capped, local_address, socket_options))
         try:  # cancelled while connecting: the new connection is not used
-            cancel.check_as(httpcore.ConnectError)
+            cancel.check(httpcore.ConnectError)
         except httpcore.ConnectError:
             stream.close()
             raise

@@ -8,7 +8,7 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable, Collection, Mapping
-from typing import Any, Literal, ParamSpec, TypedDict, TypeVar, cast
+from typing import Any, Literal, ParamSpec, TypedDict, TypeVar
 
 from composo.errors import UnknownArgumentError
 
@@ -82,39 +82,21 @@ def unknown_argument(
 
 def keywords_checked(fn: Callable[P, R]) -> Callable[P, R]:
     """``fn`` refusing an unknown keyword with :func:`unknown_argument`; the signature is bound
-    only after a ``TypeError``, so a good call pays one frame (a coroutine is refused when
-    awaited)."""
+    only after a ``TypeError``, so a good call pays one frame."""
     accepted = [n for n in inspect.signature(fn).parameters if n != "self"]
-
-    def refusal(exc: TypeError, args: Any, kwargs: dict[str, Any]) -> TypeError:
-        try:
-            inspect.signature(fn).bind(*args, **kwargs)
-        except TypeError:
-            unknown = [k for k in kwargs if k not in accepted]
-            if unknown:
-                return unknown_argument(fn.__name__, unknown[0], accepted)
-        return exc
-
-    if inspect.iscoroutinefunction(fn):
-
-        async def acall(*args: Any, **kwargs: Any) -> Any:
-            try:
-                coroutine = fn(*args, **kwargs)
-            except TypeError as exc:
-                raise refusal(exc, args, kwargs) from None
-            return await coroutine
-
-        return cast("Callable[P, R]", functools.wraps(fn)(acall))
 
     @functools.wraps(fn)
     def call(*args: P.args, **kwargs: P.kwargs) -> R:
         try:
             return fn(*args, **kwargs)
-        except TypeError as exc:
-            error = refusal(exc, args, kwargs)
-            if error is exc:
-                raise
-            raise error from None
+        except TypeError:
+            try:
+                inspect.signature(fn).bind(*args, **kwargs)
+            except TypeError:
+                unknown = [k for k in kwargs if k not in accepted]
+                if unknown:
+                    raise unknown_argument(fn.__name__, unknown[0], accepted) from None
+            raise
 
     return call
 
