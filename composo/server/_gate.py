@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse
 
 from composo.server._devswitch import DevSwitch, Fault
@@ -33,6 +34,7 @@ __all__ = [
     "Gate",
     "KeyCheck",
     "RateLimiter",
+    "read_body",
 ]
 
 BODY_SCOPE_KEY = "composo.body"
@@ -118,14 +120,6 @@ class RateLimiter:
             self._next_sweep = now + 60.0
         while len(self._buckets) >= self._max_clients:
             del self._buckets[next(iter(self._buckets))]  # least recently seen
-
-
-class _TooLarge(Exception):
-    pass
-
-
-class _Gone(Exception):
-    pass
 
 
 @dataclass(frozen=True)
@@ -247,14 +241,16 @@ class Gate:
         await self.app(scope, receive, send)
 
     async def _admitted(self, scope: Scope, receive: Receive, send: Send, head: _Head) -> None:
-        """Read the body and hand the request on."""
         path: str = scope["path"]
         try:
-            body = await self._read(receive) if head.declared or head.chunked else b""
-        except _TooLarge:
-            await _answer(413, self._too_large(), close=True)(scope, receive, send)
+            has_body = head.declared or head.chunked
+            body = (
+                await read_body(Request(scope, receive), self.max_body_bytes) if has_body else b""
+            )
+        except ClientDisconnect:
             return
-        except _Gone:
+        if body is None:
+            await _answer(413, self._too_large(), close=True)(scope, receive, send)
             return
         if self.dev is not None and path.startswith(_EVAL_PREFIX):
             self.dev.record(scope["method"], path, scope["headers"], body)
@@ -271,22 +267,18 @@ class Gate:
             "send fewer or shorter messages (or start the server with a larger --max-body-bytes)"
         )
 
-    async def _read(self, receive: Receive) -> bytes:
-        """The body, counted as it arrives: :class:`_TooLarge` at the first byte over the
-        limit, whatever length was declared."""
-        chunks: list[bytes] = []
-        size = 0
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                raise _Gone
-            chunk: bytes = message.get("body", b"")
-            size += len(chunk)
-            if size > self.max_body_bytes:
-                raise _TooLarge
-            chunks.append(chunk)
-            if not message.get("more_body", False):
-                return b"".join(chunks)
+
+async def read_body(request: Request, limit: int) -> bytes | None:
+    """The body, counted as it streams: ``None`` at the first byte over ``limit``, whatever
+    length was declared (a chunked body included)."""
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 async def _fault(fault: Fault, scope: Scope, receive: Receive, send: Send) -> bool:

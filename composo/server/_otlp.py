@@ -24,7 +24,7 @@ from composo._core.responses import MultiAgentTraceResponse
 from composo._core.wire import TraceRequest
 from composo.server._bodies import refusal
 from composo.server._config import ServerConfig
-from composo.server._gate import KeyCheck
+from composo.server._gate import KeyCheck, read_body
 
 __all__ = ["OtlpReceiver", "SpanSink", "configure", "mount"]
 
@@ -170,7 +170,7 @@ def mount(app: FastAPI, config: ServerConfig, tasks: Callable[[], Any]) -> None:
     @app.post("/v1/traces", dependencies=[Depends(key_check)])
     async def traces(request: Request) -> Response:
         too_large = refusal(f"body over {config.max_body_bytes} bytes", 413)
-        body = await _read_bounded(request, config.max_body_bytes)
+        body = await read_body(request, config.max_body_bytes)
         if body is None:
             return too_large
         encoding = (request.headers.get("content-encoding") or "").lower()
@@ -226,18 +226,6 @@ def _row(
         "error": outcome if verdict is None else None,
         "task_id": task,
     }
-
-
-async def _read_bounded(request: Request, limit: int) -> bytes | None:
-    """The body, or ``None`` as soon as it passes ``limit`` bytes (a chunked one included)."""
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            return None
-        chunks.append(chunk)
-    return b"".join(chunks)
 
 
 def _inflate(body: bytes, encoding: str, limit: int) -> bytes | None:
