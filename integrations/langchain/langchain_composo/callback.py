@@ -129,13 +129,7 @@ class ComposoCallback(BaseCallbackHandler):
             return len(self._runs)
 
     def flush(self, timeout: float | None = None) -> bool:
-        """Wait for pending evaluations.
-
-        Args:
-            timeout: Seconds to wait at most (``None``: as long as it takes).
-
-        Returns:
-            ``False`` if ``timeout`` passed first.
+        """Wait for pending evaluations; ``False`` if ``timeout`` (seconds) passed first.
 
         Raises:
             ComposoError: With ``raise_error=True``, the first failure recorded since last time.
@@ -145,28 +139,14 @@ class ComposoCallback(BaseCallbackHandler):
         return done
 
     async def aflush(self, timeout: float | None = None) -> bool:
-        """:meth:`flush` for async code: the event loop runs on while it waits.
-
-        Args:
-            timeout: As for :meth:`flush`.
-
-        Returns:
-            As for :meth:`flush`.
-
-        Raises:
-            ComposoError: As for :meth:`flush`.
-        """
+        """:meth:`flush` for async code: the event loop runs on while it waits."""
         done = await self._evaluator.aflush(timeout)
         self._raise_recorded()
         return done
 
     def close(self, timeout: float | None = 5.0) -> None:
-        """Wait for pending evaluations, then release what this callback holds (its client,
-        when it made one). Runs after this are not evaluated; closing twice is harmless.
-
-        Args:
-            timeout: Seconds to wait at most (``None``: as long as it takes).
-        """
+        """Wait up to ``timeout`` seconds for pending evaluations, then release the client this
+        callback made. Runs after this are not evaluated; closing twice is harmless."""
         self._evaluator.close(timeout)
 
     @property

@@ -15,9 +15,8 @@ the current thread or task, every LLM call LlamaIndex makes becomes an ``LLMInte
   output as a tool call, so tool-use criteria apply to ReAct agents too;
 - LLM calls outside any workflow belong to one instance named ``name``.
 
-One process-wide pair of handlers sits on the root dispatcher while a capture (or the tracing
-instrument) is in use; with nothing to record they return at once. Handler work is a dict lookup
-and a message conversion, under a per-capture lock; errors are logged, never raised into the run.
+One pair of handlers sits on the root dispatcher while a capture (or the tracing instrument) is in
+use; errors in them are logged, never raised into the run.
 """
 
 from __future__ import annotations
@@ -88,14 +87,6 @@ _LLM_CALLS = frozenset(
         "astream_complete",
     }
 )
-
-
-def _method(span_id: str) -> str:
-    """``"MockLLM.chat-<uuid>"`` -> ``"chat"``."""
-    return span_id.split("-", 1)[0].rsplit(".", 1)[-1]
-
-
-# -- conversion ------------------------------------------------------------------------------
 
 
 def _tool_specs(tools: Any) -> list[ToolSpec] | None:
@@ -188,7 +179,9 @@ class _Calls:
 
 
 def _llm_call(span_id: str, instance: Any) -> bool:
-    return isinstance(instance, BaseLLM) and _method(span_id) in _LLM_CALLS
+    """A span of an LLM's call method (``"MockLLM.chat-<uuid>"``: ``chat``)."""
+    method = span_id.split("-", 1)[0].rsplit(".", 1)[-1]
+    return isinstance(instance, BaseLLM) and method in _LLM_CALLS
 
 
 # -- what one capture records ----------------------------------------------------------------
@@ -246,8 +239,6 @@ class LlamaIndexTraceCapture(Capture):
             f"agents={self._recorder.agent_count})"
         )
 
-    # -- context manager -----------------------------------------------------------------
-
     _again = "a LlamaIndexTraceCapture records once; create a new one"
     _running = "active"
     _finished = "finished"
@@ -270,8 +261,6 @@ class LlamaIndexTraceCapture(Capture):
         self._tools.clear()
         _hub.release()
 
-    # -- the result ----------------------------------------------------------------------
-
     @property
     def llm_call_count(self) -> int:
         """LLM calls recorded so far."""
@@ -285,8 +274,6 @@ class LlamaIndexTraceCapture(Capture):
             ComposoValidationError: No LLM call was seen.
         """
         return self._recorder.trace(name=self.name or "agent_workflow", missing=_NO_CALLS)
-
-    # -- recording (called by the handlers) ----------------------------------------------
 
     def _span_enter(self, id_: str, bound_args: Any, instance: Any, parent_id: str | None) -> None:
         if _llm_call(id_, instance):
@@ -439,10 +426,6 @@ class _Hub:
                 root.event_handlers = [h for h in root.event_handlers if h is not events]
                 root.span_handlers = [h for h in root.span_handlers if h is not spans]
                 self._handlers = None
-
-    @property
-    def installed(self) -> bool:
-        return self._handlers is not None
 
 
 _hub = _Hub()
