@@ -13,15 +13,54 @@ import statistics
 import threading
 import weakref
 from collections.abc import Iterator
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from composo._client import Composo
 from composo.errors import ComposoError, ComposoValidationError
 
-__all__ = ["Recorder", "RecordingComposo", "TestSession", "activate", "active", "deactivate"]
+__all__ = [
+    "Outcome",
+    "Recorder",
+    "RecordingComposo",
+    "TestSession",
+    "activate",
+    "active",
+    "deactivate",
+    "outcome",
+]
 
 _NO_NODE = "(outside a test)"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One evaluation's verdict, as the session records it and the assertions check it;
+    ``item``: a batch item's own id."""
+
+    criterion: str
+    score: float | None
+    explanation: str | None
+    error: str | None = None
+    item: str | None = None
+
+
+def outcome(result: Any, criterion: str | None = None) -> Outcome | None:
+    """What a response or a batch result says (``None`` for anything else, a task handle)."""
+    from composo._core.batch import BatchResult
+    from composo._core.responses import EvaluationResponse, MultiAgentTraceResponse
+
+    if isinstance(result, BatchResult):
+        row = result.row()
+        return Outcome(row["criterion"], row["score"], row["explanation"], row["error"], result.id)
+    if isinstance(result, MultiAgentTraceResponse):
+        score = result.overall_score
+    elif isinstance(result, EvaluationResponse):
+        score = result.score
+    else:
+        return None
+    return Outcome(criterion or result.criterion or "(criterion)", score, result.explanation)
 
 
 class Recorder:
@@ -45,56 +84,31 @@ class Recorder:
 
     # -- recording ------------------------------------------------------------------------------
 
-    def _add(
-        self,
-        criterion: str,
-        score: Any,
-        explanation: Any,
-        error: str | None,
-        item: str | None = None,
-    ) -> None:
+    def _add(self, outcome: Outcome) -> None:
         with self._lock:
             node = self.current or _NO_NODE
-            if item is not None:  # a batch item's own id, within its test
-                node = f"{node}#{item}"
+            if outcome.item is not None:  # a batch item's own id, within its test
+                node = f"{node}#{outcome.item}"
             seq = self._seq[node] = self._seq.get(node, 0) + 1
-            self.entries.append(
-                {
-                    "node": node,
-                    "seq": seq,
-                    "criterion": criterion,
-                    "score": float(score) if isinstance(score, (int, float)) else None,
-                    "explanation": explanation,
-                    "error": error,
-                }
-            )
+            entry = {"node": node, "seq": seq, **asdict(outcome)}
+            del entry["item"]  # in the node
+            self.entries.append(entry)
 
     def seen(self, obj: Any) -> bool:
         ref = self._seen.get(id(obj))
         return ref is not None and ref() is obj
 
-    def response(self, obj: Any, criterion: str | None = None) -> None:
+    def response(self, obj: Any) -> None:
         """Record an ``EvaluationResponse``, ``MultiAgentTraceResponse`` or ``BatchResult`` (a list
         of them too); anything else (a background task handle) is ignored. Each object once."""
-        from composo._core.batch import BatchResult
-        from composo._core.responses import EvaluationResponse, MultiAgentTraceResponse
-
         if isinstance(obj, (list, tuple)):
             for one in obj:
                 self.response(one)
             return
-        if self.seen(obj):
+        found = None if self.seen(obj) else outcome(obj)
+        if found is None:
             return
-        if isinstance(obj, BatchResult):
-            row = obj.row()
-            self._add(row["criterion"], row["score"], row["explanation"], row["error"], obj.id)
-        elif isinstance(obj, MultiAgentTraceResponse):
-            name = criterion or obj.criterion or "(criterion)"
-            self._add(name, obj.overall_score, obj.explanation, None)
-        elif isinstance(obj, EvaluationResponse):
-            self._add(criterion or obj.criterion or "(criterion)", obj.score, obj.explanation, None)
-        else:
-            return
+        self._add(found)
         with contextlib.suppress(TypeError):  # an object that cannot be weakly referenced
             key = id(obj)
 
@@ -109,7 +123,7 @@ class Recorder:
 
         names = [criteria] if isinstance(criteria, str) else list(criteria or ["(criterion)"])
         for name in names:
-            self._add(str(name), None, None, error_text(exc))
+            self._add(Outcome(str(name), None, None, error_text(exc)))
 
     def check(self, criterion: str, passed: bool) -> None:
         with self._lock:
@@ -164,39 +178,17 @@ class Recorder:
 
     def summary(self) -> list[list[str]]:
         """Per criterion: evaluations, mean, not applicable, errors, assertions passed/failed."""
-        table: dict[str, dict[str, Any]] = {}
-
-        def slot(name: str) -> dict[str, Any]:
-            return table.setdefault(
-                name, {"scores": [], "count": 0, "na": 0, "errors": 0, "passed": 0, "failed": 0}
-            )
-
         with self._lock:
-            for e in self.entries:
-                s = slot(e["criterion"])
-                s["count"] += 1
-                if e["error"] is not None:
-                    s["errors"] += 1
-                elif e["score"] is None:
-                    s["na"] += 1
-                else:
-                    s["scores"].append(e["score"])
-            for c in self.checks:
-                slot(c["criterion"])["passed" if c["passed"] else "failed"] += 1
+            entries, checks = list(self.entries), list(self.checks)
         out = []
-        for name, s in table.items():
-            mean = f"{statistics.fmean(s['scores']):.2f}" if s["scores"] else "-"
-            out.append(
-                [
-                    name,
-                    str(s["count"]),
-                    mean,
-                    str(s["na"]),
-                    str(s["errors"]),
-                    str(s["passed"]),
-                    str(s["failed"]),
-                ]
-            )
+        for name in dict.fromkeys(e["criterion"] for e in [*entries, *checks]):
+            mine = [e for e in entries if e["criterion"] == name]
+            scores = [e["score"] for e in mine if e["error"] is None and e["score"] is not None]
+            errors = sum(e["error"] is not None for e in mine)
+            passed = [c["passed"] for c in checks if c["criterion"] == name]
+            mean = f"{statistics.fmean(scores):.2f}" if scores else "-"
+            na, failed = len(mine) - errors - len(scores), len(passed) - sum(passed)
+            out.append([name, *map(str, (len(mine), mean, na, errors, sum(passed), failed))])
         return out
 
 

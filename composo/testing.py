@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from composo._client import Composo
@@ -19,22 +18,14 @@ from composo._core.batch import BatchResult
 from composo._core.responses import EvaluationResponse, MultiAgentTraceResponse
 from composo._core.trace import MultiAgentTrace
 from composo._core.wire import is_binary
+from composo._testing_session import Outcome, active, outcome
 
 __all__ = ["DEFAULT_MIN_SCORE", "assert_passes", "assert_score"]
 
 DEFAULT_MIN_SCORE = 0.5
 """The threshold when neither ``min_score=`` nor ``--composo-min-score`` gives one."""
 
-Response = EvaluationResponse | MultiAgentTraceResponse
 _RESULTS = (EvaluationResponse, MultiAgentTraceResponse, BatchResult)
-
-
-@dataclass(frozen=True)
-class _Outcome:
-    criterion: str
-    score: float | None
-    explanation: str
-    error: str | None = None
 
 
 def assert_score(
@@ -72,15 +63,7 @@ def assert_score(
     __tracebackhide__ = True  # pytest shows the test's line, not this function's
     threshold = _threshold(min_score)
     responses, outcomes = _obtain(subject, criteria, client, evaluate_options, "assert_score")
-    failed: list[str] = []
-    for o in outcomes:
-        ok = o.error is None and (
-            (o.score is None and not_applicable_ok)
-            or (o.score is not None and o.score >= threshold)
-        )
-        _check(o.criterion, ok)
-        if not ok:
-            failed.append(_describe(o, threshold, binary=False))
+    failed = _failures(outcomes, threshold, not_applicable_ok, binary=False)
     if failed:
         raise AssertionError(
             f"composo: {len(failed)} of {len(outcomes)} criteria below the threshold "
@@ -123,19 +106,13 @@ def assert_passes(
                 "'Fails if ...'); use assert_score(..., min_score=...) for a scored criterion"
             )
     responses, outcomes = _obtain(subject, criteria, client, evaluate_options, "assert_passes")
-    failed: list[str] = []
     for o in outcomes:
         if o.error is None and o.score is not None and not is_binary(o.criterion):
             raise ValueError(
                 f"assert_passes: {o.criterion[:80]!r} is not a binary criterion; use "
                 "assert_score for a scored criterion"
             )
-        ok = o.error is None and (
-            (o.score is None and not_applicable_ok) or (o.score is not None and o.score >= 0.5)
-        )
-        _check(o.criterion, ok)
-        if not ok:
-            failed.append(_describe(o, 1.0, binary=True))
+    failed = _failures(outcomes, 0.5, not_applicable_ok, binary=True)
     if failed:
         raise AssertionError(
             f"composo: {len(failed)} of {len(outcomes)} binary criteria did not pass\n"
@@ -147,14 +124,8 @@ def assert_passes(
 # -- machinery -------------------------------------------------------------------------------
 
 
-def _session() -> Any:
-    from composo._testing_session import active
-
-    return active()
-
-
 def _threshold(min_score: float | None) -> float:
-    session = _session()
+    session = active()
     if min_score is None:
         min_score = session.min_score if session is not None else None
     if min_score is None:
@@ -188,7 +159,7 @@ def _is_results(subject: Any) -> bool:
 
 @contextlib.contextmanager
 def _evaluator(client: Composo | None) -> Iterator[Composo]:
-    session = _session()
+    session = active()
     if client is not None:
         yield client
     elif session is not None:
@@ -204,16 +175,14 @@ def _obtain(
     client: Composo | None,
     options: dict[str, Any],
     caller: str,
-) -> tuple[list[Any], list[_Outcome]]:
+) -> tuple[list[Any], list[Outcome]]:
     names = _criteria_list(criteria)
-    session = _session()
+    session = active()
     if _is_results(subject):
         given = list(subject) if isinstance(subject, (list, tuple)) else [subject]
         if session is not None:
             session.recorder.response(given)
-        return given, [
-            _outcome(r, names[i] if i < len(names) else None) for i, r in enumerate(given)
-        ]
+        return given, _outcomes(given, names)
     if not names:
         raise ValueError(
             f"{caller}: criteria is required when evaluating (or pass the responses to check)"
@@ -229,22 +198,33 @@ def _obtain(
         responses = list(out) if isinstance(out, list) else [out]  # one criterion: one answer
         if session is not None:
             session.recorder.response(responses)
-    return responses, [_outcome(r, n) for r, n in zip(responses, names, strict=False)]
+    return responses, _outcomes(responses, names)
 
 
-def _outcome(result: Any, criterion: str | None) -> _Outcome:
-    if isinstance(result, BatchResult):
-        row = result.row()
-        return _Outcome(row["criterion"], row["score"], row["explanation"] or "", row["error"])
-    if isinstance(result, MultiAgentTraceResponse):
-        name = criterion or result.criterion or "(criterion)"
-        return _Outcome(name, result.overall_score, result.explanation or "")
-    return _Outcome(
-        criterion or result.criterion or "(criterion)", result.score, result.explanation or ""
-    )
+def _outcomes(results: list[Any], names: list[str]) -> list[Outcome]:
+    found = [outcome(r, names[i] if i < len(names) else None) for i, r in enumerate(results)]
+    if None in found:  # a task handle (block=False): there is no verdict to check
+        raise TypeError(f"composo: not an evaluation result: {results[found.index(None)]!r:.80}")
+    return [o for o in found if o is not None]
 
 
-def _describe(o: _Outcome, threshold: float, binary: bool) -> str:
+def _failures(
+    outcomes: list[Outcome], threshold: float, not_applicable_ok: bool, binary: bool
+) -> list[str]:
+    """Each outcome's assertion recorded in the session; the failed ones described."""
+    failed = []
+    for o in outcomes:
+        ok = o.error is None and (
+            (o.score is None and not_applicable_ok)
+            or (o.score is not None and o.score >= threshold)
+        )
+        _check(o.criterion, ok)
+        if not ok:
+            failed.append(_describe(o, 1.0 if binary else threshold, binary))
+    return failed
+
+
+def _describe(o: Outcome, threshold: float, binary: bool) -> str:
     lines = [f"  criterion:   {o.criterion}"]
     if o.error is not None:
         lines.append(f"  error:       {o.error}")
@@ -263,6 +243,6 @@ def _describe(o: _Outcome, threshold: float, binary: bool) -> str:
 
 
 def _check(criterion: str, passed: bool) -> None:
-    session = _session()
+    session = active()
     if session is not None:
         session.recorder.check(criterion, passed)
