@@ -1,18 +1,10 @@
 """A result cache that survives re-runs: the same request to the same server is answered from disk.
 
-Entries are content-addressed: the key is a hash of the base URL, the path, the model core and the
-canonical request body (keys sorted, no whitespace), so any change to the conversation, the
-criterion or an option is a different entry, and the same request to the platform and to a
-local server are two entries. Only successful answers are stored, and never for
-``data_retention="none"`` (the user asked that nothing be kept). Each answer is stored with its
-provenance (the headers a server named its judge and the judge's model with; none: the
-platform) and a hit carries them again, marked as the cache's (:mod:`composo._core.provenance`
-names them all), so a cached score names the judge that made it. The store is one
-SQLite file in WAL mode, so several processes may read and write it at once. It is bounded in
-size (oldest answers go first) and in age (see :class:`ResultCache`).
-
-The cache sits in the HTTP transport (:class:`CachingTransport`, :class:`AsyncCachingTransport`),
-so the clients, the retry policy and the batch engines are unchanged by it.
+The key hashes the base URL, the path, the model core and the canonical body, so any change is
+another entry. Only successes are stored, never for ``data_retention="none"``, each with its
+provenance headers (:mod:`composo._core.provenance`), replayed marked as the cache's. One SQLite
+file in WAL mode (several processes may share it), bounded in size and age. It sits in the HTTP
+transport, so the clients, retries and batch engines are unchanged by it.
 """
 
 from __future__ import annotations
@@ -53,7 +45,6 @@ __all__ = [
     "parse_age",
     "parse_size",
     "provenance",
-    "read_whole",
 ]
 
 CACHE_FILE = "results.sqlite3"
@@ -394,12 +385,7 @@ class ResultCache:
         return {"path": self.path, "max_bytes": self.max_bytes, "max_age": self.max_age}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.path = state["path"]
-        self.max_bytes = state["max_bytes"]
-        self.max_age = state["max_age"]
-        self._lock = threading.Lock()
-        self._db = None
-        forks.register(self)
+        ResultCache.__init__(self, **state)
 
 
 def _total(db: sqlite3.Connection) -> int:
@@ -433,37 +419,6 @@ def open_cache(cache: CacheOption, http_client: object = None) -> ResultCache | 
         "cache: expected True, False, a directory path or a ResultCache, got "
         f"{type(cache).__name__}"
     )
-
-
-class _Counts:
-    """Hits, misses and requests sent, shared by the threads of one transport."""
-
-    def __init__(self) -> None:
-        self.hits = 0
-        self.misses = 0
-        self.sent = 0
-        self._lock = threading.Lock()
-
-    def count(self, hit: bool) -> None:
-        with self._lock:
-            if hit:
-                self.hits += 1
-            else:
-                self.misses += 1
-
-    @contextlib.contextmanager
-    def sending(self) -> Iterator[None]:
-        """Counts the request handed on inside, unless it never reached the server."""
-        reached = True
-        try:
-            yield
-        except (httpx.ConnectError, httpx.ConnectTimeout):
-            reached = False
-            raise
-        finally:
-            if reached:
-                with self._lock:
-                    self.sent += 1
 
 
 def _lookup_key(request: httpx.Request) -> str | None:
@@ -505,47 +460,6 @@ def _storable(response: httpx.Response) -> bool:
         return False
 
 
-class _Caching:
-    """What both caching transports share: the cache, its counts, the lookup and the store."""
-
-    def __init__(self, cache: ResultCache) -> None:
-        self.cache = cache
-        self._counts = _Counts()
-
-    @property
-    def hits(self) -> int:
-        return self._counts.hits
-
-    @property
-    def misses(self) -> int:
-        return self._counts.misses
-
-    @property
-    def sent(self) -> int:
-        """Requests handed to the server, every attempt and every path counted (a lookup that
-        missed, and anything the cache does not keep: an unknown path, a task, a retry)."""
-        return self._counts.sent
-
-    def _lookup(self, request: httpx.Request) -> tuple[str | None, httpx.Response | None]:
-        """The request's key (``None``: not cached) and the stored answer, if any."""
-        key = _lookup_key(request)
-        if key is None:
-            return None, None
-        stored = self.cache.get(key)
-        self._counts.count(stored is not None)
-        return key, None if stored is None else _answer(request, *stored)
-
-    def _kept(
-        self, key: str, request: httpx.Request, response: httpx.Response, body: bytes
-    ) -> httpx.Response:
-        """The answer, decoded within the response limit, stored with its provenance when it is
-        a success; handed on decoded (the client's own bounded reader then takes it as it is)."""
-        answer = decoded(request, response, body)
-        if _storable(answer):
-            self.cache.put(key, body, provenance(answer))
-        return answer
-
-
 def decoded(request: httpx.Request, response: httpx.Response, body: bytes) -> httpx.Response:
     """``response`` with ``body`` (already decoded) as its content, and headers to match."""
     headers = [
@@ -570,15 +484,55 @@ def _inflater(response: httpx.Response) -> Inflater:
     return inflater
 
 
-def read_whole(response: httpx.Response) -> bytes:
-    """A sync response's body, decoded within the response limit; the response is closed."""
-    inflater = _inflater(response)
-    try:
-        for chunk in response.stream:  # type: ignore[union-attr]
-            inflater.feed(chunk)
-    finally:
-        response.close()
-    return inflater.result()
+class _Caching:
+    """What both caching transports share: the cache, its counts, the lookup and the store.
+
+    ``hits`` and ``misses`` count lookups; ``sent`` counts the requests handed to the server,
+    every attempt and every path (a lookup that missed, and anything the cache does not keep:
+    an unknown path, a task, a retry), unless the connection failed.
+    """
+
+    def __init__(self, cache: ResultCache) -> None:
+        self.cache = cache
+        self.hits = self.misses = self.sent = 0
+        self._lock = threading.Lock()
+
+    def _lookup(self, request: httpx.Request) -> tuple[str | None, httpx.Response | None]:
+        """The request's key (``None``: not cached) and the stored answer, if any."""
+        key = _lookup_key(request)
+        if key is None:
+            return None, None
+        stored = self.cache.get(key)
+        with self._lock:
+            if stored is None:
+                self.misses += 1
+            else:
+                self.hits += 1
+        return key, None if stored is None else _answer(request, *stored)
+
+    @contextlib.contextmanager
+    def _sending(self) -> Iterator[None]:
+        """Counts the request handed on inside, unless it never reached the server."""
+        reached = True
+        try:
+            yield
+        except (httpx.ConnectError, httpx.ConnectTimeout):
+            reached = False
+            raise
+        finally:
+            if reached:
+                with self._lock:
+                    self.sent += 1
+
+    def _kept(
+        self, key: str, request: httpx.Request, response: httpx.Response, body: bytes
+    ) -> httpx.Response:
+        """The answer, decoded within the response limit, stored with its provenance when it is
+        a success; handed on decoded (the client's own bounded reader then takes it as it is)."""
+        answer = decoded(request, response, body)
+        if _storable(answer):
+            self.cache.put(key, body, provenance(answer))
+        return answer
 
 
 class CachingTransport(_Caching, httpx.BaseTransport):
@@ -597,11 +551,17 @@ class CachingTransport(_Caching, httpx.BaseTransport):
         key, answer = self._lookup(request)
         if answer is not None:
             return answer
-        with self._counts.sending():
+        with self._sending():
             response = self.inner.handle_request(request)
         if key is None:
             return response
-        return self._kept(key, request, response, read_whole(response))
+        inflater = _inflater(response)
+        try:
+            for chunk in response.stream:  # type: ignore[union-attr]
+                inflater.feed(chunk)
+        finally:
+            response.close()
+        return self._kept(key, request, response, inflater.result())
 
     def close(self) -> None:
         self.inner.close()
@@ -619,7 +579,7 @@ class AsyncCachingTransport(_Caching, httpx.AsyncBaseTransport):
         key, answer = self._lookup(request)
         if answer is not None:
             return answer
-        with self._counts.sending():
+        with self._sending():
             response = await self.inner.handle_async_request(request)
         if key is None:
             return response
