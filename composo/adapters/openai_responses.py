@@ -1,13 +1,9 @@
-"""OpenAI Responses API: the ``input`` of ``responses.create()`` and the ``Response`` it returns.
+"""OpenAI Responses API: the ``input`` of ``responses.create()``, the ``Response`` it returns and
+its ``tools``, as chat messages and tool definitions in the wire's (Chat Completions) shape.
 
-Every output item becomes chat messages the evaluator can read: tool calls as assistant
-``tool_calls`` (name and JSON arguments: the query, the code, the MCP tool's arguments...), what a
-built-in tool returned as the ``tool`` message that follows, text as assistant messages with their
-citations listed as sources. The tools a request offered (``response.tools``, typed objects or
-their dicts, which are flat: ``{"type": "function", "name": ...}``) become OpenAI tool definitions
-in the wire's (Chat Completions) shape; a built-in tool becomes a definition named as its calls
-are, described in words. Objects from the ``openai`` package are read through ``model_dump``, so
-this module never imports it.
+Tool calls become assistant ``tool_calls``, what a built-in tool returned the ``tool`` message that
+follows, citations a list of sources. ``openai`` objects are read through ``model_dump``, so this
+module never imports it.
 """
 
 from __future__ import annotations
@@ -25,9 +21,6 @@ Message = dict[str, Any]
 _ROLES = {"user": "user", "assistant": "assistant", "system": "system", "developer": "system"}
 _TEXT_PARTS = {"input_text", "output_text", "text", "summary_text", "reasoning_text"}
 _NOT_SHOWN = {"id", "type", "status", "call_id", "caller"}
-
-
-# -- small renderers -----------------------------------------------------------------------------
 
 
 def _plain(obj: Any) -> Any:
@@ -109,9 +102,6 @@ def _ident(item: Json) -> str:
 
 def _status(item: Json) -> str:
     return str(item.get("status") or "completed")
-
-
-# -- one converter per item type ------------------------------------------------------------------
 
 
 def _message(item: Json, where: str) -> list[Message]:
@@ -373,8 +363,6 @@ def items_to_messages(items: Sequence[Any], where: str) -> list[Message]:
     return out
 
 
-# -- tool definitions ------------------------------------------------------------------------------
-
 # Built-in tools: the name their calls carry in the converted output, and what they do.
 _BUILTIN_TOOLS: dict[str, tuple[str, str]] = {
     "web_search": ("web_search", "searches the web"),
@@ -495,8 +483,8 @@ def _not_a_tool(t: Any, i: int) -> ValueError:
 
 
 def convert_tools(tools: Sequence[Any]) -> list[Message]:
-    """Tool definitions given as openai objects or dicts, in the wire's OpenAI shape (Chat
-    Completions and Anthropic dicts are kept as they are; the caller's objects are not changed)."""
+    """Tool definitions (openai objects or dicts) in the wire's shape; Chat Completions and
+    Anthropic dicts are kept as they are."""
     out: list[Message] = []
     for i, t in enumerate(tools):
         where = f"tools[{i}]"
@@ -525,9 +513,6 @@ def composo_result_tools(result: Any) -> Sequence[Any] | None:
     else:
         return None
     return tools if isinstance(tools, Sequence) and tools else None
-
-
-# -- hooks ---------------------------------------------------------------------------------------
 
 
 def _response_dict(obj: Any) -> Json | None:

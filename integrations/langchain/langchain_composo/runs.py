@@ -1,10 +1,8 @@
 """What the callback remembers about a run, and how a run tree records itself as a trace.
 
-In ``mode="trace"`` each tree has a :class:`~composo.ext.TraceRecorder`: the root run, each agent
-(``lc_agent_name``) and each LangGraph graph or subgraph starts an agent instance in it, and each
-model call keeps a place in its agent's history from its start, filled when it ends. Recording
-only keeps references (microseconds, in the user's thread); converting messages and building the
-:class:`MultiAgentTrace` happens later, on the background thread.
+In ``mode="trace"`` the root run, each agent (``lc_agent_name``) and each LangGraph graph starts an
+agent instance in the tree's :class:`~composo.ext.TraceRecorder`; a model call keeps its place
+from its start. Recording only keeps references; conversion happens on the background thread.
 """
 
 from __future__ import annotations

@@ -48,20 +48,15 @@ __all__ = [
     "source_material_message",
 ]
 
+_FROM = {  # module -> the names it gives
+    ".evaluator": "ComposoEvaluator",
+    ".evaluators": "ComposoCompletenessEvaluator ComposoFaithfulnessEvaluator "
+    "ComposoGoalPursuitEvaluator ComposoPrecisionEvaluator ComposoRelevancyEvaluator "
+    "ComposoToolUseEvaluator",
+    ".instrument": "LlamaIndexInstrument",
+    ".messages": "SOURCE_MATERIAL_HEADER chat_messages source_material_message",
+    ".tracing": "LlamaIndexTraceCapture",
+}
 __getattr__, __dir__ = lazy_exports(
-    __name__,
-    {
-        "ComposoEvaluator": ".evaluator",
-        "ComposoCompletenessEvaluator": ".evaluators",
-        "ComposoFaithfulnessEvaluator": ".evaluators",
-        "ComposoGoalPursuitEvaluator": ".evaluators",
-        "ComposoPrecisionEvaluator": ".evaluators",
-        "ComposoRelevancyEvaluator": ".evaluators",
-        "ComposoToolUseEvaluator": ".evaluators",
-        "LlamaIndexInstrument": ".instrument",
-        "LlamaIndexTraceCapture": ".tracing",
-        "SOURCE_MATERIAL_HEADER": ".messages",
-        "chat_messages": ".messages",
-        "source_material_message": ".messages",
-    },
+    __name__, {name: m for m, names in _FROM.items() for name in names.split()}
 )

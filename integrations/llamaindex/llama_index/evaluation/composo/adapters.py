@@ -1,8 +1,7 @@
 """The ``composo`` plugin: LlamaIndex objects passed straight to ``Composo().evaluate(...)``.
 
-Registered through the ``composo`` entry-point group, so it is imported on the first evaluation of
-any kind: it looks only at ``type(obj).__module__`` and imports LlamaIndex when it meets one of
-its objects.
+Every process imports it on its first evaluation, so it looks only at ``type(obj).__module__`` and
+imports LlamaIndex when it meets one of its objects.
 """
 
 from __future__ import annotations
@@ -65,7 +64,7 @@ def composo_convert_result(obj: Any) -> list[dict[str, Any]] | None:
     if name == "CompletionResponse":
         return [{"role": "assistant", "content": obj.text}]
     if name == "ChatResponse":
-        return messages.chat_response_messages(obj)
+        return [messages.chat_message_dict(obj.message)]
     if name in ("Response", "AgentChatResponse", "PydanticResponse"):
         return messages.response_messages(obj)
     if name == "AgentOutput":  # what a workflow agent's run() returns

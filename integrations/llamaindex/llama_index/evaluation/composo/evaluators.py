@@ -1,8 +1,5 @@
-"""Ready-made evaluators for Composo's criteria library, named like LlamaIndex's own.
-
-Each is a ``ComposoEvaluator`` with its criteria filled in; every keyword of
-``ComposoEvaluator`` (``client``, ``threshold``, ``raise_on_error``...) still applies.
-"""
+"""Ready-made evaluators for Composo's criteria library, named like LlamaIndex's own: each a
+``ComposoEvaluator`` with its criteria filled in."""
 
 from __future__ import annotations
 

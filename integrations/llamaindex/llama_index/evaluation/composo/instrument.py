@@ -1,9 +1,6 @@
-"""``Instruments.LLAMA_INDEX`` for ``ComposoTracer.init``: LlamaIndex LLM calls made inside an
-``AgentTracer`` become that tracer's interactions.
-
-Kept free of LlamaIndex imports: the tracing feature builds its list of instruments from every
-installed plugin, and this one loads LlamaIndex only when it is switched on.
-"""
+"""``Instruments.LLAMA_INDEX``: LlamaIndex LLM calls made inside an ``AgentTracer`` become its
+interactions. Free of LlamaIndex imports: every installed plugin's instruments are listed, and
+this one loads LlamaIndex only when it is switched on."""
 
 from __future__ import annotations
 

@@ -1,9 +1,8 @@
 """LlamaIndex chat objects as OpenAI-style message dicts, the shape Composo evaluates.
 
-Source material (retrieved nodes) travels as one ``system`` message placed just before the answer
-it supports, headed ``SOURCE_MATERIAL_HEADER`` and numbered ``[1]``, ``[2]``...: the evaluator and
-the ``result=`` adapter both use this layout, so RAG criteria (faithfulness, completeness,
-precision) see what the answer was allowed to rely on.
+Source material (retrieved nodes) travels as one ``system`` message just before the answer it
+supports, headed ``SOURCE_MATERIAL_HEADER`` and numbered ``[1]``, ``[2]``..., so RAG criteria see
+what the answer was allowed to rely on.
 """
 
 from __future__ import annotations
@@ -15,7 +14,6 @@ from typing import Any
 
 from llama_index.core.base.llms.types import (
     ChatMessage,
-    ChatResponse,
     CitableBlock,
     CitationBlock,
     TextBlock,
@@ -157,8 +155,7 @@ def _role(message: ChatMessage, index: int) -> str:
 
 
 def _tool_calls(message: ChatMessage, index: int) -> list[dict[str, Any]]:
-    """The message's tool calls, from its blocks and ``additional_kwargs``, each once, with an
-    id."""
+    """The tool calls of its blocks and ``additional_kwargs``, each once, with an id."""
     calls = [
         _call(block.tool_call_id or "", block.tool_name, _arguments(block.tool_kwargs))
         for block in message.blocks
@@ -259,10 +256,6 @@ def _tool_turns(ran: Iterable[tuple[str, Any, Any, Any]]) -> list[dict[str, Any]
         for i, name, _, o in ran
     ]
     return [{"role": "assistant", "content": None, "tool_calls": calls}, *results]
-
-
-def chat_response_messages(response: ChatResponse) -> list[dict[str, Any]]:
-    return [chat_message_dict(response.message)]
 
 
 def tool_definitions(tools: Iterable[Any]) -> list[dict[str, Any]]:
