@@ -26,8 +26,6 @@ if TYPE_CHECKING:  # the model modules and the batch engine load on first use
 
     Request = RewardRequest | TraceRequest
 
-__all__ = ["AsyncClient"]
-
 
 class AsyncClient(BaseClient):
     """The async client (``composo.AsyncComposo`` is this plus the features above the core): at

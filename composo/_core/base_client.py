@@ -54,8 +54,6 @@ if TYPE_CHECKING:  # the model modules load on first use, not with the client
     from composo._core.responses import EvaluationResponse, MultiAgentTraceResponse, TaskInfo
     from composo._core.wire import RewardRequest, TraceRequest
 
-__all__ = ["DEFAULT_BASE_URL", "BaseClient", "Call", "Settings", "awaited"]
-
 DEFAULT_BASE_URL = "https://platform.composo.ai"
 REWARD_PATH = "/api/v1/evals/reward"
 TRACE_PATH = "/api/v1/evals/trace"

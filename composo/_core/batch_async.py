@@ -10,8 +10,6 @@ from typing import Any
 from composo._core import plan as shared
 from composo._core.plan import BatchResult, Job, Plan, Progress
 
-__all__ = ["ASend", "ajobs_from", "astream"]
-
 ASend = Callable[[shared.Request], Awaitable[shared.Response]]
 
 

@@ -10,8 +10,6 @@ from typing import Protocol
 from composo._core.limits import MAX_RESPONSE_BYTES
 from composo.errors import ResponseTooLargeError, UnexpectedResponseError
 
-__all__ = ["ACCEPT_ENCODING", "Inflater"]
-
 ACCEPT_ENCODING = "gzip, deflate"
 """What the clients accept: the encodings :class:`Inflater` decodes with a bound."""
 

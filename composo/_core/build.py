@@ -9,21 +9,11 @@ from typing import Any, TypeVar, get_args
 
 from pydantic import BaseModel, ValidationError
 
-from composo._core import convert, wire
+from composo._core import convert, cores, wire
 from composo._core.limits import MIN_MESSAGES
 from composo._core.options import ExplanationCleaning, check_names, set_options
 from composo._core.wire import RequestOptions, RewardRequest, TraceRequest
 from composo.errors import ComposoValidationError, validation_error
-
-__all__ = [
-    "check_model_core",
-    "check_options",
-    "conversation",
-    "normalize_criteria",
-    "normalize_tags",
-    "reward_requests",
-    "trace_requests",
-]
 
 _R = TypeVar("_R", bound=BaseModel)
 
@@ -71,8 +61,8 @@ def normalize_tags(tags: Any) -> dict[str, str] | None:
 
 
 def check_model_core(model_core: Any) -> str | None:
-    """``model_core`` if it is one of :data:`~composo._core.wire.MODEL_CORES`, else refused."""
-    out: str | None = _refused(wire.check_model_core, model_core)
+    """``model_core`` if it is one of :data:`~composo._core.cores.MODEL_CORES`, else refused."""
+    out: str | None = _refused(cores.check_model_core, model_core)
     return out
 
 

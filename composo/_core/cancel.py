@@ -16,16 +16,6 @@ import time
 from collections.abc import Iterator
 from typing import Protocol
 
-__all__ = [
-    "Abortable",
-    "Cancelled",
-    "Scope",
-    "check",
-    "current",
-    "sleep",
-    "within",
-]
-
 
 class Cancelled(Exception):
     """The caller stopped waiting for this work; nothing of it is reported."""

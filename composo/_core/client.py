@@ -32,8 +32,6 @@ if TYPE_CHECKING:  # the model modules and the thread pool load on first use
 
     Request = RewardRequest | TraceRequest
 
-__all__ = ["SyncClient"]
-
 
 def _slots(count: int) -> SimpleQueue[None]:
     """``count`` request slots: one is taken from the queue for each request in flight and
@@ -218,10 +216,11 @@ class SyncClient(BaseClient):
 
     def _many(self, items: Any, *args: Any) -> tuple[Any, Generator[BatchResult, None, None]]:
         """Check everything now, then stream the results through the thread engine."""
-        from composo._core import batch
+        from composo._core.batch import stream
+        from composo._core.plan import jobs_from
 
         plan, window, bar = self._plan(items, *args)
-        return plan, batch.stream(self.send, batch.jobs_from(items), plan, window, bar)
+        return plan, stream(self.send, jobs_from(items), plan, window, bar)
 
     @property
     def _http(self) -> httpx.Client:

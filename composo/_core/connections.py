@@ -25,8 +25,6 @@ import httpx
 from composo._core import cancel
 from composo._core.network import Network
 
-__all__ = ["AsyncShards", "Connections", "deadline"]
-
 _local = threading.local()
 T = TypeVar("T")
 

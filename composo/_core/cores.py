@@ -6,8 +6,6 @@ from __future__ import annotations
 
 from typing import Literal
 
-__all__ = ["LIGHTNING_MODEL_CORES", "MODEL_CORES", "ModelCore", "check_model_core"]
-
 ModelCore = Literal[
     "align-20251111",
     "align-20250529",

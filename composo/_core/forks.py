@@ -14,8 +14,6 @@ import os
 import weakref
 from typing import Any, Protocol
 
-__all__ = ["Forkable", "leave_behind", "register"]
-
 _log = logging.getLogger("composo")
 
 

@@ -3,31 +3,6 @@ cache's and span traces' own limits sit in those modules)."""
 
 from __future__ import annotations
 
-__all__ = [
-    "BACKOFF_BASE",
-    "BACKOFF_MAX",
-    "DEFAULT_MAX_CONCURRENT_REQUESTS",
-    "DEFAULT_NUM_RETRIES",
-    "DEFAULT_TIMEOUT",
-    "MAX_CRITERION_LENGTH",
-    "MAX_ERROR_MESSAGE",
-    "MAX_EVALUATOR_NAME_LENGTH",
-    "MAX_RESPONSE_BYTES",
-    "MAX_RETRY_AFTER",
-    "MAX_TASK_ID_LENGTH",
-    "MAX_THROTTLE_WAITS",
-    "MIN_MESSAGES",
-    "RATE_DECREASE",
-    "RATE_GROWTH",
-    "RATE_MEASURE_WINDOW",
-    "RATE_REGAIN",
-    "RETRYABLE_STATUS",
-    "TAG_LIMIT",
-    "THROTTLE_FORGET",
-    "THROTTLE_JITTER",
-    "THROTTLE_RELEASE",
-]
-
 # -- the platform's request contract (characters) -----------------------------------------------
 MAX_CRITERION_LENGTH = 4096
 MAX_EVALUATOR_NAME_LENGTH = 255  # a saved evaluator's name

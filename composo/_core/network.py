@@ -18,8 +18,6 @@ import httpx
 
 from composo.errors import ComposoValidationError
 
-__all__ = ["Network", "ProxyOption", "VerifyOption"]
-
 ProxyOption = str | httpx.URL | httpx.Proxy | None
 VerifyOption = bool | str | os.PathLike[str] | ssl.SSLContext
 

@@ -12,18 +12,6 @@ from typing import Any, Literal, ParamSpec, TypedDict, TypeVar
 
 from composo.errors import UnknownArgumentError
 
-__all__ = [
-    "OPTION_NAMES",
-    "DataRetention",
-    "EvaluateOptions",
-    "ExplanationCleaning",
-    "Tags",
-    "check_names",
-    "keywords_checked",
-    "merge",
-    "set_options",
-]
-
 P = ParamSpec("P")
 R = TypeVar("R")
 

@@ -27,25 +27,6 @@ from composo._core.responses import (
 from composo._core.wire import RequestOptions, RewardRequest, TraceRequest
 from composo.errors import ComposoError, ComposoValidationError, validation_error
 
-__all__ = [
-    "ITEM_FIELDS",
-    "BatchResult",
-    "BatchResults",
-    "Job",
-    "Pending",
-    "Plan",
-    "Progress",
-    "Request",
-    "Response",
-    "check_items",
-    "finished",
-    "jobs_from",
-    "ordered",
-    "setup",
-    "tick",
-    "window_size",
-]
-
 _log = logging.getLogger("composo")
 
 Response: TypeAlias = EvaluationResponse | MultiAgentTraceResponse

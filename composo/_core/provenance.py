@@ -8,16 +8,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Literal
 
-__all__ = [
-    "CACHE_HEADER",
-    "CACHE_HIT",
-    "JUDGE_HEADER",
-    "JUDGE_HEADERS",
-    "JUDGE_MODEL_HEADER",
-    "PLATFORM",
-    "Provenance",
-]
-
 JUDGE_HEADER = "x-composo-judge"
 """The judge a server names on every answer (``heuristic``, ``openai``, a plugin's name)."""
 JUDGE_MODEL_HEADER = "x-composo-judge-model"

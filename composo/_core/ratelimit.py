@@ -41,8 +41,6 @@ from composo._core.limits import (
 )
 from composo.errors import ComposoValidationError
 
-__all__ = ["Permits", "RateLimits", "Throttle", "check_requests_per_minute", "rate_limit_reset"]
-
 _MIN_RATE = 1 / 3600.0  # one request an hour: the slowest pace kept
 _POLL = 0.05  # seconds a paced request waits before asking again (the pace may have grown)
 

@@ -9,19 +9,6 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
 from composo._core.provenance import Provenance
 
-__all__ = [
-    "AgentResult",
-    "EvaluationResponse",
-    "InstanceResult",
-    "MultiAgentTraceResponse",
-    "Source",
-    "SummaryStatistics",
-    "TaskInfo",
-    "judged",
-    "rounded",
-]
-
-
 REPR_LIMIT = 200  # a result's repr is one console line, never a wall of text
 
 

@@ -16,14 +16,6 @@ from composo.errors import APIConnectionError, APIStatusError
 if TYPE_CHECKING:  # tenacity (and the asyncio it pulls in) loads on the first request
     from tenacity import AsyncRetrying, RetryCallState, Retrying
 
-__all__ = [
-    "RETRYABLE_STATUS",
-    "Policy",
-    "async_retrying",
-    "is_retryable",
-    "parse_retry_after",
-]
-
 _log = logging.getLogger("composo")
 
 

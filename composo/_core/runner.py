@@ -13,8 +13,6 @@ from typing import Generic, NamedTuple, TypeVar
 
 from composo._core.cancel import Scope, within
 
-__all__ = ["CANCEL_GRACE", "Outcome", "bounded"]
-
 T = TypeVar("T")
 R = TypeVar("R")
 

@@ -9,18 +9,6 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-__all__ = [
-    "AgentInstance",
-    "InputMessage",
-    "LLMInteraction",
-    "MultiAgentTrace",
-    "OutputMessage",
-    "ToolCall",
-    "ToolResponse",
-    "ToolSpec",
-    "trace_from_messages",
-]
-
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", defer_build=True)

@@ -10,9 +10,12 @@ from uuid import UUID
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
 
-# The model-core names and their rule are in cores.py, which needs no pydantic: the clients
-# check model_core= when constructed, before this module is loaded.
-from composo._core.cores import LIGHTNING_MODEL_CORES, MODEL_CORES, ModelCore, check_model_core
+# cores.py needs no pydantic: the clients check model_core= before this module loads.
+# MODEL_CORES and ModelCore are named again here for composo.types and the server.
+from composo._core.cores import LIGHTNING_MODEL_CORES as LIGHTNING_MODEL_CORES
+from composo._core.cores import MODEL_CORES as MODEL_CORES
+from composo._core.cores import ModelCore as ModelCore
+from composo._core.cores import check_model_core
 from composo._core.limits import (
     MAX_CRITERION_LENGTH,
     MAX_EVALUATOR_NAME_LENGTH,
@@ -20,27 +23,6 @@ from composo._core.limits import (
     TAG_LIMIT,
 )
 from composo._core.trace import MultiAgentTrace
-
-__all__ = [
-    "BINARY_PREFIXES",
-    "CRITERION_PREFIXES",
-    "DEFAULT_MODEL_CORE",
-    "LIGHTNING_MODEL_CORES",
-    "MAX_CRITERION_LENGTH",
-    "MESSAGE_ROLES",
-    "MODEL_CORES",
-    "ModelCore",
-    "RequestBase",
-    "RequestOptions",
-    "RewardRequest",
-    "TraceRequest",
-    "check_criterion",
-    "check_evaluator_name",
-    "check_model_core",
-    "check_tags",
-    "check_trace_options",
-    "is_binary",
-]
 
 DEFAULT_MODEL_CORE = "align-20251111"
 
