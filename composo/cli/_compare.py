@@ -138,12 +138,6 @@ class Comparison:
     paired_by: str  # "id" or "line"
 
 
-def _key(row: dict[str, Any], by_id: bool) -> str:
-    if by_id and row.get("id") is not None:
-        return str(row["id"])
-    return f"line {row['index'] + 1}"
-
-
 def _table(rows: Iterable[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
     out: dict[str, list[dict[str, Any]]] = {}
     for row in rows:
@@ -214,12 +208,11 @@ def _shared(base: dict[str, Any], new: dict[str, Any]) -> list[str]:
 
 def _pairs(base: list[dict[str, Any]], new: list[dict[str, Any]], by_id: bool) -> list[Pair]:
     """One criterion's items scored in both runs, in key order."""
-    old = {_key(r, by_id): r for r in base}
-    pairs = [
-        Pair(_key(r, by_id), old[_key(r, by_id)], r)
-        for r in new
-        if _key(r, by_id) in old and _scored(r) and _scored(old[_key(r, by_id)])
-    ]
+    from composo.cli._results import item_name
+
+    old = {item_name(r, by_id): r for r in base}
+    keyed = ((item_name(r, by_id), r) for r in new)
+    pairs = [Pair(k, old[k], r) for k, r in keyed if k in old and _scored(r) and _scored(old[k])]
     return sorted(pairs, key=lambda p: p.key)
 
 

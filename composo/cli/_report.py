@@ -259,20 +259,22 @@ def conversation(record: dict[str, Any] | None, cap: int = _TEXT_CAP) -> dict[st
 
 def _run_data(run: Run) -> dict[str, Any]:
     """A run as the page shows it: its summary, the dataset's note and the means by tag."""
-    tag_means: dict[str, dict[str, dict[str, list[float]]]] = {}
+    from composo.cli._summary import CriterionStats, kind
+
+    by_tag: dict[str, dict[str, dict[str, CriterionStats]]] = {}
     for r in run.rows:
         tags = run.dataset.get(int(r["index"]), {}).get("tags")
-        if r.get("error") is not None or r.get("score") is None or not isinstance(tags, dict):
+        if kind(r) != "scored" or not isinstance(tags, dict):
             continue
         for k, v in tags.items():
-            per = tag_means.setdefault(str(k), {}).setdefault(str(v), {})
-            per.setdefault(r["criterion"], []).append(float(r["score"]))
-    by_tag = {
-        k: {v: {c: [sum(s) / len(s), len(s)] for c, s in per.items()} for v, per in values.items()}
-        for k, values in tag_means.items()
+            per = by_tag.setdefault(str(k), {}).setdefault(str(v), {})
+            per.setdefault(r["criterion"], CriterionStats()).add(r)
+    means = {
+        k: {v: {c: [s.mean, s.scored] for c, s in per.items()} for v, per in values.items()}
+        for k, values in by_tag.items()
         if 2 <= len(values) <= _TAG_VALUES
     }
-    return {**run.summary.page(), "dataset_note": run.dataset_note, "by_tag": by_tag}
+    return {**run.summary.page(), "dataset_note": run.dataset_note, "by_tag": means}
 
 
 _COMPARED = ("criterion", "base_mean", "new_mean", "improved", "regressed", "unchanged")

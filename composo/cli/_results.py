@@ -18,6 +18,7 @@ __all__ = [
     "RowProblem",
     "RowWriter",
     "item_keys",
+    "item_name",
     "iter_rows",
     "json_object",
     "prepare_resume",
@@ -289,16 +290,17 @@ def read_results(path: Path) -> tuple[list[dict[str, Any]], CheckedRows]:
     return list(checked), checked
 
 
+def item_name(row: Mapping[str, Any], by_id: bool = True) -> str:
+    """An item as people name it: its id, else its line in the dataset (``line N``)."""
+    if by_id and row.get("id") is not None:
+        return str(row["id"])
+    return f"line {int(row['index']) + 1}"
+
+
 def item_keys(rows: Sequence[Mapping[str, Any]]) -> list[str]:
-    """Each row's item as people name it: its id, or its line in the dataset (``line N``) when
-    it has none or another item of the same criterion has the same one (two items are never
-    merged under one name)."""
+    """Each row's :func:`item_name`, by line when another item of its criterion has the same id
+    (two items are never merged under one name)."""
     from collections import Counter
 
     seen = Counter((r.get("id"), r["criterion"]) for r in rows if r.get("id") is not None)
-    return [
-        str(r["id"])
-        if r.get("id") is not None and seen[(r["id"], r["criterion"])] == 1
-        else f"line {int(r['index']) + 1}"
-        for r in rows
-    ]
+    return [item_name(r, seen[(r.get("id"), r["criterion"])] == 1) for r in rows]

@@ -26,6 +26,7 @@ __all__ = [
     "RunInfo",
     "Summary",
     "judge_text",
+    "kind",
     "md_cell",
     "print_summary",
     "sources_text",
@@ -79,9 +80,9 @@ class CriterionStats:
 
     def add(self, row: Mapping[str, Any]) -> None:
         from composo.cli._provenance import judge_key
-        from composo.cli._results import valid_score
 
-        if row.get("error") is not None:
+        what = kind(row)
+        if what == "error":
             self.errors += 1
             return
         judge = judge_key(row) or "unknown"  # who judged it (older files: nobody said)
@@ -89,14 +90,26 @@ class CriterionStats:
         given = row.get("source")
         source = given if given in ("fresh", "cache") and isinstance(given, str) else "unknown"
         self.sources[source] = self.sources.get(source, 0) + 1
-        score = row.get("score")
-        if not isinstance(score, (int, float)):
+        if what == "n/a":
             self.not_applicable += 1
-        elif valid_score(score):
-            self.scores.append(float(score))
-            self.bins[min(int(score * BINS), BINS - 1)] += 1
+        elif what == "scored":
+            self.scores.append(float(row["score"]))
+            self.bins[min(int(row["score"] * BINS), BINS - 1)] += 1
         else:
             self.set_aside += 1
+
+
+def kind(row: Mapping[str, Any]) -> str:
+    """What a row counts as: ``error``, ``n/a``, ``scored`` or ``set aside`` (a score that is
+    not a number from 0 to 1)."""
+    from composo.cli._results import valid_score
+
+    score = row.get("score")
+    if row.get("error") is not None:
+        return "error"
+    if not isinstance(score, (int, float)):
+        return "n/a"
+    return "scored" if valid_score(score) else "set aside"
 
 
 @dataclass
