@@ -8,10 +8,11 @@ takes as sent.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from composo._core.plugins import hookimpl
+from composo.adapters.basic import is_list
 
 # Blocks the platform judges; a model's signed reasoning and citation bookkeeping are dropped.
 _DROPPED_FIELDS = ("signature", "citations", "cache_control")
@@ -63,7 +64,7 @@ def composo_convert_result(obj: Any) -> list[dict[str, Any]] | None:
 def _dumped_list(obj: Any, field: str, expected: str) -> list[Mapping[str, Any]] | None:
     """Each item, as a mapping, of a list holding an Anthropic object (``None`` for anything
     else); an item that is neither is named by its position in ``field``."""
-    if not isinstance(obj, Sequence) or isinstance(obj, (str, bytes)):
+    if not is_list(obj):
         return None
     if not any(_is_anthropic_object(item) for item in obj):
         return None

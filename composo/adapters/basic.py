@@ -13,6 +13,11 @@ _ROLE_ALIASES = {"developer": "system"}
 _OPENAI_EXTRAS = frozenset({"refusal", "annotations", "audio", "function_call"})
 
 
+def is_list(obj: Any) -> bool:
+    """A sequence of items (a string is not one)."""
+    return isinstance(obj, Sequence) and not isinstance(obj, (str, bytes))
+
+
 def is_openai_object(obj: Any) -> bool:
     """An object from the ``openai`` package (checked without importing it)."""
     return type(obj).__module__.startswith("openai.") and hasattr(obj, "model_dump")
@@ -103,11 +108,7 @@ def message_dict(m: Any, index: int) -> dict[str, Any]:
 
 
 def _is_message_list(obj: Any) -> bool:
-    return (
-        isinstance(obj, Sequence)
-        and not isinstance(obj, (str, bytes))
-        and all(isinstance(m, Mapping) or is_openai_object(m) for m in obj)
-    )
+    return is_list(obj) and all(isinstance(m, Mapping) or is_openai_object(m) for m in obj)
 
 
 def _is_chat_message(m: Any) -> bool:
@@ -155,11 +156,7 @@ def composo_convert_result(obj: Any) -> list[dict[str, Any]] | None:
 
 @hookimpl(trylast=True)
 def composo_convert_tools(obj: Any) -> list[dict[str, Any]] | None:
-    if (
-        isinstance(obj, Sequence)
-        and not isinstance(obj, (str, bytes))
-        and all(isinstance(t, Mapping) for t in obj)
-    ):
+    if is_list(obj) and all(isinstance(t, Mapping) for t in obj):
         return [dict(t) for t in obj]
     return None
 

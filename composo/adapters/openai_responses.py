@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from composo._core.plugins import hookimpl
-from composo.adapters.basic import is_openai_object, is_responses_message, with_sources
+from composo.adapters.basic import is_list, is_openai_object, is_responses_message, with_sources
 
 Json = Mapping[str, Any]
 Message = dict[str, Any]
@@ -524,15 +524,11 @@ def _response_dict(obj: Any) -> Json | None:
     return None
 
 
-def _is_item_list(obj: Any) -> bool:
-    return isinstance(obj, Sequence) and not isinstance(obj, (str, bytes))
-
-
 @hookimpl(trylast=True)
 def composo_convert_input(obj: Any) -> list[Message] | None:
     if isinstance(obj, str):
         return [{"role": "user", "content": obj}]
-    if _is_item_list(obj):
+    if is_list(obj):
         return items_to_messages(obj, "input")
     return None
 
@@ -548,7 +544,7 @@ def _is_output_item(item: Any) -> bool:
 
 def _is_output_list(obj: Any) -> bool:
     """``response.output`` itself: a non-empty list of Responses output items."""
-    return _is_item_list(obj) and bool(obj) and all(_is_output_item(i) for i in obj)
+    return is_list(obj) and bool(obj) and all(_is_output_item(i) for i in obj)
 
 
 def _is_single_output_item(obj: Any) -> bool:
@@ -585,7 +581,7 @@ def composo_convert_result(obj: Any) -> list[Message] | None:
 
 @hookimpl
 def composo_convert_tools(obj: Any) -> list[Message] | None:
-    if not _is_item_list(obj) or not obj:
+    if not is_list(obj) or not obj:
         return None
     if not all(isinstance(t, Mapping) or is_openai_object(t) for t in obj):
         return None
