@@ -1,5 +1,4 @@
-"""The FastAPI application: the platform's evaluation endpoints, background tasks, healthcheck
-and (when switched on) the development routes."""
+"""The FastAPI application: evaluation, background tasks, healthcheck and the dev routes."""
 
 from __future__ import annotations
 
@@ -45,9 +44,8 @@ MAX_IDEMPOTENCY_KEY = 255
 
 
 def build_app(config: ServerConfig, received: ReceivedLog | None = None) -> ASGIApp:
-    """The ASGI application for ``config``: FastAPI behind the gate, every answer naming the
-    judge (and the model it runs); ``received`` keeps the requests. Opens the task store and
-    builds the judge now, so a bad setting fails before the port is bound."""
+    """FastAPI behind the gate, every answer naming the judge; ``received`` keeps the requests.
+    The store and the judge are made now, so a bad setting fails before the port is bound."""
     judge = make_judge(config.judge, config.judge_options)
     service = EvaluationService(judge, config.latency)
     store = TaskStore(config.db, config.task_lease_seconds)
@@ -182,8 +180,6 @@ def build_app(config: ServerConfig, received: ReceivedLog | None = None) -> ASGI
 def _endpoint(
     handle: Callable[[Request, Any], Awaitable[Response]], model: type[BaseModel]
 ) -> Callable[[Request], Awaitable[Response]]:
-    """A route answering with ``handle(request, model)``."""
-
     async def endpoint(request: Request) -> Response:
         return await handle(request, model)
 

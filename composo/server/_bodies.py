@@ -1,5 +1,5 @@
-"""Request bodies: JSON in and out, error answers in the platform's shape, and bodies into
-validated requests (a large one in a worker thread) within the size limits of traces."""
+"""Bodies into validated requests (a large one in a worker thread), and error answers in the
+platform's shape."""
 
 from __future__ import annotations
 
@@ -50,8 +50,7 @@ _Path = tuple[str | int, ...]
 
 
 def _real_path(loc: Sequence[str | int], data: Any, missing: bool) -> _Path:
-    """``loc`` without the names pydantic gives union branches (``str``, ``LLMInteraction``):
-    only the keys and indexes that exist in the body (and, for a missing field, its name)."""
+    """``loc`` without pydantic's union branch names: only keys and indexes in the body."""
     out: list[str | int] = []
     cur = data
     for i, part in enumerate(loc):
@@ -95,7 +94,7 @@ def validation_detail(
     errors: ValidationError | Sequence[Mapping[str, Any]], data: Any = _NO_DATA
 ) -> str:
     """One line naming each offending field once and what it expects, as the platform's 422
-    does. ``data`` (the parsed body) lets the path leave out pydantic's union branch names."""
+    does; ``data`` (the parsed body) drops union branch names from the paths."""
     if isinstance(errors, ValidationError):
         errors = errors.errors(include_url=False, include_input=False)
     grouped: dict[_Path, list[str]] = {}

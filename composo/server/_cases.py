@@ -25,8 +25,6 @@ __all__ = [
 
 @dataclass(frozen=True)
 class ToolUse:
-    """A tool call found in a conversation."""
-
     name: str
     arguments: str
     message_index: int
@@ -34,11 +32,8 @@ class ToolUse:
 
 @dataclass(frozen=True)
 class Case:
-    """``criterion`` judged against ``messages`` (OpenAI-style dicts).
-
-    ``evaluate_latest`` means only the last assistant turn is judged, the rest is context.
-    ``subject`` is ``"response"`` for reward requests and ``"agent"`` for a trace's agent instance.
-    """
+    """``criterion`` judged against OpenAI-style ``messages``: the last assistant turn when
+    ``evaluate_latest``; ``subject`` is ``"response"`` (reward) or ``"agent"`` (a trace's)."""
 
     criterion: str
     messages: tuple[Mapping[str, Any], ...]
@@ -83,8 +78,7 @@ def _block_text(block: Any) -> str:
 
 
 def tool_uses(messages: tuple[Mapping[str, Any], ...]) -> list[ToolUse]:
-    """Every tool call: OpenAI ``tool_calls`` and Anthropic ``tool_use`` blocks (of messages
-    shaped by :func:`reward_case`, or rendered from a trace)."""
+    """Every tool call: OpenAI ``tool_calls`` and Anthropic ``tool_use`` blocks."""
     out: list[ToolUse] = []
     for i, m in enumerate(messages):
         for call in m.get("tool_calls") or ():
@@ -100,8 +94,8 @@ def tool_uses(messages: tuple[Mapping[str, Any], ...]) -> list[ToolUse]:
 
 
 def tool_results(messages: tuple[Mapping[str, Any], ...]) -> list[tuple[int, str]]:
-    """Every tool result with the index of its message: ``tool`` / ``function`` turns and
-    Anthropic ``tool_result`` blocks (which arrive inside user turns)."""
+    """Each tool result and its message's index: ``tool`` / ``function`` turns and Anthropic
+    ``tool_result`` blocks."""
     out: list[tuple[int, str]] = []
     for i, m in enumerate(messages):
         content = m.get("content")
@@ -116,13 +110,9 @@ def tool_results(messages: tuple[Mapping[str, Any], ...]) -> list[tuple[int, str
     return out
 
 
-# -- what the platform accepts, in the one shape every judge reads -------------------------------
-#
-# The platform does not check message shapes, so a reward request may carry anything in a
-# message. Judges read messages with a ``role`` string, a ``content`` that is a string, None or a
-# list of blocks (strings or objects), and ``tool_calls`` whose every item is
-# ``{"id": str, "type": "function", "function": {"name": str, "arguments": str}}``. Whatever
-# does not fit is shown to the judge as text in the message's content, so nothing is dropped.
+# The platform does not check message shapes. Judges read a ``role`` string, a ``content`` that is
+# a string, None or a list of blocks, and OpenAI-shaped ``tool_calls``; whatever does not fit is
+# shown to the judge as text in the content, so nothing is dropped.
 
 _MAX_DEPTH = 32
 
@@ -265,15 +255,13 @@ def _output_message(interaction: LLMInteraction) -> dict[str, Any]:
 
 
 def agent_case(agent: AgentInstance, criterion: str, names: Mapping[str, str]) -> Case | None:
-    """One agent instance's own model calls as a conversation; ``None`` if it made none.
-
-    Each interaction's inputs usually repeat the earlier ones, so only inputs beyond what has
-    been seen are appended. Sub-agent calls are noted as assistant turns naming the sub-agent.
-    """
+    """One agent instance's own model calls as a conversation (``None``: it made none). Inputs
+    usually repeat earlier ones, so only unseen ones are appended; sub-agent calls are noted."""
     messages: list[dict[str, Any]] = []
     seen_inputs = 0
     tools: dict[str, Mapping[str, Any]] = {}
     sub_agents: list[str] = []
+    system: str | None = None
     any_llm = False
     for step in agent.interactions:
         if isinstance(step, str):
@@ -283,11 +271,13 @@ def agent_case(agent: AgentInstance, criterion: str, names: Mapping[str, str]) -
             continue
         any_llm = True
         inputs = step.input_messages
+        prompts = [m.content for m in inputs if m.role == "system" and isinstance(m.content, str)]
+        if system is None and prompts:
+            system = prompts[0]
         new = inputs[seen_inputs:] if len(inputs) >= seen_inputs else inputs
         for m in new:
-            if m.role == "system" and isinstance(m.content, str):
-                continue  # the system prompt is the case's own field
-            messages.append(_input_message(m.role, m.content))
+            if not (m.role == "system" and isinstance(m.content, str)):  # the case's own field
+                messages.append(_input_message(m.role, m.content))
         seen_inputs = len(inputs) + len(step.output_messages)
         messages.append(_output_message(step))
         for spec in step.tools_available or ():
@@ -305,16 +295,6 @@ def agent_case(agent: AgentInstance, criterion: str, names: Mapping[str, str]) -
             }
     if not any_llm:
         return None
-    system = next(
-        (
-            m.content
-            for step in agent.interactions
-            if isinstance(step, LLMInteraction)
-            for m in step.input_messages
-            if m.role == "system" and isinstance(m.content, str)
-        ),
-        None,
-    )
     return Case(
         criterion=criterion,
         messages=tuple(messages),

@@ -1,6 +1,5 @@
-"""The development fault switch (``--dev-faults``): queued failures and a bounded record of what
-arrived, so client retry tests can run against a real server. Its routes take the API key; a
-request refused at the key check is recorded as its method, path and status only."""
+"""``--dev-faults``: queued failures and a bounded record of what arrived, so client retry tests
+can run against a real server."""
 
 from __future__ import annotations
 
@@ -21,9 +20,8 @@ MAX_QUEUED_FAULTS = 1000
 
 
 class Fault(BaseModel):
-    """One failure for one upcoming evaluation request. ``delay`` is applied first; then ``drop``
-    closes the connection without an answer, or ``status`` answers that status with ``detail``
-    (and ``Retry-After`` when given). A fault with only ``delay`` delays a normal answer."""
+    """One failure for one upcoming evaluation request: ``delay`` first, then ``drop`` (close
+    without an answer) or ``status`` with ``detail`` and ``Retry-After``; else a normal answer."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -43,9 +41,7 @@ class FaultList(BaseModel):
 
 @dataclass
 class DevSwitch:
-    """Queued faults (consumed in order) and recorded requests, in memory only: at most
-    ``max_requests`` requests and about ``max_bytes`` of bodies (one body over it is kept
-    alone)."""
+    """Queued faults and recorded requests: at most ``max_requests`` and about ``max_bytes``."""
 
     faults: list[Fault]
     max_requests: int = MAX_RECORDED_REQUESTS
@@ -60,8 +56,7 @@ class DevSwitch:
         self._bytes = 0
 
     def queue(self, faults: list[Fault]) -> int:
-        """Add ``faults``; the oldest beyond the bounds (count, and ``max_bytes`` of details)
-        are dropped. Returns how many wait."""
+        """Add ``faults`` (the oldest past the bounds go); returns how many wait."""
         self.faults.extend(faults)
         del self.faults[: max(0, len(self.faults) - MAX_QUEUED_FAULTS)]
         while (
@@ -71,7 +66,7 @@ class DevSwitch:
         return len(self.faults)
 
     def take(self, path: str) -> Fault | None:
-        """The first queued fault that applies to ``path``, removed from the queue."""
+        """The first queued fault for ``path``, removed from the queue."""
         for i, fault in enumerate(self.faults):
             if fault.path is None or fault.path in path:
                 return self.faults.pop(i)

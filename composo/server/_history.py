@@ -1,10 +1,6 @@
-"""What the local server served, kept per API key in SQLite (beside the task database, or in
-memory): the evaluation history, this month's usage and the traces evaluations named.
-
-An answered evaluation is appended to a list; a worker thread writes the list in one transaction
-a few times a second (and before every read, so a caller reads its own evaluations). The history
-is bounded by age and row count; usage is counted apart, so pruning never lowers it.
-"""
+"""What the local server served, per API key in SQLite: evaluation history, monthly usage and
+the traces evaluations named. Answers are queued and written in one transaction a few times a
+second (and before every read); history is bounded by age and rows, usage is counted apart."""
 
 from __future__ import annotations
 
@@ -92,9 +88,8 @@ def history_path(db: Path | None) -> Path | None:
 
 
 class HistoryStore:
-    """The server's record of what it served. ``client_id`` turns an API key into the digest
-    rows are kept under (the key itself is never stored). ``keep_days=0`` keeps no history
-    (usage is still counted)."""
+    """Rows are kept under ``client_id(api_key)``, never the key; ``keep_days=0`` keeps no
+    history (usage is still counted)."""
 
     def __init__(
         self,
@@ -113,8 +108,6 @@ class HistoryStore:
         # Pruned at least this often (and whenever a tenth of the row budget was written).
         self._prune_every = min(_PRUNE_EVERY, max(0.5, keep_days * 86400.0 / 4))
         self._db = open_database(path, _tables)
-
-    # -- writes ---------------------------------------------------------------------------------
 
     def record(
         self,
@@ -241,8 +234,6 @@ class HistoryStore:
             "AND t.trace_id = history_trace_evaluations.trace_id)"
         )
         db.execute("DELETE FROM history_usage WHERE month < ?", (_month(now - 366 * 86400.0),))
-
-    # -- reads ----------------------------------------------------------------------------------
 
     def usage(self, api_key: bytes | None) -> dict[str, Any]:
         """``GET /api/v1/usage`` for this key: this month's requests per model core."""
@@ -402,8 +393,7 @@ def recorded(
 def _trace_evaluations(
     request: RewardRequest | TraceRequest, result: dict[str, Any], keep: bool
 ) -> list[dict[str, Any]]:
-    """The entries a trace gains from one answered evaluation: one per judged agent instance
-    of a trace request, one for a reward request."""
+    """A trace's entries for one answer: one per judged agent instance, or one for a reward."""
     criterion = request.evaluation_criteria or request.evaluator_name
     name = request.evaluator_name or criterion
 
@@ -485,8 +475,7 @@ def _read_token(token: str) -> tuple[float, str]:
 
 
 async def keep_flushing(history: HistoryStore, every: float = 0.25) -> None:
-    """Write what ``history`` recorded a few times a second, off the event loop, until
-    cancelled (the store's ``close`` writes the rest)."""
+    """Write what ``history`` recorded, off the event loop, until cancelled."""
     while True:
         await asyncio.sleep(every)
         if history.pending:

@@ -1,5 +1,4 @@
-"""Run the server: in the foreground for the command line, or in a background thread for tests,
-benchmarks and ``composo evaluate --local``."""
+"""Run the server in the foreground (``composo serve``) or in a background thread."""
 
 from __future__ import annotations
 
@@ -32,10 +31,8 @@ def require_server_extra() -> None:
 
 
 def _uvicorn(config: ServerConfig, received: ReceivedLog | None, access_log: bool) -> Any:
-    """The application (its task store and judge set up now, so a bad setting fails before the
-    port is bound) served by uvicorn with its documented settings only: h11, which bounds what
-    it buffers of an unfinished request head, idle keep-alive connections closed after 5 s, and
-    ``limit_concurrency`` (503 past it). The body limits are the gate's."""
+    """uvicorn on documented settings only: h11 bounds an unfinished head, idle keep-alive
+    connections close after 5 s, ``limit_concurrency`` answers 503 past it."""
     require_server_extra()
     import uvicorn
 
@@ -64,8 +61,7 @@ def _uvicorn(config: ServerConfig, received: ReceivedLog | None, access_log: boo
 def serve_forever(
     config: ServerConfig, access_log: bool = True, on_ready: Callable[[], None] | None = None
 ) -> None:
-    """Serve in the foreground until interrupted (SIGINT/SIGTERM stop it cleanly).
-    ``on_ready`` runs once the task store and the judge are set up, just before serving."""
+    """Serve until SIGINT/SIGTERM; ``on_ready`` runs once set up, just before serving."""
     server = _uvicorn(config, None, access_log)
     with listening_socket(config.host, config.port) as sock:
         if on_ready is not None:
@@ -74,9 +70,8 @@ def serve_forever(
 
 
 def listening_socket(host: str, port: int) -> socket.socket:
-    """Bound here so a port in use is one clear ``ValueError``, not uvicorn's log lines. Named
-    ``IPPROTO_TCP``: asyncio turns Nagle off only on sockets that say they are TCP, and with it
-    on, each keep-alive answer after the first waits out the peer's delayed ACK (about 40 ms)."""
+    """Bound here so a port in use is one clear ``ValueError``. ``IPPROTO_TCP``: asyncio turns
+    Nagle off only on sockets that say they are TCP (else each keep-alive answer waits ~40 ms)."""
     import errno
 
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -119,8 +114,7 @@ class LocalServer:
         task_lease_seconds: float | None = None,
         record_requests: bool | int = False,
     ) -> None:
-        """``record_requests``: keep what the server receives in :attr:`requests` (``True``: the
-        last 1000 requests, a number: that many)."""
+        """``record_requests``: keep the last 1000 (or that many) requests in :attr:`requests`."""
         from composo.server._received import ReceivedLog
 
         if isinstance(record_requests, bool):

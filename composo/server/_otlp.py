@@ -1,9 +1,6 @@
-"""``composo serve --otlp``: an OTLP/HTTP trace receiver (``POST /v1/traces``, protobuf or JSON),
-so any OpenTelemetry-instrumented application can export its traces here. Spans go to a sink (the
-command line hands over tracing's collector). Each finished trace is evaluated against the given
-criteria as background tasks; ``GET /v1/traces/{trace_id}`` names its tasks (or why no trace could
-be formed), and each result is appended to the results file as a ``composo evaluate`` row.
-"""
+"""``composo serve --otlp``: an OTLP/HTTP trace receiver (``POST /v1/traces``). Each finished
+trace is evaluated against the criteria as background tasks, ``GET /v1/traces/{trace_id}`` names
+them, and each result is appended to the results file as a ``composo evaluate`` row."""
 
 from __future__ import annotations
 
@@ -47,8 +44,7 @@ class SpanSink(Protocol):
 
 @dataclass
 class OtlpReceiver:
-    """What ``--otlp`` switches on: the span collector, the criteria every finished trace is
-    evaluated against, and the file each result row is appended to (``None``: none)."""
+    """The span collector, the criteria and the results file (``None``: none)."""
 
     sink: SpanSink
     criteria: tuple[str, ...]
@@ -78,8 +74,7 @@ def configure(receiver: OtlpReceiver | None) -> None:
 
 
 def mount(app: FastAPI, config: ServerConfig, tasks: Callable[[], Any]) -> None:
-    """Add the OTLP routes to ``app`` when a receiver is configured; ``tasks()`` is the server's
-    task manager. The API keys and the body limit apply to OTLP requests too."""
+    """Add the OTLP routes when a receiver is configured; ``tasks()`` is the task manager."""
     receiver = _receiver
     if receiver is None:
         return
@@ -214,8 +209,7 @@ def _row(
     task: str | None,
     outcome: MultiAgentTraceResponse | str | None,
 ) -> dict[str, Any]:
-    """A results row as ``composo evaluate`` writes it, with the task that judged the trace;
-    ``outcome`` is the verdict, or what went wrong."""
+    """A ``composo evaluate`` row; ``outcome`` is the verdict, or what went wrong."""
     verdict = outcome if isinstance(outcome, MultiAgentTraceResponse) else None
     return {
         "index": index,

@@ -1,6 +1,5 @@
-"""The platform's account and history routes on the local server: usage, the evaluation history
-filter and traces, answered from :class:`~composo.server._history.HistoryStore` for the caller's
-API key. Reads run in a worker thread, so a large page never stalls the event loop."""
+"""The platform's account and history routes (usage, evaluations filter, traces) for the
+caller's API key, read in a worker thread so a large page never stalls the event loop."""
 
 from __future__ import annotations
 
@@ -29,8 +28,6 @@ __all__ = ["mount"]
 
 
 def mount(app: FastAPI, history: HistoryStore) -> None:
-    """Add the routes to ``app``."""
-
     @app.get(USAGE_PATH)
     async def usage(request: Request) -> Response:
         key = request.scope.get(API_KEY_SCOPE_KEY)

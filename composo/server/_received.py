@@ -1,6 +1,5 @@
-"""The outermost ASGI layer: names the judge (and the model it runs) on every answer, so a client
-can say where its scores came from, and, when asked, keeps a bounded record of the requests
-received (``LocalServer.requests``) for debugging an adapter without a proxy."""
+"""The outermost ASGI layer: names the judge (and its model) on every answer and, when asked,
+keeps a bounded record of the requests received (``LocalServer.requests``)."""
 
 from __future__ import annotations
 
@@ -24,9 +23,8 @@ SECRET_HEADERS = frozenset(
 
 @dataclass(frozen=True)
 class Received:
-    """One request as the server received it: headers lower-cased with credentials as ``"***"``,
-    the body cut at the log's ``max_body_bytes``, the status answered (``None``: none), and
-    when it arrived (``time.time()``)."""
+    """One request: headers lower-cased with credentials as ``"***"``, the body cut at the log's
+    ``max_body_bytes``, the status answered (``None``: none), and ``time.time()`` on arrival."""
 
     method: str
     path: str
@@ -41,8 +39,7 @@ class Received:
 
 
 class ReceivedLog:
-    """The last ``limit`` requests, oldest first; thread-safe (the server runs in its own
-    thread, the caller reads from another)."""
+    """The last ``limit`` requests, oldest first; thread-safe."""
 
     def __init__(self, limit: int, max_body_bytes: int = 1 << 20) -> None:
         self._items: collections.deque[Received] = collections.deque(maxlen=limit)
@@ -65,8 +62,7 @@ class ReceivedLog:
 def judge_header_app(
     app: ASGIApp, judge: str, log: ReceivedLog | None = None, model: str | None = None
 ) -> ASGIApp:
-    """``app`` with the judge's name (and ``model``, the one it runs, if any) on every HTTP
-    answer and, with ``log``, each request kept."""
+    """``app`` naming the judge (and ``model``) on every answer, each request kept in ``log``."""
     named = [(JUDGE_HEADER.encode(), judge.encode("latin-1", "replace"))]
     if model:
         named.append((JUDGE_MODEL_HEADER.encode(), model.encode("latin-1", "replace")))

@@ -1,6 +1,5 @@
-"""Credentials never reach a log line: a key-like query parameter, and any configured key, is
-replaced by ``***`` in every record the server's loggers write (the gate refuses such query
-strings, but the refused request's access line is still written)."""
+"""Credentials never reach a log line: key-like query parameters and configured keys become
+``***`` in every record the server's loggers write (a refused request is still logged)."""
 
 from __future__ import annotations
 
@@ -31,8 +30,7 @@ def _is_credential(name: str) -> bool:
 
 
 def credential_parameter(query: bytes, secrets: Iterable[bytes] = ()) -> str | None:
-    """The name of the first parameter of ``query`` that carries a credential (by its name, or
-    because its value is one of ``secrets``), or ``None``."""
+    """The first parameter of ``query`` named like a credential or valued one of ``secrets``."""
     if not query:
         return None
     text = query.decode("latin-1")
@@ -44,8 +42,7 @@ def credential_parameter(query: bytes, secrets: Iterable[bytes] = ()) -> str | N
 
 
 def redact(text: str, secrets: Iterable[str] = ()) -> str:
-    """``text`` with credential-like query parameters' values and every one of ``secrets``
-    replaced by ``***``."""
+    """``text`` with credential-like parameter values and ``secrets`` as ``***``."""
     if "=" in text:
         text = _PARAM.sub(
             lambda m: f"{m.group(1)}={REDACTED}" if _is_credential(m.group(1)) else m.group(0),
@@ -58,8 +55,7 @@ def redact(text: str, secrets: Iterable[str] = ()) -> str:
 
 
 class _Redacting(logging.Filter):
-    """Rewrites each record's message and string arguments (keeping the arguments' shape, which
-    uvicorn's access formatter unpacks)."""
+    """Rewrites message and string arguments, keeping the shape uvicorn's formatter unpacks."""
 
     def __init__(self) -> None:
         super().__init__()

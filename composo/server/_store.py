@@ -1,12 +1,8 @@
 """Background tasks in SQLite, so a server killed with tasks pending finishes them after restart.
 
-Each server (an ``owner``: a random id) holds a *lease* on the unfinished tasks it runs, renewed
-while it lives, and, with a database file, an OS lock on a file named after itself, which the
-kernel releases however the process ends. Another server takes over a task whose lease expired or
-whose owner's lock is free. Every change of state is conditional, so a finished task is never run
-again; only work in flight at a crash is judged twice. ``data_retention="none"`` tasks are stored
-without body or result; if their server dies first, they fail saying why.
-"""
+Each server (``owner``) leases the unfinished tasks it runs and, with a file, holds an OS lock the
+kernel frees however the process ends; another server takes over an expired lease or a free lock.
+Every change of state is conditional, so a finished task never runs again."""
 
 from __future__ import annotations
 
@@ -26,8 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from composo.server._config import DEFAULT_TASK_LEASE
+
 __all__ = [
-    "DEFAULT_LEASE_SECONDS",
     "KEEP_FINISHED_SECONDS",
     "IdempotencyConflict",
     "StoredTask",
@@ -36,7 +33,6 @@ __all__ = [
 ]
 
 KEEP_FINISHED_SECONDS = 7 * 24 * 3600  # finished tasks are forgotten after a week
-DEFAULT_LEASE_SECONDS = 30.0
 
 try:
     import fcntl
@@ -67,10 +63,9 @@ _LOST = (
 def open_database(
     path: Path | None, schema: Callable[[sqlite3.Connection], None]
 ) -> sqlite3.Connection:
-    """A connection the server's threads share (``None``: in memory; a file is private, in WAL
-    mode), autocommit, waiting out other processes' locks; ``schema`` runs in one transaction,
-    tried again while other servers set up the same new file (SQLite answers "locked" at once
-    when waiting cannot help, and the one that tries again a moment later gets it)."""
+    """A shared autocommit connection (``None``: in memory; a file is private, in WAL mode).
+    ``schema`` runs in one transaction, tried again while other servers set up the same new file
+    (SQLite answers "locked" at once when waiting cannot help)."""
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
     db = sqlite3.connect(
@@ -146,12 +141,10 @@ class StoredTask:
 
 
 class TaskStore:
-    """A small synchronous store; every call is one short transaction under a lock.
+    """Every call is one short transaction under a lock; ``lease_seconds`` is how long a task
+    stays with a server that stops renewing it."""
 
-    ``lease_seconds`` is how long a task stays with a server that stops renewing it.
-    """
-
-    def __init__(self, path: Path | None, lease_seconds: float = DEFAULT_LEASE_SECONDS) -> None:
+    def __init__(self, path: Path | None, lease_seconds: float = DEFAULT_TASK_LEASE) -> None:
         self.path = path
         self.lease_seconds = lease_seconds
         self.owner = uuid.uuid4().hex
@@ -169,8 +162,7 @@ class TaskStore:
             raise TaskStoreError(f"cannot use the task database {path}: {exc}") from exc
 
     def _tables(self, db: sqlite3.Connection) -> None:
-        """Create or bring the tables up to date (servers that open the same new file at once
-        take turns, so none adds a column twice) and forget long-finished tasks."""
+        """Create or update the tables and forget long-finished tasks."""
         for statement in _SCHEMA:
             db.execute(statement)
         have = {row[1] for row in db.execute("PRAGMA table_info(tasks)")}
@@ -188,8 +180,6 @@ class TaskStore:
             "DELETE FROM tasks WHERE status IN ('succeeded', 'failed') AND updated < ?",
             (time.time() - KEEP_FINISHED_SECONDS,),
         )
-
-    # -- liveness -------------------------------------------------------------------------------
 
     def _owners_dir(self) -> Path:
         assert self.path is not None
@@ -220,8 +210,7 @@ class TaskStore:
         return True
 
     def close(self) -> None:
-        """Close the database. The owner's lock file stays (unlocked, which says this server is
-        gone) while tasks are still recorded as its own."""
+        """The owner's lock file stays (unlocked: this server is gone) while it holds tasks."""
         with self._lock:
             holds = self._db.execute(
                 f"SELECT 1 FROM tasks WHERE owner = ? AND {_UNFINISHED} LIMIT 1", (self.owner,)
@@ -233,8 +222,6 @@ class TaskStore:
                     (self._owners_dir() / f"{self.owner}.lock").unlink()
             self._lock_file.close()
             self._lock_file = None
-
-    # -- who may see a task ---------------------------------------------------------------------
 
     def client_id(self, api_key: str | bytes | None) -> str | None:
         """A salted digest of the API key a task belongs to; the key itself is never stored."""
@@ -248,8 +235,6 @@ class TaskStore:
             self._salt, f"{client or ''}\0{idempotency_key}".encode(), hashlib.sha256
         ).hexdigest()
 
-    # -- writes ---------------------------------------------------------------------------------
-
     def add(
         self,
         task_id: str,
@@ -259,9 +244,8 @@ class TaskStore:
         idempotency_key: str | None = None,
         request_digest: str | None = None,
     ) -> str:
-        """Record an accepted task, leased to this server; ``request=None`` keeps its content
-        off disk. With ``idempotency_key``, a task already accepted under the same key (for the
-        same client) is returned instead of a new one. Returns the task id."""
+        """Record a task leased to this server (``request=None``: content kept off disk) and
+        return its id, or the id of the client's task already accepted under ``idempotency_key``."""
         now = time.time()
         idem = None if idempotency_key is None else self._idem_id(client, idempotency_key)
         with self._lock:
@@ -285,8 +269,7 @@ class TaskStore:
         return task_id
 
     def start(self, task_id: str) -> bool:
-        """Mark the task running, if this server still owns it and it is unfinished. ``False``
-        means another server took it over (or it is finished): do not run it."""
+        """Mark running if this server still owns it unfinished; ``False``: do not run it."""
         with self._lock:
             cur = self._db.execute(
                 "UPDATE tasks SET status = 'running', updated = ?, lease_until = ?"
@@ -296,8 +279,7 @@ class TaskStore:
         return cur.rowcount == 1
 
     def finish(self, task_id: str, result: dict[str, Any] | None, error: str | None) -> bool:
-        """Mark done (the first answer wins); the result is written only for tasks that may
-        keep content. ``False`` when the task was already finished."""
+        """Mark done (the first answer wins; ``False`` if already finished)."""
         status = "failed" if error is not None else "succeeded"
         data = None if result is None else json.dumps(result)
         with self._lock:
@@ -331,8 +313,8 @@ class TaskStore:
         return StoredTask(task_id, kind, status, bool(retain), request, result, error, client)
 
     def claim(self) -> list[StoredTask]:
-        """Take over unfinished tasks whose lease expired or whose server is gone; return those
-        that can be resumed (the rest, kept only in their server's memory, are marked failed)."""
+        """Take over unfinished tasks whose lease expired or whose server is gone; those kept
+        only in their server's memory fail, the rest are returned to resume."""
         now = time.time()
         with self._lock:
             rows = self._db.execute(

@@ -1,5 +1,5 @@
-"""Background evaluations: accepted into the store, run on the server's event loop, resumed after
-a restart (:mod:`composo.server._store`). ``data_retention="none"`` content lives only in memory."""
+"""Background evaluations: stored, run on the server's event loop, resumed after a restart.
+``data_retention="none"`` content lives only in memory."""
 
 from __future__ import annotations
 
@@ -26,15 +26,14 @@ _NOT_KEPT = (
     "the result was not kept: data_retention='none' keeps results in memory only, for a limited "
     "time and number of tasks, and this one has expired or the server has restarted since"
 )
-# In-memory results of data_retention="none" tasks: forgotten like finished tasks on disk, and
-# at most this many are held (the oldest go first).
+# In-memory results of data_retention="none" tasks: expire like those on disk, oldest out first.
 KEEP_RESULTS_SECONDS = KEEP_FINISHED_SECONDS
 MAX_KEPT_RESULTS = 10_000
 
 
 class TaskManager:
-    """Owns the running background tasks; at most ``concurrency`` run at once. While it runs it
-    renews its lease and takes over the expired work of servers that stopped."""
+    """Runs at most ``concurrency`` tasks at once, renews its lease and takes over the expired
+    work of servers that stopped."""
 
     def __init__(self, store: TaskStore, runner: Runner, concurrency: int = 32) -> None:
         self.store = store
@@ -51,10 +50,9 @@ class TaskManager:
         api_key: bytes | None = None,
         idempotency_key: str | None = None,
     ) -> str:
-        """Accept ``request`` for the client holding ``api_key``: on disk before this returns,
-        unless ``data_retention="none"``. A repeated ``idempotency_key`` returns the task it
-        first created (:class:`IdempotencyConflict` for a different request). The store is called
-        from worker threads, so a slow or locked database never stalls the event loop."""
+        """Accept ``request`` (on disk before this returns unless ``data_retention="none"``);
+        a repeated ``idempotency_key`` returns the task it first created. The store runs in a
+        worker thread, so a locked database never stalls the event loop."""
         task_id = str(uuid.uuid4())
         kind = "trace" if isinstance(request, TraceRequest) else "reward"
         keep = request.data_retention != "none"
@@ -85,7 +83,7 @@ class TaskManager:
             _log.info("resumed %d background task(s) left unfinished", resumed)
 
     async def _keep(self) -> None:
-        """Renew the lease a few times per lease period, and pick up expired work."""
+        """Renew the lease a few times a period, and pick up expired work."""
         period = max(0.2, self.store.lease_seconds / 3)
         while True:
             await asyncio.sleep(period)
@@ -131,8 +129,7 @@ class TaskManager:
             self._active.discard(task_id)
 
     async def info(self, task_id: str, api_key: bytes | None = None) -> dict[str, Any] | None:
-        """The task as ``GET /api/v1/evals/tasks/{task_id}`` answers it, or ``None`` if unknown
-        or submitted with another API key."""
+        """``GET /api/v1/evals/tasks/{task_id}``; ``None`` if unknown or another key's."""
         task = await asyncio.to_thread(self.store.get, task_id)
         if task is None:
             return None
