@@ -19,6 +19,7 @@ import sys
 import time
 import uuid
 from collections.abc import Awaitable, Callable
+from contextlib import ExitStack
 from contextvars import ContextVar, Token
 from typing import Any, ParamSpec, TypeVar, overload
 
@@ -83,8 +84,7 @@ class AgentTracer(Capture):
         self._recorder: TraceRecorder | None = None
         self._agent: Agent | None = None
         self._token: Token[tuple[AgentTracer, ...]] | None = None
-        self._span: Any = None  # the agent span, with ComposoTracer.init(agent_spans=True)
-        self._span_token: Any = None
+        self._span = ExitStack()  # the agent span, with ComposoTracer.init(agent_spans=True)
         # ids of running spans under an instrumentor's agent or tool span -> where they record
         # (kept by the span processor)
         self._spans: dict[int, Within] = {}
@@ -114,36 +114,19 @@ class AgentTracer(Capture):
         self._token = None
         if self._recorder is not None and self._agent is not None:
             self._recorder.agent_finished(self._agent)
-        self._end_span()
+        self._span.close()
 
     def _start_span(self) -> None:
         """With ``agent_spans`` on, an OpenInference agent span around the run, so exported
         traces carry the agent boundary (read back by ``composo.tracing._spantree``)."""
         module = sys.modules.get("composo.tracing._tracer")  # loaded by ComposoTracer.init
         tracer = module.ComposoTracer.agent_span_tracer() if module is not None else None
-        if tracer is None:
-            return
-        from opentelemetry import context as otel_context
-        from opentelemetry import trace as trace_api
+        if tracer is not None:
+            from composo.tracing._boundaries import AGENT_ID, AGENT_NAME
+            from composo.tracing._spans import SPAN_KIND
 
-        from composo.tracing._boundaries import AGENT_ID, AGENT_NAME
-        from composo.tracing._spans import SPAN_KIND
-
-        attributes = {SPAN_KIND: "AGENT", AGENT_NAME: self.name, AGENT_ID: self.agent_id}
-        self._span = tracer.start_span(self.name, attributes=attributes)
-        self._span_token = otel_context.attach(trace_api.set_span_in_context(self._span))
-
-    def _end_span(self) -> None:
-        if self._span is None:
-            return
-        from opentelemetry import context as otel_context
-
-        try:
-            otel_context.detach(self._span_token)
-        except Exception:  # pragma: no cover - OpenTelemetry logs a detach in another context
-            _log.debug("agent span of %r ended in another context", self)
-        self._span.end()
-        self._span, self._span_token = None, None
+            attributes = {SPAN_KIND: "AGENT", AGENT_NAME: self.name, AGENT_ID: self.agent_id}
+            self._span.enter_context(tracer.start_as_current_span(self.name, attributes=attributes))
 
     # -- recording (called by the span processor and by integrations) ----------------------------
 

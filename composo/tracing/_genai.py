@@ -509,13 +509,5 @@ def _tools(attributes: Mapping[str, Any]) -> list[ToolSpec]:
     for _, fields in sorted(indexed(attributes, "llm.request.functions.").items()):
         if fields.get("name"):
             params = _loads(fields.get("parameters"))
-            out.append(
-                tool_spec(
-                    {
-                        "name": fields["name"],
-                        "description": fields.get("description") or "",
-                        "parameters": params if params is not None else {},
-                    }
-                )
-            )
+            out.append(tool_spec({**fields, "parameters": params if params is not None else {}}))
     return out

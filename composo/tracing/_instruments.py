@@ -23,6 +23,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from composo._core.hookspecs import hookspec
 from composo._core.plugins import add_hookspecs, get_plugin_manager
+from composo.errors import ComposoValidationError
 
 __all__ = [
     "EntryPointInstrument",
@@ -80,6 +81,16 @@ def attribute_name(name: str) -> str:
     return name.strip().upper().replace("-", "_").replace(".", "_").replace(" ", "_")
 
 
+def _switch_on(instrumentor: Any, name: str, tracer_provider: Any) -> bool:
+    """Instrument with ``tracer_provider``; ``False`` when the application already had (its spans
+    reach the provider it chose, which ComposoTracer listens to when it is global)."""
+    if getattr(instrumentor, "is_instrumented_by_opentelemetry", False):
+        _log.info("%s is already instrumented; using its spans", name)
+        return False
+    instrumentor.instrument(tracer_provider=tracer_provider)
+    return True
+
+
 class OpenInferenceInstrument:
     """An OpenInference instrumentor (``module.class_name``) as an instrument: switched on for
     the given tracer provider, off again with ``uninstrument``. Integrations subclass it."""
@@ -113,13 +124,8 @@ class OpenInferenceInstrument:
 
     def instrument(self, tracer_provider: Any) -> None:
         instrumentor = self.load()()
-        if instrumentor.is_instrumented_by_opentelemetry:
-            # Already switched on by the application (e.g. for its own exporter); its spans reach
-            # the tracer provider it chose, which ComposoTracer listens to when it is global.
-            _log.info("%s is already instrumented; using its spans", self.name)
-            return
-        instrumentor.instrument(tracer_provider=tracer_provider)
-        self._instrumentor = instrumentor
+        if _switch_on(instrumentor, self.name, tracer_provider):
+            self._instrumentor = instrumentor
 
     def uninstrument(self) -> None:
         if self._instrumentor is not None:
@@ -151,11 +157,8 @@ class InstrumentorInstrument:
         return f"Instruments.wrap({type(self.instrumentor).__name__}())"
 
     def instrument(self, tracer_provider: Any) -> None:
-        if getattr(self.instrumentor, "is_instrumented_by_opentelemetry", False):
-            _log.info("%s is already instrumented; using its spans", self.name)
-            return
-        self.instrumentor.instrument(tracer_provider=tracer_provider)
-        self._mine = True
+        if _switch_on(self.instrumentor, self.name, tracer_provider):
+            self._mine = True
 
     def uninstrument(self) -> None:
         if self._mine:
@@ -285,7 +288,7 @@ class Instruments(Enum):
         Raises:
             ImportError: What it needs is not installed (the message names what to install).
         """
-        found = available_instruments().get(self.name)
+        found = Instruments.available().get(self.name)
         if found is not None:
             return found
         own = member_instrument(self.name)
@@ -306,7 +309,22 @@ class Instruments(Enum):
         Returns:
             Name -> instrument; any of them can be passed to ``init`` as is or by name.
         """
-        return available_instruments()
+        openai = member_instrument("OPENAI")
+        assert openai is not None
+        found: dict[str, Instrument] = {"OPENAI": openai}
+        for key in _OWN:
+            module = _SOURCES[key][0] or ""
+            if importlib.util.find_spec(module.partition(":")[0]) is not None:
+                own = member_instrument(key)
+                assert own is not None
+                found[key] = own
+        for answer in get_plugin_manager().hook.composo_instruments():
+            for inst in answer or ():
+                if isinstance(inst, Instrument):
+                    found.setdefault(attribute_name(inst.name), inst)
+                else:
+                    _log.warning("ignoring %r from composo_instruments: not an Instrument", inst)
+        return found
 
     @staticmethod
     def wrap(instrumentor: Any, name: str | None = None) -> Instrument:
@@ -324,8 +342,6 @@ class Instruments(Enum):
         Raises:
             ComposoValidationError: ``instrumentor`` has no ``instrument`` / ``uninstrument``.
         """
-        from composo.errors import ComposoValidationError
-
         if isinstance(instrumentor, Instrument):
             return instrumentor
         if not (
@@ -339,26 +355,6 @@ class Instruments(Enum):
         return InstrumentorInstrument(instrumentor, name)
 
 
-def available_instruments() -> dict[str, Instrument]:
-    """See :meth:`Instruments.available`."""
-    openai = member_instrument("OPENAI")
-    assert openai is not None
-    found: dict[str, Instrument] = {"OPENAI": openai}
-    for key in _OWN:
-        module = _SOURCES[key][0] or ""
-        if importlib.util.find_spec(module.partition(":")[0]) is not None:
-            own = member_instrument(key)
-            assert own is not None
-            found[key] = own
-    for answer in get_plugin_manager().hook.composo_instruments():
-        for inst in answer or ():
-            if isinstance(inst, Instrument):
-                found.setdefault(attribute_name(inst.name), inst)
-            else:
-                _log.warning("ignoring %r from composo_instruments: not an Instrument", inst)
-    return found
-
-
 def by_name(name: str) -> Instrument:
     """The instrument a string names: a member's value or name in any spelling (``"openai"``,
     ``"llama-index"``), or any available instrument's name.
@@ -367,12 +363,10 @@ def by_name(name: str) -> Instrument:
         ComposoValidationError: No instrument has that name.
         ImportError: The member it names needs a package that is not installed.
     """
-    from composo.errors import ComposoValidationError
-
     member = Instruments.__members__.get(attribute_name(name))
     if member is not None:
         return member.resolve()
-    here = available_instruments()
+    here = Instruments.available()
     found = here.get(attribute_name(name))
     if found is None:
         names = sorted({m.value for m in Instruments} | {n.lower() for n in here})

@@ -286,9 +286,6 @@ class AgentSpanProcessor(SpanProcessor):
     def shutdown(self) -> None:
         self.active = False
 
-    def force_flush(self, timeout_millis: int = 30000) -> bool:
-        return True
-
     def pending(self) -> int:
         """How many claimed spans have not ended (for tests of bounded memory)."""
         return len(self._claimed) + len(self._under)

@@ -153,18 +153,16 @@ def _part_text(part: Mapping[str, Any]) -> str:
 
 
 def _tool_spec(fields: Mapping[str, Any]) -> ToolSpec | None:
-    schema = fields.get("tool.json_schema")
-    if schema is None:
-        name = fields.get("tool.name")
-        if not name:
+    tool = fields.get("tool.json_schema")
+    if tool is None:
+        if not fields.get("tool.name"):
             return None
-        params = fields.get("tool.parameters") or "{}"
-        return ToolSpec(
-            name=str(name),
-            description=str(fields.get("tool.description") or ""),
-            parameters=params if isinstance(params, str) else json.dumps(params),
-        )
-    tool = json.loads(schema) if isinstance(schema, str) else schema
+        tool = {
+            "name": fields["tool.name"],
+            "description": fields.get("tool.description"),
+            "parameters": fields.get("tool.parameters") or "{}",
+        }
+    tool = json.loads(tool) if isinstance(tool, str) else tool
     return tool_spec(tool) if isinstance(tool, Mapping) else None
 
 

@@ -34,7 +34,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from composo._core.trace import InputMessage, MultiAgentTrace, ToolCall
+from composo._core.trace import InputMessage, MultiAgentTrace, ToolCall, ToolResponse
 from composo.errors import ComposoValidationError
 from composo.tracing._boundaries import (
     AGENT_ID,
@@ -226,8 +226,6 @@ class _Walk:
         ]
 
     def _tool(self, span: SpanRecord, agent: Agent) -> None:
-        from composo._core.trace import ToolResponse
-
         attrs = span.attributes
         name = tool_name(attrs, span.name)
         known = tool_call_id(attrs)
