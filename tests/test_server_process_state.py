@@ -27,7 +27,9 @@ sys.addaudithook(
 import httpx
 from composo.server import LocalServer
 
-words = " ".join(f"word{i % 997}" for i in range(140))
+# The bytes are mostly Chinese text (six bytes a character in JSON): each body is near the 10 MiB
+# limit, while the heuristic judge, which reads English words, has few of them to read.
+words = " ".join(f"word{i % 997}" for i in range(12)) + " " + "大型请求体的中文内容" * 17
 agents = {
     f"a{i}": {
         "id": f"a{i}",
@@ -46,7 +48,7 @@ trace = {
     "trace": {"root_agent_instance_id": "a0", "agent_instance_by_id": agents},
     "evaluation_criteria": "Reward agents that answer the question",
 }
-prose = "lorem ipsum dolor sit amet consectetur " * 120_000
+prose = "lorem ipsum dolor sit amet consectetur " * 1000 + "大型请求体的中文内容" * 80_000
 reward = {
     "messages": [{"role": "user", "content": prose}, {"role": "assistant", "content": prose}],
     "evaluation_criteria": "Reward answers that stay on topic",
