@@ -73,9 +73,7 @@ class BatchEvaluator:
             raise ComposoValidationError(
                 "api_key: no API key; pass api_key=... or set COMPOSO_API_KEY on the driver"
             )
-        plan_frame(
-            criteria, evaluator_name, options
-        )  # mistakes surface on the driver, not in a batch
+        plan_frame(criteria, evaluator_name, options)  # mistakes surface here, not in a batch
         self.criteria = criteria
         self.columns = dict(columns) if columns is not None else None
         self.evaluator_name = evaluator_name

@@ -122,6 +122,14 @@ def _plain(value: Any) -> Any:
     return value
 
 
+def plain_id(value: Any) -> str | int | None:
+    """An id cell as an id (text, or an integer: a whole float from a column with blanks)."""
+    value = _plain(value)
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return value if isinstance(value, (str, int)) and not isinstance(value, bool) else None
+
+
 @dataclass(frozen=True)
 class ColumnMap:
     """Which column holds what: role (``messages``, ``question``, ``answer``, ``context``,
@@ -191,12 +199,8 @@ class ColumnMap:
     def ident(self, cells: Mapping[str, Any]) -> str | None:
         """The row's id cell as text, if it has a usable one (for a row that failed)."""
         column = self.columns.get("id")
-        value = _plain(cells.get(column)) if column is not None else None
-        if isinstance(value, float) and value.is_integer():
-            value = int(value)
-        if isinstance(value, (str, int)) and not isinstance(value, bool):
-            return str(value)
-        return None
+        ident = None if column is None else plain_id(cells.get(column))
+        return None if ident is None else str(ident)
 
 
 def _check_mapping(
@@ -258,23 +262,15 @@ def _structured(value: Any, role: str, mapping: ColumnMap, row: Where, kind: typ
         raise ComposoValidationError(
             f"{mapping.cell(role, row)}: expected {want}, got {_found(value)}"
         )
-    if isinstance(value, list):
-        value = [_plain(v) if not isinstance(v, dict) else _clean_dict(v) for v in value]
-    return value
+    return [_clean(v) for v in value] if isinstance(value, list) else value
 
 
-def _clean_dict(value: Mapping[str, Any]) -> dict[str, Any]:
-    """A struct cell from Arrow: nested numpy values made plain, unset fields dropped."""
-    out: dict[str, Any] = {}
-    for k, v in value.items():
-        v = _plain(v)
-        if isinstance(v, dict):
-            v = _clean_dict(v)
-        elif isinstance(v, list):
-            v = [_clean_dict(x) if isinstance(x, dict) else _plain(x) for x in v]
-        if v is not None:
-            out[k] = v
-    return out
+def _clean(value: Any) -> Any:
+    """A list's entry: nested numpy values made plain, an Arrow struct's unset fields dropped."""
+    value = _plain(value)
+    if isinstance(value, dict):
+        return {k: c for k, v in value.items() if (c := _clean(v)) is not None}
+    return [_clean(v) for v in value] if isinstance(value, list) else value
 
 
 def _metadata(value: Any, mapping: ColumnMap, row: Where) -> dict[str, Any]:
@@ -320,13 +316,11 @@ def row_item(values: Mapping[str, Any], mapping: ColumnMap, row: Where) -> dict[
     if "metadata" in present:
         item["metadata"] = _metadata(present["metadata"], mapping, row)
     if "id" in present:
-        ident = _plain(present["id"])
-        if isinstance(ident, float) and ident.is_integer():
-            ident = int(ident)
-        if not isinstance(ident, (str, int)) or isinstance(ident, bool):
+        ident = plain_id(present["id"])
+        if ident is None:
             raise ComposoValidationError(
                 f"{mapping.cell('id', row)}: expected a string or an integer id, got "
-                f"{_found(ident)}"
+                f"{_found(_plain(present['id']))}"
             )
         item["id"] = ident
     return item
@@ -426,10 +420,8 @@ class FrameJob:
         return job
 
     def result_columns(self) -> list[str]:
-        out = []
-        for label in self.criteria:
-            out += [f"{self.names[label]}_score", f"{self.names[label]}_explanation"]
-        return [*out, "error"]
+        kinds = ("score", "explanation")
+        return [*(f"{self.names[c]}_{k}" for c in self.criteria for k in kinds), "error"]
 
     def items(self) -> Iterator[dict[str, Any]]:
         """The usable rows as items, in order; a row that cannot be used gets its error now."""
@@ -471,12 +463,9 @@ class FrameJob:
 
     def result(self) -> Any:
         """The input table with the result columns added (a new object; the input is unchanged)."""
-        data: dict[str, list[Any]] = {}
-        for label in self.criteria:
-            data[f"{self.names[label]}_score"] = self.scores[label]
-            data[f"{self.names[label]}_explanation"] = self.explanations[label]
-        data["error"] = self.error_column()
-        return attach(self.frame, self.kind, data)
+        values = [v for c in self.criteria for v in (self.scores[c], self.explanations[c])]
+        columns = zip(self.result_columns(), [*values, self.error_column()], strict=True)
+        return attach(self.frame, self.kind, dict(columns))
 
 
 def attach(frame: Any, kind: str, data: Mapping[str, list[Any]]) -> Any:
@@ -515,28 +504,18 @@ def _named(value: Any) -> tuple[Any, dict[str, str] | None]:
     return value, None
 
 
-@dataclass(frozen=True)
-class FramePlan:
-    """What :func:`plan_frame` checked: ``criteria`` and ``evaluator_name`` as ``evaluate_many``
-    takes them, the result columns' ``names`` (from a dict) and the plan's ``labels``."""
-
-    criteria: Any
-    evaluator_name: Any
-    names: dict[str, str] | None
-    labels: list[str]
-
-
-def plan_frame(criteria: Any, evaluator_name: Any, options: Mapping[str, Any]) -> FramePlan:
+def plan_frame(
+    criteria: Any, evaluator_name: Any, options: Mapping[str, Any]
+) -> tuple[Any, Any, dict[str, str] | None, list[str]]:
     """A table's criteria or saved evaluators (either may be ``{name: criterion}``) and options,
-    checked before any request."""
+    checked before any request: both as ``evaluate_many`` takes them, the result columns'
+    names (from a dict) and the plan's criteria."""
     from composo._core.plan import Plan
 
     criteria, names = _named(criteria)
     evaluator_name, evaluator_names = _named(evaluator_name)
-    if evaluator_names is not None:
-        names = evaluator_names
     plan = Plan.create(criteria, evaluator_name, options)
-    return FramePlan(criteria, evaluator_name, names, plan.criteria)
+    return criteria, evaluator_name, evaluator_names or names, plan.criteria
 
 
 def prepare(
@@ -550,11 +529,11 @@ def prepare(
 ) -> tuple[FrameJob, dict[str, Any]]:
     """The table's job and the ``evaluate_many`` keyword arguments for it (its items aside), all
     checked before a request."""
-    plan = plan_frame(criteria, evaluator_name, options)
-    job = FrameJob.create(frame, plan.labels, columns, plan.names)
+    criteria, evaluator_name, names, labels = plan_frame(criteria, evaluator_name, options)
+    job = FrameJob.create(frame, labels, columns, names)
     call = {
-        "criteria": plan.criteria,
-        "evaluator_name": plan.evaluator_name,
+        "criteria": criteria,
+        "evaluator_name": evaluator_name,
         "concurrency": concurrency,
         "progress": progress,
         **options,

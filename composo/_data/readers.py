@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from composo._data.frames import FILE_ROLES, ColumnMap, flag_spelling
+from composo._data.frames import FILE_ROLES, ColumnMap, flag_spelling, plain_id
 from composo.errors import ComposoValidationError
 
 __all__ = ["FORMATS", "BadRow", "Records", "UnreadableInput", "detect_format", "open_records"]
@@ -226,7 +226,11 @@ class Records:
                 except ComposoValidationError as exc:
                     meta = item.get("metadata")
                     kept = meta if isinstance(meta, dict) else None
-                    yield index, BadRow(f"{self.where}: {exc}", _ident(item.get("id")), kept)
+                    ident = plain_id(item.get("id"))
+                    yield (
+                        index,
+                        BadRow(f"{self.where}: {exc}", None if ident is None else str(ident), kept),
+                    )
                     continue
                 mapped = self._table_row(item, mapping)
                 yield index, mapped
@@ -243,12 +247,6 @@ class Records:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _ident(value: Any) -> str | None:
-    if isinstance(value, (str, int)) and not isinstance(value, bool):
-        return str(value)
-    return None
 
 
 def open_records(
