@@ -20,14 +20,7 @@ __all__ = [
 
 
 class _Preset(ComposoEvaluator):
-    """A ``ComposoEvaluator`` with its criteria chosen.
-
-    Args:
-        client: A ``Composo`` or ``AsyncComposo`` (default: one made from the environment).
-        threshold: ``passing`` is ``score >= threshold``.
-        **kwargs: The other ``ComposoEvaluator`` arguments (``raise_on_error``,
-            ``max_concurrent_requests``, ``api_key``, ``base_url``...).
-    """
+    """A ``ComposoEvaluator`` with its criteria chosen; it takes the same other arguments."""
 
     CRITERIA: ClassVar[str | list[str]]
 
