@@ -42,7 +42,6 @@ class Case:
     evaluate_latest: bool = True
     subject: str = "response"
     agent_name: str | None = None
-    sub_agents_called: tuple[str, ...] = ()
 
 
 def json_text(value: Any) -> str:
@@ -260,13 +259,11 @@ def agent_case(agent: AgentInstance, criterion: str, names: Mapping[str, str]) -
     messages: list[dict[str, Any]] = []
     seen_inputs = 0
     tools: dict[str, Mapping[str, Any]] = {}
-    sub_agents: list[str] = []
     system: str | None = None
     any_llm = False
     for step in agent.interactions:
         if isinstance(step, str):
             name = names.get(step, step)
-            sub_agents.append(name)
             messages.append({"role": "assistant", "content": f"[called sub-agent {name}]"})
             continue
         any_llm = True
@@ -303,5 +300,4 @@ def agent_case(agent: AgentInstance, criterion: str, names: Mapping[str, str]) -
         evaluate_latest=False,
         subject="agent",
         agent_name=agent.name,
-        sub_agents_called=tuple(sub_agents),
     )

@@ -1,11 +1,7 @@
-"""The outermost ASGI layer in front of ``/api/v1`` (and ``/_dev`` when switched on), and the
-checks it runs: the API key and the rate limit.
-
-Everything a request's head can decide is answered before one byte of its body is read: a key in
-the query string (400, on every path: it would end up in logs), the API key (401), a declared
-length over the limit (413) and the rate limit (429). Only then is the body read, counted as it
-streams (a chunked body is cut at the limit).
-"""
+"""The ASGI layer in front of ``/api/v1`` (and ``/_dev``): what a request's head can decide is
+answered before its body is read (a key in the query string 400 on every path, since URLs reach
+logs; the API key 401; a declared length 413; the rate limit 429), then the body is counted as it
+streams."""
 
 from __future__ import annotations
 
@@ -42,9 +38,8 @@ API_KEY_SCOPE_KEY = "composo.api_key"
 _API_PREFIX = "/api/v1/"
 _DEV_PREFIX = "/_dev/"
 _EVAL_PREFIX = "/api/v1/evals/"
-# A body answered before it was read is left for uvicorn to discard as it arrives (so the client
-# reads the answer instead of a reset connection), unless it is declared this many times over the
-# limit: then the connection is closed at once.
+# A body answered before it was read is left for uvicorn to discard (the client reads the answer,
+# not a reset connection), unless declared this many times over the limit: then it is closed.
 DISCARD_FACTOR = 4
 
 
@@ -67,10 +62,8 @@ class KeyCheck:
 
 
 class RateLimiter:
-    """A token bucket per client (API key, or address when no keys are configured):
-    ``per_minute`` requests a minute, bursts up to ``burst`` (default: a minute's worth). Buckets
-    that have refilled are dropped, and at most ``max_clients`` are kept (the least recently
-    seen go first)."""
+    """A token bucket per client: ``per_minute``, bursts up to ``burst`` (default: a minute's).
+    Refilled buckets are dropped, and at most ``max_clients`` kept (least recently seen go)."""
 
     def __init__(
         self, per_minute: float, max_clients: int = 10_000, burst: float | None = None
@@ -85,8 +78,7 @@ class RateLimiter:
     def retry_after(self, key: bytes) -> int:
         """0 when the request may go now (and counts it); otherwise whole seconds to wait."""
         now = time.monotonic()
-        tokens, last = self._buckets.pop(key, (self._capacity, now))
-        tokens = min(self._capacity, tokens + (now - last) * self._rate)
+        tokens = self._level(self._buckets.pop(key, None), now)
         self._sweep(now)
         if tokens >= 1.0:
             self._buckets[key] = (tokens - 1.0, now)
@@ -95,19 +87,19 @@ class RateLimiter:
         return max(1, math.ceil((1.0 - tokens) / self._rate))
 
     def headers(self, key: bytes) -> list[tuple[bytes, bytes]]:
-        """``X-RateLimit-Limit`` (requests a minute), ``-Remaining`` (requests that may go now)
-        and ``-Reset`` (whole seconds until one more may go; with nothing remaining, the same
-        wait as ``Retry-After``) for ``key``, without counting a request: what a client needs to
-        pace itself before it draws a 429."""
-        now = time.monotonic()
-        tokens, last = self._buckets.get(key, (self._capacity, now))
-        tokens = min(self._capacity, tokens + (now - last) * self._rate)
+        """``X-RateLimit-Limit``, ``-Remaining`` and ``-Reset`` (seconds until one more may go)
+        for ``key``, without counting a request, so a client can pace itself before a 429."""
+        tokens = self._level(self._buckets.get(key), time.monotonic())
         reset = 0 if tokens >= self._capacity else math.ceil((1.0 - tokens % 1.0) / self._rate)
         return [
             (b"x-ratelimit-limit", f"{self.per_minute:g}".encode()),
             (b"x-ratelimit-remaining", str(math.floor(tokens)).encode()),
             (b"x-ratelimit-reset", str(reset).encode()),
         ]
+
+    def _level(self, bucket: tuple[float, float] | None, now: float) -> float:
+        tokens, last = bucket or (self._capacity, now)
+        return min(self._capacity, tokens + (now - last) * self._rate)
 
     def _sweep(self, now: float) -> None:
         """Forget full buckets (a full bucket is the same as none) and keep the table bounded."""
@@ -124,15 +116,12 @@ class RateLimiter:
 
 @dataclass(frozen=True)
 class _Head:
-    """What the gate reads of a request's headers."""
-
     api_key: bytes | None = None
     declared: int | None = None
     chunked: bool = False
 
     @classmethod
     def of(cls, headers: list[tuple[bytes, bytes]]) -> _Head:
-        """Raises ``ValueError`` when Content-Length is not a number."""
         named = dict(headers)
         length = named.get(b"content-length")
         return cls(
@@ -229,8 +218,7 @@ class Gate:
         return send, (429, detail, {"retry-after": str(wait)})
 
     async def _unguarded(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """A route that reads its own body (the OTLP receiver, which counts it as it streams):
-        a declared length still counts against the limit before the application reads a byte."""
+        """A route that counts its own body (OTLP): a declared length is still checked first."""
         length = dict(scope["headers"]).get(b"content-length", b"")
         declared = int(length) if length.isdigit() else 0
         if declared > self.max_body_bytes:
@@ -300,8 +288,7 @@ async def _fault(fault: Fault, scope: Scope, receive: Receive, send: Send) -> bo
 
 
 def _no_more(receive: Receive) -> Receive:
-    """The body has been read: the application sees it as one empty message, then whatever
-    the server says next (a disconnect)."""
+    """The body was read: the application sees one empty message, then what comes next."""
     done = False
 
     async def rest() -> Message:

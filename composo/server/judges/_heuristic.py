@@ -55,16 +55,14 @@ def _text(message: Mapping[str, Any]) -> str:
 
 
 def _holds_facts(text: str) -> bool:
-    """A system prompt with something to check against (a figure, a source, some length, or
-    anything but a role and instructions: "You are a helpful assistant" is not)."""
+    """A system prompt with facts to check against ("You are a helpful assistant" has none)."""
     if w.NUMBER.search(text) or w.DOCUMENT.search(text) or len(text.split()) >= 25:
         return True
     return bool(text.strip()) and not w.ROLE_ONLY.match(text)
 
 
 class _View:
-    """The parts of a case the readings look at: the judged answer and calls, the question, the
-    tool results before the answer; the rest worked out when first asked for."""
+    """The parts of a case the readings look at, the costlier ones worked out when asked for."""
 
     def __init__(self, case: Case) -> None:
         messages = case.messages
@@ -86,8 +84,7 @@ class _View:
 
     @cached_property
     def context(self) -> str:
-        """What the answer can be checked against: a system prompt with facts, tool results,
-        documents pasted into a user turn."""
+        """A system prompt with facts, tool results, documents pasted into a user turn."""
         before = self.case.messages[: self.last]
         systems = [self.case.system or ""] + [_text(m) for m in before if m.get("role") == "system"]
         users = [_text(m) for m in before if m.get("role") == "user"]
@@ -239,8 +236,7 @@ def _arguments(arguments: str) -> Any:
 
 
 def _tool_faults(v: _View, offered: dict[str, str]) -> list[str]:
-    """Calls to tools not offered, arguments that are not JSON, repeats, a tool the criterion
-    names left uncalled."""
+    """Tools not offered, arguments not JSON, repeats, a tool the criterion names left uncalled."""
     calls, criterion = v.calls, v.case.criterion
     faults = [f"{c.name} was not offered" for c in calls if offered and c.name not in offered]
     faults += [
@@ -266,8 +262,7 @@ def _better_tool(v: _View, offered: dict[str, str]) -> list[str]:
 
 
 def _tool_use(v: _View) -> _Reading:
-    """Calls to offered tools with JSON arguments whose values come from the conversation before
-    the call, no repeats, the tool the question is about."""
+    """Offered tools called with JSON arguments found earlier in the conversation, no repeats."""
     offered = _tool_defs(v.case.tools)
     faults, worse = _tool_faults(v, offered), _better_tool(v, offered)
     values = [(w.terms(_values(_arguments(c.arguments))), c.message_index) for c in v.calls]
@@ -402,8 +397,7 @@ def _rule_checks(body: str) -> list[_Check]:
 
 @lru_cache(maxsize=512)
 def _plan(criterion: str) -> _Plan:
-    """What to read for ``criterion``: a content check, the rules its words name, or (none
-    matching) its own words as a topic."""
+    """A content check, the rules the criterion's words name, or its own words as a topic."""
     text = criterion.strip()
     sign = -1 if text.lower().startswith(("penalize", "penalise", "fails if")) else 1
     content = _content_check(text)
@@ -444,8 +438,7 @@ def _not_applicable(plan: _Plan, v: _View, who: str) -> str | None:
 
 
 def _read(plan: _Plan, v: _View) -> tuple[float | None, list[tuple[_Check, _Reading]]]:
-    """The mean reading in the direction of the criterion's words (before Penalize / Fails if
-    turns it round) and each reading; ``None`` for an empty answer."""
+    """The mean reading oriented by the criterion's words (``None``: an empty answer)."""
     if v.words == 0 and not v.judged_calls:
         return None, [(plan.checks[0], _Reading(0.0, "the judged answer is empty"))]
     readings = [(c, c.read(v)) for c in plan.checks]
@@ -454,8 +447,7 @@ def _read(plan: _Plan, v: _View) -> tuple[float | None, list[tuple[_Check, _Read
 
 
 def _explain(readings: list[tuple[_Check, _Reading]]) -> str:
-    """Each reading's label and what it found; one already told in an earlier one is not
-    repeated ("accurate and informative", with nothing to check facts against)."""
+    """Each reading's label and what it found, not repeating one already told."""
     told: list[str] = []
     for check, reading in readings:
         said = any(reading.found in earlier for earlier in told)
