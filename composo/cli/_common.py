@@ -1,9 +1,6 @@
-"""What the commands share: the exit statuses and the usage error; the flags and checks of
-``composo evaluate`` and ``evaluate-traces`` made before any request, the results file with its
-resume note, the run's client (the platform, or a local server started for the run), the stream
-of results with its first request alone, the guard that stops a run the server refuses, and the
-end of a run (the summary and the run header); the connection flags and the refusal line of
-``history`` and ``usage`` too."""
+"""What the commands share: the exit statuses, the flags and checks of a scoring run
+(``evaluate``, ``evaluate-traces``) and the run itself (:class:`Run`), and the connection flags
+and refusal line of ``history`` and ``usage``."""
 
 from __future__ import annotations
 
@@ -22,8 +19,7 @@ from composo.cli import UsageError
 if TYPE_CHECKING:
     from composo import Composo
     from composo._core.plan import BatchResult
-    from composo.cli._results import Resume, RowWriter
-    from composo.cli._summary import CriterionStats, RunInfo
+    from composo.cli._summary import CriterionStats
     from composo.types import EvaluateOptions
 
 __all__ = [
@@ -54,17 +50,6 @@ def positive_int(text: str) -> int:
     return value
 
 
-def parse_tags(pairs: Iterable[str]) -> dict[str, str]:
-    """``--tag KEY=VALUE`` flags as a dict; ``ValueError`` names the one that is not a pair."""
-    tags: dict[str, str] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise ValueError(f"--tag: expected KEY=VALUE, got {pair!r}")
-        tags[key] = value
-    return tags
-
-
 def add_run_arguments(
     parser: argparse.ArgumentParser,
     *,
@@ -74,8 +59,7 @@ def add_run_arguments(
     tag_help: str = "a tag sent with every evaluation (repeatable)",
     own: Callable[[argparse.ArgumentParser], object] | None = None,
 ) -> None:
-    """A scoring run's flags: the input, ``-c``, ``-o``, ``--concurrency``, ``--tag``,
-    ``--model-core``, where the evaluations go, the command's ``own``, then the quality gates'."""
+    """A scoring run's flags, the command's ``own``, then the quality gates'."""
     from composo.cli._gates import add_arguments as add_gate_arguments
 
     parser.add_argument("input", metavar=metavar, help=input_help)
@@ -116,8 +100,7 @@ def add_run_arguments(
 
 
 def add_connection_arguments(parser: argparse.ArgumentParser) -> None:
-    """Where requests go and how long each may take: ``--base-url``, ``--api-key``,
-    ``--timeout``."""
+    """``--base-url``, ``--api-key``, ``--timeout``."""
     parser.add_argument("--base-url", metavar="URL", help="API base URL (or COMPOSO_BASE_URL)")
     parser.add_argument("--api-key", metavar="KEY", help="API key (or COMPOSO_API_KEY)")
     parser.add_argument(
@@ -145,8 +128,7 @@ def add_listen_arguments(
 
 
 def platform_client(args: argparse.Namespace) -> Composo:
-    """The client ``--base-url``, ``--api-key`` and ``--timeout`` (and the environment)
-    describe. Raises ``UsageError``: no API key, or a bad setting."""
+    """The client the connection flags describe. Raises ``UsageError``."""
     from composo import Composo
     from composo.errors import ComposoValidationError
 
@@ -158,8 +140,8 @@ def platform_client(args: argparse.Namespace) -> Composo:
 
 
 def from_platform(args: argparse.Namespace, ask: Callable[[Composo], T]) -> T | int:
-    """``ask(client)`` with :func:`platform_client`, or the exit status of its failure, said on
-    stderr: 5 when no request can succeed (see :func:`refusal`), else 1."""
+    """``ask(client)``, or the exit status of its failure, said on stderr: 5 when no request
+    can succeed (:func:`refusal`), else 1."""
     from composo.errors import ComposoError
 
     try:
@@ -172,9 +154,8 @@ def from_platform(args: argparse.Namespace, ask: Callable[[Composo], T]) -> T | 
 
 
 def refusal(args: argparse.Namespace, error: BaseException | None) -> str | None:
-    """The one line saying why no request can succeed and which flag or variable to change,
-    when ``error`` is a refused key (401, 403), nothing at the URL (404) or no server reached;
-    ``None`` for any other (an item's own failure)."""
+    """Why no request can succeed and what to change, for a refused key, nothing at the URL
+    or no server reached; ``None`` for an item's own failure."""
     from composo.errors import (
         APIConnectionError,
         AuthenticationError,
@@ -202,18 +183,22 @@ def refusal(args: argparse.Namespace, error: BaseException | None) -> str | None
 def prepare(
     args: argparse.Namespace, source: Path | None, name: str
 ) -> tuple[list[str], EvaluateOptions]:
-    """The run's criteria (names and groups resolved) and the options every item is sent with,
-    once the flags agree and ``source`` (``None``: stdin) is a file other than the results
-    file; ``name`` is the input's name in the message. Raises ``UsageError``."""
+    """The run's criteria and the options every item is sent with, once the flags agree and
+    ``source`` (``None``: stdin) is a file other than the results file. Raises ``UsageError``."""
     from composo.cli._criteria import resolve
     from composo.cli._gates import check_args
 
     check_args(args)  # the gates and CI files first: they name the flag at fault
     try:
         criteria = resolve(args.criteria)
-        tags = parse_tags(args.tag)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
+    tags: dict[str, str] = {}
+    for pair in args.tag:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise UsageError(f"--tag: expected KEY=VALUE, got {pair!r}")
+        tags[key] = value
     if args.local and (args.base_url or args.api_key):
         raise UsageError("--local runs its own server; drop --base-url and --api-key")
     if source is not None:
@@ -225,8 +210,7 @@ def prepare(
 
 
 def check_judge(args: argparse.Namespace) -> None:
-    """Something to evaluate with: the local server's packages for ``--local``, else an API key
-    (``history`` and ``usage``, which have no ``--local``, too). Raises ``UsageError``."""
+    """The local server's packages for ``--local``, else an API key. Raises ``UsageError``."""
     local = getattr(args, "local", None)
     if local:
         try:
@@ -241,73 +225,11 @@ def check_judge(args: argparse.Namespace) -> None:
         raise UsageError(f"no API key: pass --api-key KEY or set COMPOSO_API_KEY{offline}")
 
 
-def open_results(args: argparse.Namespace, criteria: list[str]) -> Rows:
-    """Where the run's rows go: ``-o`` (resuming what an earlier run into it scored) or stdout;
-    says on stderr what the run resumes. Raises ``UsageError``."""
-    from composo.cli._results import RowWriter, prepare_resume
-
-    try:
-        resume = prepare_resume(args.output, set(criteria)) if args.output is not None else None
-        writer = RowWriter(args.output, None if args.output is not None else sys.stdout.buffer)
-    except OSError as exc:
-        raise UsageError(f"-o: cannot write {args.output}: {exc.strerror or exc}") from None
-    if resume is not None and (resume.kept or resume.dropped_errors or resume.repaired):
-        retry = (
-            f", {resume.dropped_errors} failed pair(s) to retry" if resume.dropped_errors else ""
-        )
-        repaired = ", damaged or duplicate lines removed" if resume.repaired else ""
-        print(
-            f"resuming {args.output}: {resume.kept} pair(s) already scored{retry}{repaired}",
-            file=sys.stderr,
-        )
-    return Rows(criteria, resume, writer, {} if args.output is None else None)
-
-
-@contextlib.contextmanager
-def connect(args: argparse.Namespace, info: RunInfo, transport: Any = None) -> Iterator[Composo]:
-    """The run's client: to ``--base-url`` (or the platform), or to a local server with the
-    offline heuristic judge started for the run (``--local``) and stopped after it. It is
-    allowed ``--concurrency`` requests at once, on as many kept-alive connections (fewer would
-    close and reopen connections all run long), through the environment's proxies, each socket
-    wait ending by the call's deadline; ``transport``: the run's own (the caching one)."""
-    import httpx
-
-    from composo import Composo
-    from composo._core.connections import Connections
-    from composo._core.network import Network
-
-    with contextlib.ExitStack() as stack:
-        base_url, api_key = args.base_url, args.api_key
-        if args.local:
-            from composo.server import LocalServer
-
-            srv = stack.enter_context(LocalServer(judge="heuristic", latency=0.0))
-            base_url, api_key = srv.base_url, srv.api_key
-            info.judge = "heuristic"  # known before any answer (a run may score nothing)
-            # That server runs in this process, on loopback: no proxy of the network between.
-            transport = Connections(args.concurrency, network=Network(trust_env=False))
-        # The connections' own pool sizes hold: an httpx client's limits= or proxies apply
-        # only to the transport it builds itself.
-        http = stack.enter_context(
-            httpx.Client(transport=transport or Connections(args.concurrency))
-        )
-        yield stack.enter_context(
-            Composo(
-                api_key=api_key,
-                base_url=base_url,
-                max_concurrent_requests=args.concurrency,
-                timeout=args.timeout,
-                http_client=http,
-            )
-        )
-
-
 def results(
     client: Composo, items: Iterable[dict[str, Any]], criteria: list[str], **kwargs: Any
 ) -> Generator[BatchResult, None, None]:
-    """The run's results (``index``: the item's position in ``items``), its first request
-    alone: a wrong key, URL or server is then refused once, the caller stopping at it, not
-    once per request in flight. The rest go ``kwargs['concurrency']`` at a time."""
+    """The run's results, its first request alone: a wrong key, URL or server is refused once,
+    not once per request in flight."""
     import itertools
 
     stream = iter(items)
@@ -330,7 +252,7 @@ def results(
 
 class Notes:
     """What went wrong, said on stderr as it happens: the first ``SHOWN_ERRORS`` problems (once
-    per record when ``key`` names one), then one line leaving the rest to the error rows."""
+    per ``key``), then one line leaving the rest to the error rows."""
 
     def __init__(self) -> None:
         self.shown = 0
@@ -348,9 +270,8 @@ class Notes:
 
 
 class Guard:
-    """Stops a run at the first answer every other request would share (:func:`refusal`): a
-    refused key or nothing at the URL at once, no server reached before any answer at once
-    and later after ``2 * concurrency + 10`` failed connections in a row; ``reason``: why."""
+    """Stops a run at the first answer every other request would share (:func:`refusal`); no
+    server reached stops it before any answer, later after ``2 * concurrency + 10`` in a row."""
 
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
@@ -359,8 +280,6 @@ class Guard:
         self.unreachable = 0  # failed connections in a row
 
     def stops(self, error: BaseException | None) -> bool:
-        """Whether the run stops at this result; its error is then the run's, not the item's
-        (no row is written: a re-run sends it again)."""
         from composo.errors import APIConnectionError, APIStatusError, APITimeoutError
 
         lost = isinstance(error, APIConnectionError)
@@ -380,116 +299,123 @@ class Guard:
         return True
 
 
-@dataclasses.dataclass
-class Rows:
-    """Where a run's result rows go: the results writer, and the figures kept of them when they
-    go to stdout (``tally``; ``None`` with ``-o``, which is read back); ``resume``: what an
-    earlier run into ``-o`` already scored."""
+class Run:
+    """One scoring run: its results file (``-o``, resumed, or stdout), its record, which record
+    each pending item of the stream came from, the guard that stops it and the problems said on
+    stderr. A command gives ``record(result, where)``."""
 
-    criteria: list[str]
-    resume: Resume | None
-    writer: RowWriter
-    tally: dict[str, CriterionStats] | None
-    # this run's rows: criterion -> source -> n, and how many it wrote
-    sources: dict[str, dict[str, int]] = dataclasses.field(default_factory=dict)
-    written: int = 0
+    def __init__(self, args: argparse.Namespace, criteria: list[str], source: Path | None) -> None:
+        """Raises ``UsageError``: nothing to evaluate with, or ``-o`` cannot be written."""
+        from composo.cli._results import RowWriter, prepare_resume
+        from composo.cli._summary import RunInfo
 
-    def row(self, result: BatchResult) -> dict[str, Any]:
-        """A result's row, stamped with its provenance (judge, model, fresh or cached)."""
-        from composo.cli._provenance import stamp
-
-        return stamp(result.row(), result.provenance)
+        check_judge(args)
+        out = args.output
+        try:
+            self.resume = prepare_resume(out, set(criteria)) if out is not None else None
+            self.writer = RowWriter(out, None if out is not None else sys.stdout.buffer)
+        except OSError as exc:
+            raise UsageError(f"-o: cannot write {out}: {exc.strerror or exc}") from None
+        done = self.resume
+        if done is not None and (done.kept or done.dropped_errors or done.repaired):
+            retry = (
+                f", {done.dropped_errors} failed pair(s) to retry" if done.dropped_errors else ""
+            )
+            repaired = ", damaged or duplicate lines removed" if done.repaired else ""
+            print(
+                f"resuming {out}: {done.kept} pair(s) already scored{retry}{repaired}",
+                file=sys.stderr,
+            )
+        self.args, self.criteria = args, criteria
+        shown = None if source is None else str(source.resolve())
+        self.info = RunInfo(
+            local=args.local, model_core=args.model_core, criteria=criteria, input=shown
+        )
+        self.tally: dict[str, CriterionStats] = {}  # stdout's rows (-o is read back)
+        self.sources: dict[str, dict[str, int]] = {}  # this run's rows: criterion -> source -> n
+        self.written = 0
+        self.guard = Guard(args)
+        self.notes = Notes()
+        # the stream's position -> (the record's index, results still due, its place)
+        self.due: dict[int, tuple[int, int, str | None]] = {}
+        self.fed = 0  # items given to the stream
+        self.interrupted = False
 
     def remaining(self, index: int) -> list[str]:
         """The criteria record ``index`` still needs."""
         return self.resume.remaining(index, self.criteria) if self.resume else self.criteria
 
-    def write(self, row: dict[str, Any]) -> None:
-        from composo.cli._summary import CriterionStats
-
-        self.writer.write(row)
-        self.written += 1
-        if row.get("source") is not None:
-            counts = self.sources.setdefault(row["criterion"], {})
-            counts[row["source"]] = counts.get(row["source"], 0) + 1
-        if self.tally is not None:
-            self.tally.setdefault(row["criterion"], CriterionStats()).add(row)
-
-    def close(self) -> None:
-        self.writer.close()
-
-
-class Pending:
-    """Which record each item of the batch stream came from: stream position -> (the record's
-    index, results still due). A record is remembered only while its requests are pending."""
-
-    def __init__(self) -> None:
-        self._due: dict[int, tuple[int, int, str | None]] = {}
-        self._next = 0
-
-    def add(self, index: int, results: int, where: str | None = None) -> None:
-        """The next item of the stream is record ``index``, with ``results`` criteria; ``where``:
-        the record's place in its file (``"line 5"``), for messages."""
-        self._due[self._next] = (index, results, where)
-        self._next += 1
-
-    def take(self, position: int) -> tuple[int, str | None]:
-        """The record of the result at stream ``position`` and its place, forgotten once all its
-        results came."""
-        index, left, where = self._due.pop(position)
-        if left > 1:
-            self._due[position] = (index, left - 1, where)
-        return index, where
-
-
-class Run:
-    """A scoring run's side of the stream: which record each pending item came from, the guard
-    that stops the run, the problems said on stderr, and whether Ctrl-C ended it. A command
-    gives its ``record(result, where)``."""
-
-    def __init__(self, args: argparse.Namespace, criteria: list[str], source: Path | None) -> None:
-        """Raises ``UsageError``: nothing to evaluate with, or no results file to write."""
-        from composo.cli._summary import RunInfo
-
-        check_judge(args)
-        self.args = args
-        self.rows = open_results(args, criteria)
-        shown = None if source is None else str(source.resolve())
-        self.info = RunInfo(
-            local=args.local, model_core=args.model_core, criteria=criteria, input=shown
-        )
-        self.guard = Guard(args)
-        self.notes = Notes()
-        self.pending = Pending()
-        self.interrupted = False
+    def expect(self, index: int, results: int, where: str | None = None) -> None:
+        """The stream's next item is record ``index`` (``where``: its place, for messages)."""
+        self.due[self.fed] = (index, results, where)
+        self.fed += 1
 
     def record(self, result: BatchResult, where: str | None) -> None:
         raise NotImplementedError
 
     def write(self, result: BatchResult) -> dict[str, Any] | None:
-        """The result's row, written; ``None`` when the result stops the run (no row: a re-run
-        sends it again)."""
+        """The result's row, written with its provenance; ``None`` when the result stops the
+        run (no row: a re-run sends it again)."""
+        from composo.cli._provenance import stamp
+        from composo.cli._summary import CriterionStats
+
         if self.guard.stops(result.error):
             return None
-        row = self.rows.row(result)
-        self.rows.write(row)
+        row = stamp(result.row(), result.provenance)
+        self.writer.write(row)
+        self.written += 1
+        if row.get("source") is not None:
+            counts = self.sources.setdefault(row["criterion"], {})
+            counts[row["source"]] = counts.get(row["source"], 0) + 1
+        if self.args.output is None:
+            self.tally.setdefault(row["criterion"], CriterionStats()).add(row)
         return row
 
     @contextlib.contextmanager
     def client(self, transport: Any = None) -> Iterator[Composo]:
-        """:func:`connect`'s client; the rows are closed after it, Ctrl-C ends the run
-        (``interrupted``) and a setting the client refuses is a ``UsageError``."""
+        """The run's client: to ``--base-url`` (or the platform), or to a local server with the
+        heuristic judge started for the run (``--local``). ``--concurrency`` requests at once, on
+        as many kept-alive connections; ``transport``: the run's own (the caching one). The
+        results file is closed after it, Ctrl-C ends the run (``interrupted``) and a setting the
+        client refuses is a ``UsageError``."""
+        import httpx
+
+        from composo import Composo
+        from composo._core.connections import Connections
+        from composo._core.network import Network
         from composo.errors import ComposoValidationError
 
+        args = self.args
         try:
-            with connect(self.args, self.info, transport) as client:
-                yield client
+            with contextlib.ExitStack() as stack:
+                base_url, api_key = args.base_url, args.api_key
+                if args.local:
+                    from composo.server import LocalServer
+
+                    srv = stack.enter_context(LocalServer(judge="heuristic", latency=0.0))
+                    base_url, api_key = srv.base_url, srv.api_key
+                    self.info.judge = "heuristic"  # known before any answer
+                    # in this process, on loopback: no proxy of the network between
+                    transport = Connections(args.concurrency, network=Network(trust_env=False))
+                # an httpx client's limits= or proxies apply only to a transport it builds
+                http = stack.enter_context(
+                    httpx.Client(transport=transport or Connections(args.concurrency))
+                )
+                yield stack.enter_context(
+                    Composo(
+                        api_key=api_key,
+                        base_url=base_url,
+                        max_concurrent_requests=args.concurrency,
+                        timeout=args.timeout,
+                        http_client=http,
+                    )
+                )
         except ComposoValidationError as exc:
             raise UsageError(str(exc)) from None
         except KeyboardInterrupt:
             self.interrupted = True
         finally:
-            self.rows.close()
+            self.writer.close()
 
     def drain(
         self,
@@ -499,20 +425,16 @@ class Run:
         each: Callable[[], object] = lambda: None,
         **kwargs: Any,
     ) -> None:
-        """Every result of :func:`results` recorded under its record's index, until the guard
-        stops the run; ``each`` is called per result."""
-        stream = results(
-            client,
-            items,
-            self.rows.criteria,
-            concurrency=self.args.concurrency,
-            **kwargs,
-            **options,
-        )
+        """Every result recorded under its record's index until the guard stops the run;
+        ``each`` is called per result."""
+        concurrency = self.args.concurrency
+        stream = results(client, items, self.criteria, concurrency=concurrency, **kwargs, **options)
         with contextlib.closing(stream):  # Ctrl-C: requests in flight end now
             for result in stream:
                 each()
-                index, where = self.pending.take(result.index)
+                index, left, where = self.due.pop(result.index)
+                if left > 1:
+                    self.due[result.index] = (index, left - 1, where)
                 self.record(dataclasses.replace(result, index=index), where)
                 if self.guard.reason is not None:
                     break
@@ -523,43 +445,29 @@ class Run:
         fatal: str | None = None,
         failed: bool = False,
     ) -> int:
-        stopped = (self.guard.reason, self.interrupted, fatal)
-        return end_run(self.args, self.info, self.rows, stopped, then, failed)
+        """The exit status, and what the run says: one line when stopped before any row; else
+        the summary, ``then`` (the command's own closing), and the gates of a finished run."""
+        from composo.cli._finish import finish
+        from composo.cli._results import iter_rows
+        from composo.cli._summary import RunInfo, Summary, print_summary
 
-
-def end_run(
-    args: argparse.Namespace,
-    info: RunInfo,
-    rows: Rows,
-    stopped: tuple[str | None, bool, str | None],
-    then: Callable[[], object] = lambda: None,
-    failed: bool = False,
-) -> int:
-    """A run's exit status, and what it says: one line when stopped before any row; else the
-    summary (of ``-o``, or of stdout's kept rows), ``then`` (the command's own closing), and the
-    gates of a run that finished. ``stopped``: the server's reason, interrupted, the input's."""
-    from composo.cli._finish import finish
-    from composo.cli._results import iter_rows
-    from composo.cli._summary import RunInfo, Summary, print_summary
-
-    stop, interrupted, fatal = stopped
-    if stop is not None and not rows.written:  # nothing to sum up: the one line says why
-        print(f"composo {args.command}: {stop}", file=sys.stderr)
-        return EXIT_SERVER
-    stats = Summary.of(iter_rows(args.output)).criteria if args.output else (rows.tally or {})
-    earlier = RunInfo.load(args.output) if args.output is not None else None
-    info.account(stats, rows.sources, earlier)
-    if args.output is not None:
-        info.save(args.output)
-    summary = Summary(stats, info)
-    print_summary(summary, str(args.output) if args.output else "stdout", command=args.command)
-    then()
-    if interrupted:
-        print("interrupted; run the same command again to resume", file=sys.stderr)
-        return EXIT_INTERRUPTED
-    for reason, status in ((stop, EXIT_SERVER), (fatal, EXIT_FAILED)):
-        if reason is not None:
-            print(f"composo {args.command}: stopped: {reason}", file=sys.stderr)
-            return status
-    gate_status = finish(args, summary)  # exit 3 when a gate fails
-    return EXIT_FAILED if summary.errors or failed else gate_status
+        args, out, stop = self.args, self.args.output, self.guard.reason
+        if stop is not None and not self.written:  # nothing to sum up: the one line says why
+            print(f"composo {args.command}: {stop}", file=sys.stderr)
+            return EXIT_SERVER
+        stats = Summary.of(iter_rows(out)).criteria if out is not None else self.tally
+        self.info.account(stats, self.sources, RunInfo.load(out) if out is not None else None)
+        if out is not None:
+            self.info.save(out)
+        summary = Summary(stats, self.info)
+        print_summary(summary, str(out) if out else "stdout", command=args.command)
+        then()
+        if self.interrupted:
+            print("interrupted; run the same command again to resume", file=sys.stderr)
+            return EXIT_INTERRUPTED
+        for reason, status in ((stop, EXIT_SERVER), (fatal, EXIT_FAILED)):
+            if reason is not None:
+                print(f"composo {args.command}: stopped: {reason}", file=sys.stderr)
+                return status
+        gate_status = finish(args, summary)  # exit 3 when a gate fails
+        return EXIT_FAILED if summary.errors or failed else gate_status

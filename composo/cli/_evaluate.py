@@ -129,13 +129,13 @@ class _Run(common.Run):
         total = None
         if self.data.records.format != "jsonl":  # tables
             rows = self.data.records.rows
-            total = None if rows is None else rows * len(self.rows.criteria)
+            total = None if rows is None else rows * len(self.criteria)
         elif source is not None:
             total = 0
             with source.open("rb") as f:
                 for index, line in enumerate(f):
                     if line.strip():
-                        total += len(self.rows.remaining(index))
+                        total += len(self.remaining(index))
         self.bar = Progress(True, total)
         return self.bar
 
@@ -153,13 +153,13 @@ class _Run(common.Run):
             except UnreadableInput as exc:  # what was scored so far is already written
                 self.fatal = f"{exc}. Run the same command again to resume"
                 return
-            wanted = self.rows.remaining(index)
+            wanted = self.remaining(index)
             if not wanted:
                 continue
             if isinstance(item, BadRow):
                 self._bad(index, wanted, item)
                 continue
-            self.pending.add(index, len(wanted), self.data.records.where)
+            self.expect(index, len(wanted), self.data.records.where)
             yield {**item, "criteria": wanted}
 
     def _bad(self, index: int, wanted: list[str], bad: BadRow) -> None:

@@ -73,7 +73,7 @@ class _Run(common.Run):
         for item in reader:
             self.traces += 1
             converted = item.converted
-            wanted = self.rows.remaining(item.index)
+            wanted = self.remaining(item.index)
             if not wanted:
                 continue
             for note in converted.notes:
@@ -86,7 +86,7 @@ class _Run(common.Run):
                 for criterion in wanted:
                     self.record(BatchResult(item.index, criterion, converted.trace_id, None, error))
                 continue
-            self.pending.add(item.index, len(wanted))
+            self.expect(item.index, len(wanted))
             yield {"trace": converted.trace, "id": converted.trace_id, "criteria": wanted}
 
     def record(self, result: BatchResult, where: str | None = None) -> None:
