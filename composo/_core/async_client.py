@@ -13,14 +13,14 @@ import httpx
 
 from composo._core import forks
 from composo._core.base_client import BaseClient, Call, RequestHeaders, Settings, awaited
-from composo._core.retry import Policy, is_retryable
+from composo._core.retry import is_retryable
 from composo.errors import ComposoError, RateLimitError
 
 if TYPE_CHECKING:  # the model modules and the batch engine load on first use
     from typing_extensions import Self, Unpack
 
     from composo._core.options import EvaluateOptions
-    from composo._core.plan import BatchResult, BatchResults
+    from composo._core.plan import BatchResult, BatchResults, Plan
     from composo._core.responses import EvaluationResponse, MultiAgentTraceResponse, TaskInfo
     from composo._core.wire import RewardRequest, TraceRequest
 
@@ -41,11 +41,8 @@ class AsyncClient(BaseClient):
         transport: Callable[[], httpx.AsyncBaseTransport] | None = None,
         **settings: Unpack[Settings],
     ) -> None:
-        super().__init__(api_key, settings)
-        self._policy = Policy(self.num_retries)
-        self._owns_http = http_client is None
+        super().__init__(api_key, settings, http_client, transport)
         self._http = http_client  # a supplied client (None: the own ones, per loop)
-        self._transport = self._own_transport(http_client, transport, self._connections)
         # Connections and the request limit belong to one event loop: each loop that uses the
         # client gets its own (loops in sequence, or at once in different threads).
         self._loops: dict[asyncio.AbstractEventLoop, tuple[httpx.AsyncClient, asyncio.Semaphore]]
@@ -148,7 +145,7 @@ class AsyncClient(BaseClient):
     ) -> BatchResults:
         """As :meth:`Composo.evaluate_many`, awaited; ``items`` may be an async iterable."""
         plan, results = self._many(items, criteria, evaluator_name, concurrency, progress, options)
-        return self._ordered([r async for r in results], plan)
+        return plan.ordered([r async for r in results])
 
     def evaluate_many_iter(
         self,
@@ -164,7 +161,7 @@ class AsyncClient(BaseClient):
         an async iterable."""
         return self._many(items, criteria, evaluator_name, concurrency, progress, options)[1]
 
-    def _many(self, items: Any, *args: Any) -> tuple[Any, AsyncIterator[BatchResult]]:
+    def _many(self, items: Any, *args: Any) -> tuple[Plan, AsyncIterator[BatchResult]]:
         """Check everything now, then stream the results through the task engine."""
         from composo._core import batch_async
 

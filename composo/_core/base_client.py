@@ -6,7 +6,7 @@ import functools
 import json as jsonlib
 import os
 import time
-from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypedDict, TypeVar
 from urllib.parse import quote
 
@@ -36,7 +36,7 @@ from composo._core.provenance import (
     Provenance,
 )
 from composo._core.ratelimit import Throttle, check_requests_per_minute, rate_limit_reset
-from composo._core.retry import parse_retry_after
+from composo._core.retry import Policy, parse_retry_after
 from composo._version import __version__
 from composo.errors import (
     APIConnectionError,
@@ -50,7 +50,7 @@ from composo.errors import (
 )
 
 if TYPE_CHECKING:  # the model modules load on first use, not with the client
-    from composo._core.plan import BatchResults, Plan, Progress
+    from composo._core.plan import Plan, Progress
     from composo._core.responses import EvaluationResponse, MultiAgentTraceResponse, TaskInfo
     from composo._core.wire import RewardRequest, TraceRequest
 
@@ -119,9 +119,13 @@ _DEFAULTS = Settings(
 class BaseClient:
     """Configuration and decoding shared by :class:`Composo` and :class:`AsyncComposo`."""
 
-    _owns_http: bool  # set by each client: no ``http_client`` was given
-
-    def __init__(self, api_key: str | None, settings: Mapping[str, Any]) -> None:
+    def __init__(
+        self,
+        api_key: str | None,
+        settings: Mapping[str, Any],
+        http_client: object = None,
+        transport: Maker | None = None,
+    ) -> None:
         for name in settings:
             if name not in Settings.__annotations__:
                 import inspect
@@ -157,17 +161,19 @@ class BaseClient:
             "Accept": "application/json",
             "Accept-Encoding": ACCEPT_ENCODING,
         }
-
-    @staticmethod
-    def _own_transport(http_client: object, given: Maker | None, default: Maker) -> Maker:
-        """What makes the own ``httpx`` client's transport: the one handed down, else the
-        core's own connections (never both a transport and an ``http_client``)."""
-        if http_client is not None and given is not None:
+        if http_client is not None and transport is not None:
             raise ComposoValidationError(
                 "transport: cannot be combined with http_client (the transport is that of the "
                 "client's own httpx client); give one or the other"
             )
-        return default if given is None else given
+        self._owns_http = http_client is None
+        # What makes the own httpx client's transport: the one handed down, else our own.
+        self._transport: Maker = self._connections if transport is None else transport
+        self._policy = Policy(self.num_retries)
+
+    def _connections(self) -> Any:
+        """The client's own connections (sync or async)."""
+        raise NotImplementedError
 
     @property
     def throttled(self) -> int:
@@ -339,33 +345,14 @@ class BaseClient:
         requests = build.trace_requests(criteria, evaluator_name, options, trace=trace)
         return self._run_all(requests, block)
 
-    def _plan(
-        self,
-        items: Any,
-        criteria: Any,
-        evaluator_name: Any,
-        concurrency: int | None,
-        progress: bool | Callable[[int, int | None], None],
-        options: Mapping[str, Any],
-    ) -> tuple[Plan, int, Progress | None]:
-        """What ``evaluate_many`` checks before the first request (shared by both forms)."""
+    def _plan(self, items: Any, *args: Any) -> tuple[Plan, int, Progress | None]:
+        """What ``evaluate_many`` checks before the first request; ``args`` are its criteria,
+        evaluator_name, concurrency, progress and options."""
         from composo._core import plan
 
-        return plan.setup(
-            items,
-            criteria,
-            evaluator_name,
-            concurrency,
-            progress,
-            self.max_concurrent_requests,
-            self._options(options, "evaluate_many"),
-        )
-
-    @staticmethod
-    def _ordered(results: Iterable[Any], plan: Plan) -> BatchResults:
-        from composo._core.plan import ordered
-
-        return ordered(results, plan)
+        *named, options = args
+        given = self._options(options, "evaluate_many")
+        return plan.setup(self.max_concurrent_requests, given, items, *named)
 
     def _headers(self, block: bool = True) -> RequestHeaders:
         """The request's own headers; a background submission carries an ``Idempotency-Key`` of
@@ -504,20 +491,17 @@ class BaseClient:
         if exc.retry_after is None:
             if time.monotonic() + wait > deadline:
                 raise exc
-        elif time.monotonic() + exc.retry_after > deadline:
-            raise self._refused(exc, deadline, exc.retry_after) from None
+        elif (refusal := self._refusal(exc, deadline)) is not exc:
+            raise refusal from None
         return wait
 
     def _refusal(self, exc: RateLimitError, deadline: float) -> RateLimitError:
-        """The 429 a call raises once its retries are spent."""
-        wait = exc.retry_after
-        if wait is not None and time.monotonic() + wait > deadline:
-            return self._refused(exc, deadline, wait)
-        return exc
-
-    def _refused(self, exc: RateLimitError, deadline: float, wait: float) -> RateLimitError:
-        """The 429 to raise when its ``Retry-After`` would end past the call's timeout."""
-        left = max(0.0, deadline - time.monotonic())
+        """The 429 to raise: ``exc``, or one saying its ``Retry-After`` ends past the call's
+        timeout."""
+        wait, left = exc.retry_after, deadline - time.monotonic()
+        if wait is None or wait <= left:
+            return exc
+        left = max(0.0, left)
         out = RateLimitError(
             f"{exc.message}; the server asks to wait {wait:.0f}s but this call's timeout leaves "
             f"{left:.0f}s (raise timeout= to wait it out, or slow down with "

@@ -1,12 +1,7 @@
-"""Stopping the sync client's concurrent work when its caller stops waiting (Ctrl-C, an exception,
-an iterator closed early).
-
-A thread cannot be interrupted; what it waits on can. Work run by
-:func:`composo._core.runner.bounded` sleeps on its :class:`Scope`'s event, and each blocking
-socket wait of the client's connections registers its stream with the scope. Cancelling wakes
-the sleeps and shuts those sockets, so every call ends at once with :class:`Cancelled`, even
-against a server that never answers.
-"""
+"""Stopping the sync client's threads when their caller stops waiting (Ctrl-C, an exception, an
+iterator closed early). A thread cannot be interrupted; what it waits on can: cancelling a
+:class:`Scope` wakes its sleeps and shuts the sockets its calls block on, even against a server
+that never answers."""
 
 from __future__ import annotations
 

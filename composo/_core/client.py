@@ -16,7 +16,7 @@ from composo._core import cancel, forks
 from composo._core.base_client import BaseClient, Call, RequestHeaders, Settings
 from composo._core.connections import Connections
 from composo._core.connections import deadline as socket_deadline
-from composo._core.retry import Policy, is_retryable
+from composo._core.retry import is_retryable
 from composo.errors import ComposoError, RateLimitError
 
 if TYPE_CHECKING:  # the model modules and the thread pool load on first use
@@ -25,7 +25,7 @@ if TYPE_CHECKING:  # the model modules and the thread pool load on first use
     from typing_extensions import Self, Unpack
 
     from composo._core.options import EvaluateOptions
-    from composo._core.plan import BatchResult, BatchResults
+    from composo._core.plan import BatchResult, BatchResults, Plan
     from composo._core.ratelimit import Permits
     from composo._core.responses import EvaluationResponse, MultiAgentTraceResponse, TaskInfo
     from composo._core.wire import RewardRequest, TraceRequest
@@ -66,15 +66,12 @@ class SyncClient(BaseClient):
         permits: Permits | None = None,
         **settings: Unpack[Settings],
     ) -> None:
-        super().__init__(api_key, settings)
-        self._owns_http = http_client is None
+        super().__init__(api_key, settings, http_client, transport)
         # An owned httpx.Client is built on the first request (see _http): building one loads
         # the CA bundle, tens of milliseconds that a client made and never used should not pay.
         self._http_client = http_client
-        self._transport = self._own_transport(http_client, transport, self._connections)
         self._http_lock = threading.Lock()
         self._closed = False
-        self._policy = Policy(self.num_retries)
         self._throttle.permits = permits
         self._slots = _slots(self.max_concurrent_requests)
         self._pool: ThreadPoolExecutor | None = None
@@ -186,7 +183,7 @@ class SyncClient(BaseClient):
         """
         plan, results = self._many(items, criteria, evaluator_name, concurrency, progress, options)
         try:
-            return self._ordered(results, plan)
+            return plan.ordered(results)
         finally:
             results.close()  # interrupted (Ctrl-C): the requests in flight end now
 
@@ -214,7 +211,7 @@ class SyncClient(BaseClient):
 
     # -- machinery ----------------------------------------------------------------------------
 
-    def _many(self, items: Any, *args: Any) -> tuple[Any, Generator[BatchResult, None, None]]:
+    def _many(self, items: Any, *args: Any) -> tuple[Plan, Generator[BatchResult, None, None]]:
         """Check everything now, then stream the results through the thread engine."""
         from composo._core.batch import stream
         from composo._core.plan import jobs_from

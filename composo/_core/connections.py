@@ -1,11 +1,9 @@
 """The clients' own connections, through the proxies and CA bundle :class:`Network` names.
 
-``httpx.Timeout`` bounds each socket operation on its own, so a server sending one byte every
-half second could hold a blocking call for ever. :class:`Connections` is httpcore's pool (and its
-proxy pools) built with a network backend (the public ``network_backend=``) whose streams cap
-every read, write, connect and TLS handshake at what is left of the thread's :func:`deadline`.
-The async client needs none of this (``asyncio.timeout`` cancels wherever it waits); its
-connections are :class:`AsyncShards`, several small httpx pools.
+``httpx.Timeout`` bounds each socket operation on its own (a server sending a byte every half
+second could hold a blocking call for ever), so :class:`Connections` is httpcore's pool on a
+network backend whose every wait ends at the thread's :func:`deadline`. The async client needs
+none of this (``asyncio.timeout`` cancels anywhere): :class:`AsyncShards` are small httpx pools.
 """
 
 from __future__ import annotations

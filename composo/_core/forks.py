@@ -1,11 +1,7 @@
-"""What a process made by ``os.fork()`` must not share with its parent: its copies of connections
-are the parent's sockets (each would get the other's answers), its locks may be held by threads
-that do not exist there, its thread pools have no threads. Objects holding such things register
-here and, in the child, drop them and build fresh ones on next use.
-
-What the child drops is kept referenced (:data:`_left_behind`), never closed: an SQLite
-connection closed there may act on the parent's files.
-"""
+"""After ``os.fork()`` the child's connections are the parent's sockets, its locks may be held by
+threads it lacks, its pools have no threads: registered objects drop those in the child and
+build fresh ones on next use. What is dropped stays referenced, never closed (an SQLite
+connection closed there may act on the parent's files)."""
 
 from __future__ import annotations
 

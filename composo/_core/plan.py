@@ -175,6 +175,18 @@ class Plan:
     def position(self, criterion: str) -> int:
         return self._order.get(criterion, len(self._order))
 
+    def ordered(self, results: Iterable[BatchResult]) -> BatchResults:
+        """A list in item order, then in the order the criteria were given."""
+        out = BatchResults(sorted(results, key=lambda r: (r.index, self.position(r.criterion))))
+        failed = sum(1 for r in out if r.error is not None)
+        if failed:
+            _log.warning(
+                "%d of %d evaluations failed; each failed result carries its .error",
+                failed,
+                len(out),
+            )
+        return out
+
     def expand(self, job: Job) -> Iterator[Pending | BatchResult]:
         """The job's requests, or one failed result per criterion for an unusable item."""
         wanted = self.criteria if job.criteria is None else list(job.criteria)
@@ -336,13 +348,6 @@ class Progress:
             self._bar.start()
             self._started = True
 
-    @staticmethod
-    def total_for(items: Any, per_item: int) -> int | None:
-        try:
-            return len(items) * per_item
-        except TypeError:
-            return None
-
     def advance(self) -> None:
         self.done += 1
         if self._callback is not None:
@@ -366,23 +371,26 @@ def tick(progress: Progress | None) -> None:
 
 
 def setup(
+    limit: int,
+    options: Mapping[str, Any],
     items: Any,
     criteria: Any,
     evaluator_name: Any,
     concurrency: int | None,
     progress: bool | ProgressCallback,
-    limit: int,
-    options: Mapping[str, Any],
 ) -> tuple[Plan, int, Progress | None]:
     """Everything ``evaluate_many`` checks before the first request: the items are iterable, the
     criteria and options are valid, the concurrency is sane, the progress bar can be shown."""
     check_items(items)
     plan = Plan.create(criteria, evaluator_name, options)
     window = window_size(concurrency, limit)
-    bar = None
-    if progress:
-        bar = Progress(progress, Progress.total_for(items, len(plan.criteria)))
-    return plan, window, bar
+    if not progress:
+        return plan, window, None
+    try:
+        total: int | None = len(items) * len(plan.criteria)
+    except TypeError:
+        total = None
+    return plan, window, Progress(progress, total)
 
 
 class BatchResults(list[BatchResult]):
@@ -434,17 +442,6 @@ class BatchResults(list[BatchResult]):
         item's dict as it is (an object column: a struct would be guessed from the first rows
         and could drop the keys of later ones) (needs the ``polars`` extra)."""
         return _table(self, "polars")
-
-
-def ordered(results: Iterable[BatchResult], plan: Plan) -> BatchResults:
-    """A list in item order, then in the order the criteria were given."""
-    out = BatchResults(sorted(results, key=lambda r: (r.index, plan.position(r.criterion))))
-    failed = sum(1 for r in out if r.error is not None)
-    if failed:
-        _log.warning(
-            "%d of %d evaluations failed; each failed result carries its .error", failed, len(out)
-        )
-    return out
 
 
 def _table(results: Sequence[BatchResult], kind: str) -> Any:
