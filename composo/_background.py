@@ -1,15 +1,9 @@
-"""Evaluations that run beside the user's program instead of inside it.
+"""Evaluations beside the user's program: framework hooks must return in microseconds.
 
-Framework hooks (a LangChain callback, a LlamaIndex handler, a tracer) must return in microseconds,
-so they hand work to a :class:`BackgroundEvaluator`. One daemon thread per process runs one event
-loop shared by every evaluator (as the tracing SDKs do), so a handler made per request costs no
-thread: each evaluator runs a batch on it (the async batch engine, fed by the submitted jobs as
-they arrive) only while it has work, and nothing on the loop refers to an idle evaluator, so a
-dropped one is collected and its own client closed. Every outcome becomes an
-:class:`EvaluationRecord`.
-Failures are recorded and logged, never raised into the caller; :meth:`BackgroundEvaluator.flush`
-waits for what is pending. The backlog is bounded, so a slow server cannot grow memory without
-limit: what does not fit is recorded as an error, not dropped silently.
+One daemon thread per process runs one event loop shared by every evaluator, so a handler made
+per request costs no thread; an evaluator runs the async batch engine on it only while it has
+work, so a dropped one is collected. Failures become records, never exceptions in the caller;
+the backlog is bounded, and what does not fit is recorded as an error, not dropped silently.
 """
 
 from __future__ import annotations
@@ -91,8 +85,8 @@ class EvaluationRecord:
 
     @property
     def criterion_kind(self) -> CriterionKind:
-        """``"reward"``, ``"penalize"``, ``"passes_if"`` or ``"fails_if"`` (the last two score 0
-        or 1), or ``"evaluator"`` for a saved evaluator's name."""
+        """``"reward"``, ``"penalize"``, ``"passes_if"``, ``"fails_if"`` (0 or 1) or
+        ``"evaluator"`` (a saved evaluator's name)."""
         return criterion_kind(self.criterion)
 
 
@@ -173,7 +167,6 @@ class _Job:
     name: str | None
 
     def outcome(self, criterion: str, error: BaseException | None) -> EvaluationRecord:
-        """A record of the run with no answer yet (or none to come: ``error``)."""
         return EvaluationRecord(
             self.run_id,
             criterion,
@@ -194,7 +187,6 @@ class _Prepared:
     left: int
 
     def outcome(self, result: BatchResult) -> EvaluationRecord:
-        """A result's record (a trace's score is its ``overall_score``)."""
         response = result.response
         if isinstance(response, MultiAgentTraceResponse):
             score = response.overall_score
@@ -211,13 +203,8 @@ class _Prepared:
 
 
 class _Worker:
-    """The process's one background thread and its event loop, started on first use.
-
-    Every evaluator runs on it, so making and dropping evaluators (one per request, as handlers
-    often are) leaves no thread behind. Blocking clients' calls go to the loop's default
-    executor, a ``ThreadPoolExecutor`` of at most ``POOL_THREADS`` threads shared by every
-    evaluator (``loop.run_in_executor``).
-    """
+    """The process's one background thread and its event loop, started on first use; blocking
+    clients' calls go to the loop's default executor (``POOL_THREADS``, shared)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -227,8 +214,7 @@ class _Worker:
         forks.register(self)
 
     def _after_fork(self) -> None:
-        """In a forked child the loop's thread does not exist: a new loop starts on first use
-        (the parent's is left as it is), and the lock may have been held by a parent thread."""
+        """The parent's loop has no thread in a child, and its lock may be held: start afresh."""
         forks.leave_behind(self._loop)
         self._lock = threading.Lock()
         self._loop = self._thread = None
@@ -251,7 +237,7 @@ class _Worker:
             return loop
 
     def running_loop(self) -> asyncio.AbstractEventLoop | None:
-        """The loop, if the thread is running in this process (never starts it)."""
+        """The loop, if its thread runs in this process (never starts it)."""
         thread = self._thread
         if thread is not None and thread.is_alive() and self._pid == os.getpid():
             return self._loop
@@ -264,7 +250,7 @@ _worker = _Worker()
 
 
 def _close_owned(client: AsyncComposo) -> None:
-    """Close an evaluator's own client once the evaluator is gone (a finalizer: never blocks)."""
+    """A dropped evaluator's own client closed on the loop (a finalizer: never blocks)."""
     loop = _worker.running_loop()
     if loop is None or loop.is_closed():
         return
@@ -334,18 +320,7 @@ class BackgroundEvaluator:
         self._plan = Plan.create(criteria, evaluator_name, evaluate_options)
         self.criteria: list[str] = list(self._plan.criteria)
         self._extra = {k: v for k, v in given.items() if k not in OPTION_NAMES}
-        if not isinstance(max_pending, int) or max_pending < 1:
-            raise ComposoValidationError(f"max_pending: must be at least 1, got {max_pending!r}")
-        if max_pending < len(self.criteria):
-            # Each run queues one evaluation per criterion: fewer places would skip every run.
-            raise ComposoValidationError(
-                f"max_pending: {max_pending} is fewer than the {len(self.criteria)} criteria "
-                "evaluated for each run; nothing could ever be evaluated (raise max_pending)"
-            )
-        if max_results is not None and max_results < 0:
-            raise ComposoValidationError(
-                f"max_results: must be 0 or more (None keeps all), got {max_results!r}"
-            )
+        _check_limits(max_pending, max_results, len(self.criteria))
         self._owns_client = client is None
         self._client: Composo | AsyncComposo = client if client is not None else AsyncComposo()
         self._on_result = on_result
@@ -353,19 +328,9 @@ class BackgroundEvaluator:
         self.max_pending = max_pending
         self._results: collections.deque[EvaluationRecord] = collections.deque(maxlen=max_results)
         self._errors: collections.deque[EvaluationRecord] = collections.deque(maxlen=100)
-        self._cond = threading.Condition()
-        self._pending = 0
         self._completed = 0
         self._failed = 0
-        # The batch running on the background loop while there is work (None when idle).
-        self._pump: asyncio.Task[None] | None = None
-        self._busy = False  # a batch is running (set and cleared on the loop, under _cond)
-        # Jobs waiting for the engine; the loop is woken once per batch of jobs, not per job.
-        self._inbox: collections.deque[_Job] = collections.deque()
-        self._wake_pending = False
-        self._wake: asyncio.Event | None = None
-        # Jobs handed to the engine, by position, with how many of their results are still due.
-        self._running: dict[int, _Prepared] = {}
+        self._fresh()
         self._closed = False
         self._exiting = False
         self._skipped = 0
@@ -377,18 +342,21 @@ class BackgroundEvaluator:
         _live.add(self)
         forks.register(self)
 
-    def _after_fork(self) -> None:
-        """In a forked child: what the parent had pending stays the parent's (its loop and
-        threads do not exist here); the child starts with nothing in flight and its own loop
-        (its client resets itself)."""
+    def _fresh(self) -> None:
+        """Nothing pending, queued or in flight (in a forked child too: what the parent had
+        pending stays the parent's, its loop and threads do not exist here)."""
         self._cond = threading.Condition()
         self._pending = 0
-        self._pump = None
-        self._busy = False
-        self._inbox.clear()
+        self._pump: asyncio.Task[None] | None = None  # the batch running while there is work
+        self._busy = False  # a batch is running (set and cleared on the loop, under _cond)
+        # Jobs waiting for the engine; the loop is woken once per batch of jobs, not per job.
+        self._inbox: collections.deque[_Job] = collections.deque()
         self._wake_pending = False
-        self._wake = None
-        self._running.clear()
+        self._wake: asyncio.Event | None = None
+        # Jobs handed to the engine, by position, with how many of their results are still due.
+        self._running: dict[int, _Prepared] = {}
+
+    _after_fork = _fresh
 
     def __enter__(self) -> BackgroundEvaluator:
         return self
@@ -676,6 +644,20 @@ class BackgroundEvaluator:
                 self._pending -= 1
                 if self._pending == 0:
                     self._cond.notify_all()
+
+
+def _check_limits(max_pending: Any, max_results: int | None, criteria: int) -> None:
+    if not isinstance(max_pending, int) or max_pending < 1:
+        raise ComposoValidationError(f"max_pending: must be at least 1, got {max_pending!r}")
+    if max_pending < criteria:  # each run queues one evaluation per criterion
+        raise ComposoValidationError(
+            f"max_pending: {max_pending} is fewer than the {criteria} criteria "
+            "evaluated for each run; nothing could ever be evaluated (raise max_pending)"
+        )
+    if max_results is not None and max_results < 0:
+        raise ComposoValidationError(
+            f"max_results: must be 0 or more (None keeps all), got {max_results!r}"
+        )
 
 
 _live: weakref.WeakSet[BackgroundEvaluator] = weakref.WeakSet()
