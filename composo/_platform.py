@@ -148,20 +148,14 @@ PageT = TypeVar("PageT")
 ItemT = TypeVar("ItemT")
 
 
-class _Pager(Generic[PageT]):
-    request: Request | None  # the next page's; None once the last page has come
-
-    def take(self, data: Any) -> PageT:
-        raise NotImplementedError
-
-
-class _EvaluationPager(_Pager[EvaluationPage]):
-    """Pages of the evaluations filter are numbered; the last is ``total_pages`` (or empty)."""
+class _EvaluationPager:
+    """Pages of the evaluations filter are numbered; the last is ``total_pages`` (or empty).
+    A pager's ``request`` is the next page's (``None`` once the last has come)."""
 
     def __init__(self, query: EvaluationFilterRequest) -> None:
         self.query = query
         self.number = query.page or 1
-        self.request = self._ask()
+        self.request: Request | None = self._ask()
 
     def _ask(self) -> Request:
         body = self.query.model_copy(update={"page": self.number}).model_dump(exclude_none=True)
@@ -175,12 +169,12 @@ class _EvaluationPager(_Pager[EvaluationPage]):
         return page
 
 
-class _TracePager(_Pager[TracePage]):
+class _TracePager:
     """The next page of traces is the one the last page's ``next_page_token`` names."""
 
     def __init__(self, params: dict[str, str]) -> None:
         self.params = params
-        self.request = ("GET", TRACES_PATH, params, None)
+        self.request: Request | None = ("GET", TRACES_PATH, params, None)
 
     def take(self, data: Any) -> TracePage:
         page: TracePage = parse(TracePage, data, "traces")
@@ -196,7 +190,7 @@ class _TracePager(_Pager[TracePage]):
 class _Listing(Generic[PageT, ItemT]):
     """A listing's pages, fetched as iteration reaches them; iterating again asks again."""
 
-    _pager: Callable[[Any], _Pager[PageT]]
+    _pager: Callable[[Any], Any]  # a pager: .request, then .take(answer) -> the page
     _items: str  # the field of a page that holds the listing's items
 
     def __init__(self, send: Any, query: Any) -> None:
@@ -208,7 +202,8 @@ class _SyncListing(_Listing[PageT, ItemT]):
     def pages(self) -> Iterator[PageT]:
         pager = self._pager(self.query)
         while pager.request is not None:
-            yield pager.take(self._send(*pager.request))
+            page: PageT = pager.take(self._send(*pager.request))
+            yield page
 
     def __iter__(self) -> Iterator[ItemT]:
         for page in self.pages():
@@ -219,7 +214,8 @@ class _AsyncListing(_Listing[PageT, ItemT]):
     async def pages(self) -> AsyncIterator[PageT]:
         pager = self._pager(self.query)
         while pager.request is not None:
-            yield pager.take(await self._send(*pager.request))
+            page: PageT = pager.take(await self._send(*pager.request))
+            yield page
 
     async def __aiter__(self) -> AsyncIterator[ItemT]:
         async for page in self.pages():
@@ -300,22 +296,19 @@ class AsyncEvaluationHistory(_AsyncListing[EvaluationPage, EvaluationRecord]):
 # -- traces --------------------------------------------------------------------------------------
 
 
-def _iso(value: datetime | str | None, name: str) -> str | None:
-    if value is None or isinstance(value, str):
-        if isinstance(value, str):
-            try:
-                datetime.fromisoformat(value.replace("Z", "+00:00"))
-            except ValueError:
-                raise ComposoValidationError(
-                    f"{name}: {value!r} is not an ISO date-time; pass a datetime or a string "
-                    "like '2025-01-31T12:00:00Z'"
-                ) from None
+def _iso(value: datetime | str, name: str) -> str:
+    if isinstance(value, str):
+        try:
+            datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            raise ComposoValidationError(
+                f"{name}: {value!r} is not an ISO date-time; pass a datetime or a string "
+                "like '2025-01-31T12:00:00Z'"
+            ) from None
         return value
     if not isinstance(value, datetime):
         raise ComposoValidationError(f"{name}: expected a datetime, got {type(value).__name__}")
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=timezone.utc)
-    return value.isoformat()
+    return (value if value.tzinfo is not None else value.replace(tzinfo=timezone.utc)).isoformat()
 
 
 def trace_params(
@@ -327,9 +320,8 @@ def trace_params(
     _check_page_size(page_size, TRACES_MAX_PAGE_SIZE)
     params = {} if page_size is None else {"page_size": str(page_size)}
     for name, value in (("start_date", start_date), ("end_date", end_date)):
-        text = _iso(value, name)
-        if text is not None:
-            params[name] = text
+        if value is not None:
+            params[name] = _iso(value, name)
     return params
 
 
