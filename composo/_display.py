@@ -7,6 +7,7 @@ A plugin like the built-in adapters: the core asks ``composo_progress_bar`` and
 from __future__ import annotations
 
 import html
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from composo._core.plugins import hookimpl
@@ -140,45 +141,39 @@ def _pair(r: BatchResult) -> str:
     return _card("score", r.score, body, r.provenance)
 
 
-def _cells(values: tuple[object, ...]) -> str:
-    return "".join(f"<td style='text-align:left'>{_text(v)}</td>" for v in values)
+def _cells(values: tuple[object, ...], tag: str = "td") -> str:
+    return "".join(f"<{tag} style='text-align:left'>{_text(v)}</{tag}>" for v in values)
+
+
+def _table(head: tuple[str, ...], rows: Sequence[tuple[object, ...]]) -> str:
+    body = "".join(f"<tr>{_cells(r)}</tr>" for r in rows)
+    return f"<table><tr>{_cells(head, 'th')}</tr>{body}</table>"
 
 
 def _batch(results: BatchResults) -> str:
     """A summary per criterion, then the first rows as a table."""
-    head = "".join(
-        f"<th style='text-align:left'>{h}</th>"
-        for h in ("criterion", "count", "mean", "n/a", "failed")
-    )
-    summary = "".join(
-        f"<tr><td style='text-align:left'>{_text(short(c, 80))}</td><td>{s['count']}</td>"
-        f"<td>{score_text(s['mean'])}</td><td>{s['not_applicable']}</td>"
-        f"<td>{s['failed']}</td></tr>"
+    summary = [
+        (short(c, 80), s["count"], score_text(s["mean"]), s["not_applicable"], s["failed"])
         for c, s in results.summary().items()
-    )
-    rows = "".join(
-        "<tr>"
-        + _cells(
-            (
-                r.index,
-                "" if r.id is None else r.id,
-                short(r.criterion, 60),
-                score_text(r.score) if r.error is None else "error",
-                short(_error(r.error) if r.error is not None else r.explanation, 200),
-            )
+    ]
+    rows = [
+        (
+            r.index,
+            "" if r.id is None else r.id,
+            short(r.criterion, 60),
+            score_text(r.score) if r.error is None else "error",
+            short(_error(r.error) if r.error is not None else r.explanation, 200),
         )
-        + "</tr>"
         for r in results[:HTML_ROWS]
-    )
+    ]
     more = (
         f"<p>showing {HTML_ROWS} of {len(results)} results; to_pandas() has them all</p>"
         if len(results) > HTML_ROWS
         else ""
     )
-    cols = ("index", "id", "criterion", "score", "explanation / error")
-    table_head = "".join(f"<th style='text-align:left'>{c}</th>" for c in cols)
     return (
         f"<div class='composo-batch'><p><b>{len(results)} results</b></p>"
-        f"<table><tr>{head}</tr>{summary}</table>"
-        f"<table><tr>{table_head}</tr>{rows}</table>{more}</div>"
+        + _table(("criterion", "count", "mean", "n/a", "failed"), summary)
+        + _table(("index", "id", "criterion", "score", "explanation / error"), rows)
+        + f"{more}</div>"
     )
