@@ -19,7 +19,7 @@ from composo.cli import UsageError
 if TYPE_CHECKING:
     from composo import Composo
     from composo._core.plan import BatchResult
-    from composo.cli._summary import CriterionStats
+    from composo.cli._summary import CriterionStats, Summary
     from composo.types import EvaluateOptions
 
 __all__ = [
@@ -356,12 +356,19 @@ class Run:
     def write(self, result: BatchResult) -> dict[str, Any] | None:
         """The result's row, written with its provenance; ``None`` when the result stops the
         run (no row: a re-run sends it again)."""
-        from composo.cli._provenance import stamp
+        from composo._core.provenance import PLATFORM
         from composo.cli._summary import CriterionStats
 
         if self.guard.stops(result.error):
             return None
-        row = stamp(result.row(), result.provenance)
+        # who judged (the platform's model core asked for, or another judge's model), fresh or
+        # cached; all None for a pair not judged. Resumed rows keep what they said.
+        p, row = result.provenance, result.row()
+        platform = p is not None and p.judge == PLATFORM
+        row["judge"] = p.judge if p is not None else None
+        row["model_core"] = p.model if p is not None and platform else None
+        row["judge_model"] = p.model if p is not None and not platform else None
+        row["source"] = p.source if p is not None else None
         self.writer.write(row)
         self.written += 1
         if row.get("source") is not None:
@@ -447,7 +454,6 @@ class Run:
     ) -> int:
         """The exit status, and what the run says: one line when stopped before any row; else
         the summary, ``then`` (the command's own closing), and the gates of a finished run."""
-        from composo.cli._finish import finish
         from composo.cli._results import iter_rows
         from composo.cli._summary import RunInfo, Summary, print_summary
 
@@ -469,5 +475,44 @@ class Run:
             if reason is not None:
                 print(f"composo {args.command}: stopped: {reason}", file=sys.stderr)
                 return status
-        gate_status = finish(args, summary)  # exit 3 when a gate fails
+        gate_status = self._gates(summary)
         return EXIT_FAILED if summary.errors or failed else gate_status
+
+    def _gates(self, summary: Summary) -> int:
+        """A finished run's gates, said on stderr, and its CI files: 0, ``EXIT_GATE`` when a
+        gate failed, else ``EXIT_BAD_ROWS`` when scores were set aside."""
+        from composo.cli._gates import EXIT_GATE
+        from composo.cli._results import EXIT_BAD_ROWS, iter_rows
+
+        args = self.args
+        summary.check(args.gates)
+        for outcome in summary.outcomes:
+            verdict = "passed" if outcome.passed else "FAILED"
+            print(f"gate {verdict}: {outcome.describe()}", file=sys.stderr)
+        failed = [o for o in summary.outcomes if not o.passed]
+        if summary.set_aside:
+            print(
+                f"composo {args.command}: {summary.set_aside} row(s) of the results file have a "
+                "score that is not a number from 0 to 1; set aside, not counted by the summary or "
+                f"the gates (exit {EXIT_BAD_ROWS} unless a gate failed); `composo report` lists "
+                "them",
+                file=sys.stderr,
+            )
+        if failed:
+            print(
+                f"composo {args.command}: {len(failed)} of {len(summary.outcomes)} quality "
+                f"gate(s) failed (exit {EXIT_GATE})",
+                file=sys.stderr,
+            )
+        if args.junit_xml is not None and args.output is not None:
+            from composo.cli._junit import write_junit
+
+            write_junit(args.junit_xml, iter_rows(args.output), summary)
+            print(f"wrote {args.junit_xml}", file=sys.stderr)
+        if args.summary_md is not None:
+            from composo.cli._summary import summary_markdown
+
+            with args.summary_md.open("a", encoding="utf-8") as f:
+                f.write(summary_markdown(summary))
+            print(f"wrote {args.summary_md}", file=sys.stderr)
+        return EXIT_GATE if failed else EXIT_BAD_ROWS if summary.set_aside else 0

@@ -1,9 +1,6 @@
-"""Quality gates for ``composo evaluate``: ``--fail-under`` (a criterion's mean) and
-``--min-pass-rate`` (a binary criterion's share of passes), and the flags of the CI files
-(``--junit-xml``, ``--summary-md``, written by :mod:`composo.cli._finish`). A failed gate exits
-with :data:`EXIT_GATE`, so CI can tell "quality dropped" from "requests failed" (1) and "bad
-command line" (2); scores in the results file that are not numbers from 0 to 1 are set aside
-and exit 4 when no gate failed."""
+"""Quality gates (``--fail-under``, ``--min-pass-rate``) and the CI files' flags of a scoring
+run. A failed gate exits :data:`EXIT_GATE`, so CI can tell "quality dropped" from "requests
+failed" (1) and "bad command line" (2)."""
 
 from __future__ import annotations
 

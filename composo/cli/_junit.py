@@ -12,9 +12,8 @@ from typing import Any
 
 from composo.cli._criteria import label
 from composo.cli._gates import item_threshold
-from composo.cli._provenance import judge_key
 from composo.cli._results import item_name
-from composo.cli._summary import CriterionStats, Summary, kind
+from composo.cli._summary import CriterionStats, Summary, judge_key, kind
 
 __all__ = ["write_junit", "xml_text"]
 

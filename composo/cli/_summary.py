@@ -18,13 +18,14 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from composo.cli._gates import GateOutcome
+    from composo.cli._gates import Gate, GateOutcome
     from composo.cli._results import RowProblem
 
 __all__ = [
     "CriterionStats",
     "RunInfo",
     "Summary",
+    "judge_key",
     "judge_text",
     "kind",
     "md_cell",
@@ -79,8 +80,6 @@ class CriterionStats:
         return shown | self.figures() | {"pass_rate": self.pass_rate(), "na": self.not_applicable}
 
     def add(self, row: Mapping[str, Any]) -> None:
-        from composo.cli._provenance import judge_key
-
         what = kind(row)
         if what == "error":
             self.errors += 1
@@ -110,6 +109,17 @@ def kind(row: Mapping[str, Any]) -> str:
     if not isinstance(score, (int, float)):
         return "n/a"
     return "scored" if valid_score(score) else "set aside"
+
+
+def judge_key(row: Mapping[str, Any]) -> str | None:
+    """One name per judge for counting: ``heuristic``, ``platform``, ``platform align-...``."""
+    from composo._core.provenance import PLATFORM
+
+    judge = row.get("judge")
+    if not isinstance(judge, str) or not judge:
+        return None
+    core = row.get("model_core")
+    return f"{judge} {core}" if judge == PLATFORM and isinstance(core, str) and core else judge
 
 
 @dataclass
@@ -229,6 +239,17 @@ class Summary:
     @property
     def errors(self) -> int:
         return sum(s.errors for s in self.criteria.values())
+
+    def check(self, gates: list[Gate]) -> None:
+        """Each gate against the figures: the criterion's mean or its pass rate."""
+        from composo.cli._gates import GateOutcome
+
+        for gate in gates:
+            s = self.criteria.get(gate.criterion) or CriterionStats()
+            value = s.mean if gate.kind == "fail-under" else s.pass_rate()
+            # a tiny tolerance so that a mean printed as the threshold is not a failure
+            passed = value is not None and value >= gate.threshold - 1e-12
+            self.outcomes.append(GateOutcome(gate, value, passed))
 
     @property
     def set_aside(self) -> int:
