@@ -73,36 +73,29 @@ class _Bypass:
     ``.example.com`` subdomains only, ``localhost`` or an address exactly, ``http://host`` that
     scheme only, ``host:port`` that port only; ``10.0.0.0/8`` the whole network."""
 
-    __slots__ = ("host", "kind", "network", "port", "scheme")
+    __slots__ = ("host", "itself", "network", "port", "scheme", "subdomains")
 
     def __init__(self, entry: str) -> None:
         entry = entry.strip().lower()
-        self.scheme = ""
-        self.port: int | None = None
-        self.network: ipaddress.IPv4Network | ipaddress.IPv6Network | None = None
+        self.scheme, self.port, host = "", None, entry
         pattern = "://" in entry  # a URL pattern, as httpx's mounts take
         if pattern:
             url = httpx.URL(entry)
             self.scheme = "" if url.scheme == "all" else url.scheme
             host, self.port = url.host, url.port
-        elif _address(entry) is not None:
-            host = entry
-        else:
-            host, _, port = entry.rpartition(":")
-            if not (host and port.isdigit()):
-                host = entry
-            else:
-                self.port = int(port)
+        elif _address(entry) is None:
+            name, _, port = entry.rpartition(":")
+            if name and port.isdigit():
+                host, self.port = name, int(port)
         host = host.strip("[]")
         self.network = _address(host)
-        if self.network is not None or host in ("", "*", "localhost"):
-            self.kind = "exact"
-        elif pattern and not host.startswith("*"):
-            self.kind = "exact"  # a pattern's plain host is that host only
-        elif host.startswith(("*.", ".")):
-            self.kind, host = "subdomains", host.lstrip("*.")
-        else:
-            self.kind, host = "domain", host.lstrip("*")
+        # a pattern's plain host is that host only, as are an address, localhost and "*"
+        exact = self.network is not None or host in ("", "*", "localhost")
+        exact = exact or (pattern and not host.startswith("*"))
+        self.subdomains = not exact
+        self.itself = exact or not host.startswith(("*.", "."))
+        if not exact:
+            host = host.lstrip("*") if self.itself else host.lstrip("*.")
         self.host = "" if host == "*" else host
 
     def matches(self, scheme: str, host: str, port: int | None) -> bool:
@@ -113,13 +106,9 @@ class _Bypass:
                 return ipaddress.ip_address(host) in self.network
             except ValueError:
                 return False
-        if not self.host:
+        if not self.host or (self.itself and host == self.host):
             return True
-        if self.kind == "exact":
-            return host == self.host
-        if self.kind == "subdomains":
-            return host.endswith("." + self.host)
-        return host == self.host or host.endswith("." + self.host)
+        return self.subdomains and host.endswith("." + self.host)
 
 
 def _address(text: str) -> ipaddress.IPv4Network | ipaddress.IPv6Network | None:

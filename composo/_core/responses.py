@@ -201,19 +201,6 @@ class MultiAgentTraceResponse(_Verdict):
                     result["score"] = rounded(result["score"])
         return judged(type(self).model_validate(data), self._provenance)
 
-    @property
-    def scores_by_agent_name(self) -> dict[str, float | None]:
-        """Median applicable score per agent name (several instances of one agent are common)."""
-        out: dict[str, float | None] = {}
-        for name, agent in self.results_by_agent_name.items():
-            vals = [
-                r.score
-                for r in agent.results_by_agent_instance_id.values()
-                if r and r.score is not None
-            ]
-            out[name] = statistics.median(vals) if vals else None
-        return out
-
 
 class TaskInfo(_Judged):
     """State of a background evaluation (``GET /api/v1/evals/tasks/{task_id}``, local server);

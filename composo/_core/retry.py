@@ -81,16 +81,20 @@ def _log_retry(state: RetryCallState) -> None:
     )
 
 
-def _policy(num_retries: int, timeout: float | None, max_retry_after: float) -> dict[str, Any]:
-    from tenacity import retry_if_exception, stop_after_attempt, stop_before_delay
+def _stop(num_retries: int, timeout: float | None) -> Any:
+    """Give up after the retries, or before a wait that would end past ``timeout`` seconds."""
+    from tenacity import stop_after_attempt, stop_before_delay
 
-    stop: Any = stop_after_attempt(num_retries + 1)
-    if timeout is not None:
-        # Give up after the retries, or before a wait that would overrun the call's timeout.
-        stop = stop | stop_before_delay(timeout)
+    stop = stop_after_attempt(num_retries + 1)
+    return stop if timeout is None else stop | stop_before_delay(timeout)
+
+
+def _policy(num_retries: int, timeout: float | None, max_retry_after: float) -> dict[str, Any]:
+    from tenacity import retry_if_exception
+
     return {
         "retry": retry_if_exception(is_retryable),
-        "stop": stop,
+        "stop": _stop(num_retries, timeout),
         "wait": _waiter(max_retry_after),
         "before_sleep": _log_retry,
         "reraise": True,
@@ -120,13 +124,6 @@ class Policy:
         self._sync: Retrying | None = None
         self._async: AsyncRetrying | None = None
 
-    def _stop(self, deadline: float) -> Any:
-        from tenacity import stop_after_attempt, stop_before_delay
-
-        # the retries start now: no wait may end past the deadline
-        left = deadline - time.monotonic()
-        return stop_after_attempt(self.num_retries + 1) | stop_before_delay(left)
-
     def sync(self, deadline: float) -> Retrying:
         """The policy for one blocking call ending by ``deadline`` (``time.monotonic()``)."""
         if self._sync is None:
@@ -135,10 +132,11 @@ class Policy:
             self._sync = Retrying(**_policy(self.num_retries, None, math.inf))
         from composo._core.cancel import sleep  # cut short when the caller leaves
 
-        return self._sync.copy(stop=self._stop(deadline), sleep=sleep)
+        left = deadline - time.monotonic()  # the retries start now
+        return self._sync.copy(stop=_stop(self.num_retries, left), sleep=sleep)
 
     def asynchronous(self, deadline: float) -> AsyncRetrying:
         """:meth:`sync` for coroutines."""
         if self._async is None:
             self._async = async_retrying(self.num_retries, None, max_retry_after=math.inf)
-        return self._async.copy(stop=self._stop(deadline))
+        return self._async.copy(stop=_stop(self.num_retries, deadline - time.monotonic()))
