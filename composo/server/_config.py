@@ -23,8 +23,7 @@ __all__ = [
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8787
 DEFAULT_MAX_BODY_BYTES = 10 * 1024 * 1024  # 10 MiB
-# Connections and requests in hand at once; past it requests are answered 503 (uvicorn's
-# limit_concurrency).
+# Connections and requests in hand at once; past it uvicorn's limit_concurrency answers 503.
 DEFAULT_MAX_CONNECTIONS = 1000
 # What uvicorn's parser buffers of a request head that has not ended (ours are under 1 KiB).
 MAX_HEAD_BYTES = 16 * 1024
@@ -46,8 +45,7 @@ class JudgeOptions:
 
 @dataclass(frozen=True)
 class ServerConfig:
-    """Settings of one server. ``db=None`` keeps tasks in memory (in-process servers);
-    the command line defaults to :func:`default_db_path`."""
+    """Settings of one server; ``db=None`` keeps tasks in memory."""
 
     host: str = DEFAULT_HOST
     port: int = DEFAULT_PORT
@@ -84,7 +82,7 @@ class ServerConfig:
             )
 
 
-# The settings with a least value (0 days of history keeps none).
+# The settings with a least value.
 _LEAST = {
     "latency": 0,
     "max_body_bytes": 1024,

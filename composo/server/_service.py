@@ -13,8 +13,7 @@ from composo._core.wire import RewardRequest, TraceRequest, check_criterion
 from composo.server._cases import Case, agent_case, reward_case
 from composo.server.judges import Judge, Verdict
 
-# Past this many messages (or agents; four times as many interactions), preparing and judging
-# run in a worker thread.
+# Past this many messages or agents (or four times as many interactions), work leaves the loop.
 _INLINE_ITEMS = 64
 # Model calls a judge that must await (an LLM) makes at once for one trace.
 _JUDGE_CONCURRENCY = 8
@@ -38,8 +37,7 @@ class EvaluationService:
         self._named: dict[str, str] = {n: v for n, v in named if isinstance(v, str)}
 
     def criterion(self, request: RewardRequest | TraceRequest) -> str:
-        """The criterion text; ``evaluator_name`` may name a ready-made criterion
-        (``composo.criteria``) or be a criterion itself."""
+        """The criterion; ``evaluator_name`` may name one of ``composo.criteria`` or be one."""
         if request.evaluation_criteria is not None:
             return request.evaluation_criteria
         name = request.evaluator_name or ""
@@ -66,9 +64,8 @@ class EvaluationService:
         return _reward_body(verdict, request.explanation_cleaning is not None)
 
     async def trace(self, request: TraceRequest) -> dict[str, Any]:
-        """Judge each agent instance; instances without a model call of their own get ``null``.
-        A large trace is prepared, judged (by a judge that can judge without awaiting) and
-        summarised in a worker thread."""
+        """Judge each agent instance (``null`` without a model call of its own); a large trace is
+        prepared, judged (by a ``judge_sync``) and summarised in a worker thread."""
         criterion = self.criterion(request)
         await self._pause()
         agents = request.trace.agent_instance_by_id

@@ -11,7 +11,6 @@ import hashlib
 import hmac
 import json
 import os
-import random
 import secrets
 import sqlite3
 import threading
@@ -21,6 +20,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
+
+from tenacity import retry, retry_if_exception, stop_after_delay, wait_random_exponential
 
 from composo.server._config import DEFAULT_TASK_LEASE
 
@@ -75,7 +76,7 @@ def open_database(
         timeout=_BUSY_SECONDS,
     )
     try:
-        _retry_locked(lambda: _set_up(db, path is not None, schema))
+        _set_up(db, path is not None, schema)
         if path is not None:
             os.chmod(path, 0o600)
     except BaseException:
@@ -84,6 +85,14 @@ def open_database(
     return db
 
 
+@retry(
+    retry=retry_if_exception(
+        lambda e: isinstance(e, sqlite3.OperationalError) and "locked" in str(e)
+    ),
+    wait=wait_random_exponential(multiplier=0.005, max=0.2),
+    stop=stop_after_delay(_BUSY_SECONDS),
+    reraise=True,
+)
 def _set_up(
     db: sqlite3.Connection, on_disk: bool, schema: Callable[[sqlite3.Connection], None]
 ) -> None:
@@ -105,19 +114,6 @@ def transaction(db: sqlite3.Connection) -> Iterator[None]:
         if db.in_transaction:
             db.execute("ROLLBACK")
         raise
-
-
-def _retry_locked(step: Callable[[], None]) -> None:
-    deadline = time.monotonic() + _BUSY_SECONDS
-    pause = 0.005
-    while True:
-        try:
-            return step()
-        except sqlite3.OperationalError as exc:
-            if "locked" not in str(exc) or time.monotonic() + pause > deadline:
-                raise
-            time.sleep(pause * (1 + random.random()))
-            pause = min(pause * 2, 0.2)
 
 
 class TaskStoreError(ValueError):

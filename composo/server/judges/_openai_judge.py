@@ -1,6 +1,5 @@
-"""LLM-as-judge on any OpenAI-compatible Chat Completions endpoint (OpenAI, vLLM, Ollama...),
-over plain httpx: no SDK needed, and the endpoint is just a base URL. The written rubric the
-model follows and how a conversation is shown to it are here too."""
+"""LLM-as-judge on any OpenAI-compatible Chat Completions endpoint (OpenAI, vLLM, Ollama...) over
+plain httpx, with the rubric the model follows and how a conversation is shown to it."""
 
 from __future__ import annotations
 
@@ -141,8 +140,8 @@ def parse_answer(text: str, binary: bool) -> Verdict:
 
 
 class OpenAIJudge:
-    """Asks a chat model to judge with :data:`RUBRIC`; an unusable answer is sent back with what
-    was wrong, up to ``max_attempts`` times, then the evaluation fails with that reason."""
+    """Judges with :data:`RUBRIC`; an unusable answer is sent back with what was wrong, up to
+    ``max_attempts`` times."""
 
     name = "openai"
 
@@ -209,8 +208,7 @@ class OpenAIJudge:
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def _post(self, body: dict[str, Any]) -> str:
-        """One attempt; a failure is raised as the client's errors, so the shared retry policy
-        (:mod:`composo._core.retry`) decides what is worth another try."""
+        """One attempt, failing as the client's errors so the client's retry policy applies."""
         try:
             r = await self._http.post("/chat/completions", json=body)
         except httpx.HTTPError as exc:
