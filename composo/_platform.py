@@ -1,7 +1,6 @@
-"""What both clients share for the platform's account and history API: argument checks, the
-requests (paths, query parameters, bodies with only the fields that are set), answer parsing,
-lazy paging and the history as rows. The clients add only the I/O: each hands these helpers a
-function that sends one request and returns the decoded JSON answer.
+"""What both clients share for the account and history API: argument checks, requests, answer
+parsing, lazy paging and history rows. The clients add only the I/O (a function that sends one
+request and returns the decoded JSON answer).
 """
 
 from __future__ import annotations

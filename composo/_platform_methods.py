@@ -1,6 +1,6 @@
-"""The account and history methods of both clients: usage, rate limits, past evaluations and
-traces. Each method is its client's I/O around :mod:`composo._platform` (checks, requests,
-parsing, paging), which loads on first use so that importing a client stays cheap."""
+"""The account and history methods of both clients: each is its client's I/O around
+:mod:`composo._platform`, loaded on first use so that importing a client stays cheap.
+"""
 
 from __future__ import annotations
 

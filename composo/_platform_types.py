@@ -1,10 +1,7 @@
-"""The platform's account and history API beyond evaluation: usage, past evaluations and traces.
+"""The platform's account and history API beyond evaluation, as its published reference shapes it.
 
-Shapes follow the platform's published API reference (``GET /api/v1/usage``,
-``POST /api/v1/evaluations/filter``, ``GET /api/v1/traces``, ``GET /api/v1/traces/{trace_id}``).
-Responses keep fields the platform adds later (``extra="allow"``); requests refuse unknown
-fields and are sent with only the fields that are set. The local server answers with the same
-models, so both sides agree on one definition.
+Responses keep fields the platform adds later (``extra="allow"``); requests refuse unknown fields
+and send only those set. The local server answers with the same models.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
-"""The ``composo`` pytest plugin (registered through the ``pytest11`` entry point).
-
-Inert unless used: it adds three options and the ``composo`` fixture, and keeps the name of the
-running test. Everything else (the client, the local server) loads when a test asks for it or an
-option turns it on. Under pytest-xdist each worker records its own evaluations and sends them to
-the controller, which prints one summary and writes one ``--composo-out`` file.
+"""The ``composo`` pytest plugin (the ``pytest11`` entry point): three options, the ``composo``
+fixture and the running test's name; the client and the local server load only when used.
+Under pytest-xdist the controller merges the workers' records into one summary and file.
 """
 
 from __future__ import annotations

@@ -1,11 +1,7 @@
 """What :class:`~composo.Composo` and :class:`~composo.AsyncComposo` share above the core: their
-own transport's settings, ``evaluate_dataframe`` (written once; the async face awaits it) and
-``from_client``, a new client made with another's settings, of either kind.
-
-Integrations that are handed one kind of client and need the other (a LlamaIndex evaluator
-given an ``AsyncComposo`` and called synchronously), and users who want the same client with
-one setting changed, make it here; the API key passes from client to client in this module
-and is never read anywhere else.
+own transport's settings, ``evaluate_dataframe`` (the async face awaits it) and ``from_client``
+(another client, of either kind, with the same settings: the API key passes from client to
+client here and is read nowhere else).
 """
 
 from __future__ import annotations
@@ -45,15 +41,13 @@ class ClientSettings(Settings, total=False):
 
 
 def core_settings(arguments: dict[str, Any]) -> Settings:
-    """The core's :class:`Settings` among a face constructor's ``locals()``: the parameters of
-    the same names, passed down unchanged (named once, in ``Settings``)."""
+    """The core's :class:`Settings` among a face constructor's ``locals()``."""
     names = Settings.__annotations__
     return cast("Settings", {k: v for k, v in arguments.items() if k in names})
 
 
 def settings_of(holder: object, api_key: str) -> dict[str, Any]:
-    """The :class:`ClientSettings` that ``holder`` (a client, or what makes one) keeps as
-    attributes of the same names, with ``api_key``."""
+    """The :class:`ClientSettings` ``holder`` keeps as attributes, with ``api_key``."""
     names = [name for name in ClientSettings.__annotations__ if hasattr(holder, name)]
     return {**{name: getattr(holder, name) for name in names}, "api_key": api_key}
 
@@ -71,8 +65,7 @@ class Siblings:
         connections: int,
         make: Callable[[int, Network, ResultCache | None], T],
     ) -> Callable[[], T] | None:
-        """Keep the face's own settings (``cache``, ``proxy``, ``verify``, ``trust_env``) and
-        return what makes its own transport: ``make`` over them (``None`` with an
+        """Keep the face's own settings and return what makes its transport (``None`` with an
         ``http_client``, which has its own)."""
         settings = network(*network_settings, http_client)
         self.cache = cache = open_cache(cache, http_client)
@@ -82,7 +75,7 @@ class Siblings:
         return functools.partial(make, max(connections, 10), settings, cache)
 
     def _own_kind(self) -> dict[str, Any]:
-        """What only a client of the same kind can take over (a supplied ``http_client``...)."""
+        """What only a client of the same kind can take over (``http_client``...)."""
         return {}
 
     def _settings(self, same_kind: bool) -> dict[str, Any]:

@@ -1,7 +1,7 @@
-"""What a pytest session that evaluates keeps: a client that records every evaluation it makes,
-the verdicts of ``composo.testing`` assertions, and the merge of pytest-xdist workers' records
-into one summary and one results file. Loaded by the pytest plugin when a session starts; nothing
-here imports the local server or anything optional unless ``--composo-local`` asks for it."""
+"""What an evaluating pytest session keeps: a client recording every evaluation, the assertions'
+verdicts, and the merge of pytest-xdist workers' records into one summary and results file.
+Loaded in every pytest session, so nothing optional is imported unless asked for.
+"""
 
 from __future__ import annotations
 

@@ -1,9 +1,7 @@
-"""What the faces hand down to the core: the transport of a client's own ``httpx`` client, built
-by composition. The connections come first (:mod:`composo._core.connections`: the environment's
-or the given proxies and CA bundle, every socket wait of the sync client bounded by the call's
-deadline), then the result cache over them (:mod:`composo._cache`); the core calls what is
-handed to it and knows nothing of either choice. The command line builds its run's transport
-from the same pieces."""
+"""What the faces hand down to the core: their own connections
+(:mod:`composo._core.connections`), with the result cache over them (:mod:`composo._cache`); the
+core calls what is handed to it and knows nothing of either.
+"""
 
 from __future__ import annotations
 

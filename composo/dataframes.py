@@ -1,10 +1,8 @@
 """Score tables batch by batch on a distributed engine (Ray Data, Spark's ``mapInPandas``).
 
-:class:`BatchEvaluator` is a picklable callable: built on the driver with the run's settings, it
-makes its client on the worker the first time it is called, and turns each pandas batch into the
-same table ``Composo.evaluate_dataframe`` returns (the batch's columns, a score and an
-explanation column per criterion, an ``error`` column). :mod:`composo.ray` adds a request budget
-shared by the whole cluster; on Spark, give each executor its share of the limits.
+:class:`BatchEvaluator` is picklable: built on the driver, it makes its client on the worker on
+first call and turns each pandas batch into what ``evaluate_dataframe`` returns.
+:mod:`composo.ray` adds a cluster-wide request budget; on Spark, give each executor its share.
 """
 
 from __future__ import annotations

@@ -154,10 +154,7 @@ _BY_STATUS: dict[int, type[APIStatusError]] = {
 
 def _status_class(status_code: int) -> type[APIStatusError]:
     """The class for ``status_code``: its own, else :class:`APIError` for 5xx, else the base."""
-    cls = _BY_STATUS.get(status_code)
-    if cls is None:
-        cls = APIError if status_code >= 500 else APIStatusError
-    return cls
+    return _BY_STATUS.get(status_code) or (APIError if status_code >= 500 else APIStatusError)
 
 
 def status_error(status_code: int, body: Any, request_id: str | None = None) -> APIStatusError:

@@ -1,12 +1,8 @@
 """Evaluate a Ray Dataset on a cluster, within one request budget for all workers.
 
-``ds.map_batches(ComposoBatch, fn_constructor_kwargs={...}, batch_format="pandas")`` scores each
-batch on the workers; :class:`RequestBudget` is one Ray actor that hands out permits, so however
-many workers run, together they keep at most ``max_concurrent_requests`` requests in flight and
-start at most ``requests_per_minute`` requests a minute. The results are the rows
-``Composo.evaluate_dataframe`` gives for the same table.
-
-Needs the ``ray`` extra (``pip install 'composo[ray]'``).
+``ds.map_batches(ComposoBatch, ...)`` scores each batch as ``evaluate_dataframe`` would;
+:class:`RequestBudget` is one Ray actor handing out permits, so all workers together keep to
+``max_concurrent_requests`` and ``requests_per_minute``. Needs ``pip install 'composo[ray]'``.
 """
 
 from __future__ import annotations
@@ -93,12 +89,9 @@ _SHARING = threading.Lock()
 
 
 class _Share:
-    """This process's permits from the budget. A permit freed while another thread of the
-    process waits goes to that thread without a round trip to the actor; one freed with nobody
-    waiting stays ``HOLD`` seconds for the process's next request, then goes back with any
-    others freed meanwhile (the last requests of a batch finish one by one: one call returns
-    them, not one call each), so an idle worker holds none for longer. One thread at a time asks
-    the actor, for as many permits as threads are waiting."""
+    """This process's permits: a freed one goes straight to a waiting thread; with nobody
+    waiting it is held ``HOLD`` seconds, then returned with any others freed meanwhile (one
+    actor call, not one each). One thread at a time asks the actor, for every waiting thread."""
 
     HOLD = 0.003
 
@@ -168,7 +161,7 @@ class _Share:
                     self.due.notify()
 
     def _surplus(self) -> int:
-        """Free permits no thread waits for, taken out to give back (with the lock held)."""
+        """Free permits no thread waits for, taken out to give back (lock held)."""
         surplus = max(0, self.free - self.waiting)
         self.free -= surplus
         return surplus
@@ -187,8 +180,7 @@ class _Share:
                     self._give_back(surplus)
 
     def _give_back(self, count: int) -> None:
-        """Send ``count`` permits back with the starts since the last report (with the lock
-        held, so :meth:`settle` sees the call)."""
+        """``count`` permits and the starts since the last report to the actor (lock held)."""
         used, self.used = self.used, 0
         self.returning.append(self.actor.release.remote(count, used))
         if len(self.returning) >= 64:  # forget the ones the actor has done
@@ -203,8 +195,7 @@ class _Share:
                 self._give_back(surplus)
 
     def settle(self) -> None:
-        """Wait until the actor has taken every permit this process gave back (the actor
-        runs calls concurrently, so a later call may overtake them)."""
+        """Wait until the actor has taken every permit given back (its calls run concurrently)."""
         self.hand_back()
         with self.cond:
             returning, self.returning = self.returning, []
@@ -214,9 +205,8 @@ class _Share:
 class RequestBudget:
     """The cluster-wide limits, held by one Ray actor; pass it to :class:`ComposoBatch`.
 
-    A worker asks the actor only when it has no permit to hand on: one freed while another of
-    its requests waits goes straight to that request, so a busy worker costs the actor a few
-    calls per batch, not two per request (unless paced: every start is then on the actor's clock).
+    A busy worker hands freed permits straight to its waiting requests: a few actor calls per
+    batch, not two per request (unless paced: every start is then on the actor's clock).
 
     Args:
         max_concurrent_requests: Requests in flight across all workers together.
@@ -275,15 +265,13 @@ class RequestBudget:
         self._local().release()
 
     def hand_back(self) -> None:
-        """Give back at once the permits this process holds for no request (a batch has
-        ended: the process may be stopped before it would have returned them)."""
+        """Give back now the permits held for no request (a batch ended; the process may stop)."""
         if self._share is not None:
             self._share.hand_back()
 
     def stats(self) -> dict[str, float]:
-        """``in_flight`` now, the ``peak`` reached, the permits ``granted`` so far, the
-        ``seconds`` from the first permit to the last one given back, and the ``calls`` the
-        actor has taken (what the budget costs: a few per batch, not two per request)."""
+        """``in_flight``, ``peak``, permits ``granted``, ``seconds`` from the first permit to
+        the last returned, and the actor's ``calls`` (what the budget costs)."""
         if self._share is not None:
             self._share.settle()
         out: dict[str, float] = ray.get(self.actor.stats.remote())
@@ -322,8 +310,7 @@ class ComposoBatch(BatchEvaluator):
         return self.budget
 
     def __call__(self, batch: Any) -> Any:
-        """As :meth:`BatchEvaluator.__call__`; the permits the batch leaves idle go back as it
-        ends."""
+        """As :meth:`BatchEvaluator.__call__`; idle permits go back as the batch ends."""
         try:
             return super().__call__(batch)
         finally:

@@ -1,9 +1,6 @@
-"""Tables in, tables out: pandas and polars DataFrames, Hugging Face datasets and rows read from
-CSV or Parquet files, mapped to conversations by column name, scored, and given back as columns.
-
-The column mapping is the one place a row becomes an item: ``evaluate_dataframe`` on both
-clients, the command line's CSV/Parquet/JSONL reader and the Ray/Spark batch function all use
-:func:`row_item`. pandas, polars and datasets are imported only when their object is passed.
+"""Tables in, tables out: DataFrames, Hugging Face datasets and file rows mapped to conversations
+by column name (:func:`row_item`, the one place a row becomes an item), scored, and given back
+as columns. pandas, polars and datasets are imported only when their object is passed.
 """
 
 from __future__ import annotations
@@ -28,9 +25,8 @@ __all__ = [
 ROLES = ("messages", "question", "answer", "context", "system", "tools", "id", "tags")
 """What a column can hold; by default each is read from the column of the same name."""
 FILE_ROLES = (*ROLES, "metadata")
-"""What a column of a file can hold: ``metadata`` too, which the command line gives back on each
-result row. A DataFrame has no such role: every column of the input comes back unchanged in the
-result (a ``metadata`` column as well), beside the scores, and nothing of it is sent."""
+"""A file's roles: ``metadata`` too, given back on each result row (a DataFrame's columns all
+come back unchanged, so it has no such role)."""
 _TEXT_ROLES = ("question", "answer", "context", "system")
 _NON_BLANK = ("question", "answer")  # blank text there is a missing question or answer
 _OPTIONAL = ("context", "system", "tools", "id", "tags", "metadata")
@@ -132,9 +128,7 @@ def plain_id(value: Any) -> str | int | None:
 
 @dataclass(frozen=True)
 class ColumnMap:
-    """Which column holds what: role (``messages``, ``question``, ``answer``, ``context``,
-    ``system``, ``tools``, ``id``, ``tags``; a file's ``metadata``) -> column name, for the
-    columns a table has."""
+    """Role (:data:`ROLES`, :data:`FILE_ROLES`) -> the table's column that holds it."""
 
     columns: Mapping[str, str] = field(default_factory=dict)
     flags: bool = False  # named with the command line's flags (--answer-column), in messages
@@ -147,10 +141,8 @@ class ColumnMap:
         spell: Spelling = python_spelling,
         roles: Sequence[str] = ROLES,
     ) -> ColumnMap:
-        """Check ``given`` against the table's columns and fill in the default names;
-        ``spell(role, column)`` writes a mapping the way the caller gives it (Python's
-        ``columns=`` or the command line's flags) in the messages; ``roles``: what may be read
-        (:data:`ROLES`, or :data:`FILE_ROLES` for a file).
+        """Check ``given`` against the table's columns and fill in the default names; messages
+        write a mapping as the caller does (``spell``: ``columns=`` or the command line's flags).
 
         Raises:
             ComposoValidationError: An unknown role, a named column the table lacks, or neither

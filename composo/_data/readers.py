@@ -1,13 +1,9 @@
-"""Datasets read as a stream of records, whatever the file: JSONL, CSV or Parquet.
+"""Datasets streamed as records, whatever the file: JSONL, CSV or Parquet (flat memory).
 
-Each reader yields ``(index, record)`` pairs, one row at a time (Parquet a batch of rows at a
-time), so memory stays flat for any input size; :attr:`Records.where` names the record just
-yielded as its reader would find it (a JSONL or CSV file's own line, where a CSV's header is line
-1; a Parquet file's row, from 1). A row that cannot be used is yielded as a :class:`BadRow`
-carrying a message that names that place and the column, and the row's id and metadata when it
-has them; a file that cannot be read any further raises :class:`UnreadableInput`. Rows of a table
-become items through the one column mapping (:class:`composo._data.frames.ColumnMap`), with a
-``metadata`` column as well (:data:`composo._data.frames.FILE_ROLES`).
+Each reader yields ``(index, record)``; :attr:`Records.where` names the record as its file would
+(a line, a Parquet row from 1). An unusable row is a :class:`BadRow` naming its place and column;
+a file unreadable from some point raises :class:`UnreadableInput`. Table rows become items
+through the one column mapping (:class:`composo._data.frames.ColumnMap`).
 """
 
 from __future__ import annotations
