@@ -1,14 +1,9 @@
 """Turn a running agent into a ``MultiAgentTrace``: ``ComposoTracer``, ``Instruments``,
 ``AgentTracer``, ``agent_tracer``.
 
-``AgentTracer``, ``agent_tracer`` and ``TraceRecorder`` (which every capture records into) need
-nothing optional (integrations feed calls through ``composo.ext.record_interaction``);
-``ComposoTracer`` needs OpenTelemetry and OpenInference (``pip install 'composo[tracing]'``) and
-loads them on first use.
-
-The platform SDK's module paths work too: ``composo.tracing.agent_tracer`` (``AgentTracer``) and
-``composo.tracing.setup`` (``init``). As there, ``composo.tracing.agent_tracer`` read as a name of
-this package is the decorator, also after the module of that name has been imported.
+Only ``ComposoTracer`` needs OpenTelemetry and OpenInference (``pip install 'composo[tracing]'``),
+loaded on first use. ``composo.tracing.agent_tracer`` and ``composo.tracing.setup`` are the
+platform SDK's module paths; ``composo.tracing.agent_tracer`` read as a name is the decorator.
 """
 
 from __future__ import annotations

@@ -1,13 +1,8 @@
 """``AgentTracer`` and ``agent_tracer``: mark where an agent runs, get its calls back as a trace.
 
-A root tracer starts a ``TraceRecorder``; tracers entered inside it are sub-agents of the same
-recording, and so are an instrumented framework's agent spans. A model call takes its place when
-it starts (calls and sub-agents keep the order they ran in) and is converted only when ``trace``
-is read, so the user's run pays a dict insert.
-
-Which tracer runs here is a context-local stack: threads start empty and asyncio tasks copy their
-creator's, so agents running at once never see each other's calls. Integrations that capture
-calls without OpenTelemetry hand them to ``record_interaction``.
+Tracers entered inside a root tracer, and an instrumented framework's agent spans, are sub-agents
+of its recording. Which tracer runs here is a context-local stack: threads start empty and asyncio
+tasks copy their creator's, so agents running at once never see each other's calls.
 """
 
 from __future__ import annotations
@@ -92,8 +87,6 @@ class AgentTracer(Capture):
     def __repr__(self) -> str:
         return f"AgentTracer(name={self.name!r}, agent_id={self.agent_id!r}, state={self._state})"
 
-    # -- activation -----------------------------------------------------------------------------
-
     _again = "{self!r} has already run; create a new AgentTracer for each agent run"
 
     def _activate(self) -> None:
@@ -128,7 +121,7 @@ class AgentTracer(Capture):
             attributes = {SPAN_KIND: "AGENT", AGENT_NAME: self.name, AGENT_ID: self.agent_id}
             self._span.enter_context(tracer.start_as_current_span(self.name, attributes=attributes))
 
-    # -- recording (called by the span processor and by integrations) ----------------------------
+    # Recording, called by the span processor and by integrations.
 
     def _reserve(self, step: Step, agent: Agent | None = None) -> Step:
         """Keep a place for a call that starts now, in ``agent``'s history (a sub-agent an
@@ -165,8 +158,6 @@ class AgentTracer(Capture):
             # stamped, so that a span of the same call (a framework's OpenAI LLM seen by both
             # the framework's instrument and the OpenAI one) is counted once
             self._recorder.reserve(agent, RecordedStep(interaction, time.time_ns()))
-
-    # -- reading --------------------------------------------------------------------------------
 
     @property
     def trace(self) -> MultiAgentTrace:

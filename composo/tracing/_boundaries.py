@@ -1,12 +1,9 @@
 """Which spans begin an agent instance, and what that instance is called.
 
-One rule for both ways spans become a trace: the span-tree converter (OTLP files and the OTLP
-endpoint, ``composo.tracing._spantree``) and the live span processor feeding an active
-``AgentTracer`` (``composo.tracing._processor``). It reads OpenInference spans and spans that
-follow the OpenTelemetry GenAI conventions alike (a trace mixing both is one tree): a span's
-kind is its OpenInference kind when it has one, else the one its ``gen_ai.operation.name`` (or,
-before that attribute, its other GenAI or OpenLLMetry attributes) gives. Nothing here imports
-OpenTelemetry.
+The one rule for the span-tree converter (``_spantree``) and the live span processor
+(``_processor``), for OpenInference spans and GenAI-convention spans alike: a span's kind is its
+OpenInference kind, else the one ``gen_ai.operation.name`` (or older GenAI and OpenLLMetry
+attributes) gives. Nothing here imports OpenTelemetry.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """``TraceCollector``: spans arriving over OTLP/HTTP, grouped by trace id until the trace is done.
 
-A trace is done when its root span (one without a parent) has arrived, or when no span of it has
-arrived for ``idle_seconds``; it is then converted by the span-tree converter. Memory is
-bounded: each trace keeps at most ``max_spans`` spans (beyond that only a count, and the trace is
-reported as too large), and at most ``max_open`` traces are held (the longest idle is finished
-early, with a note). Thread-safe; the clock is injectable for tests of the idle rule.
+A trace is done when its root span has arrived or none of its spans has for ``idle_seconds``.
+Memory is bounded: ``max_spans`` per trace (then only a count) and ``max_open`` traces (the
+longest idle is finished early, with a note).
 """
 
 from __future__ import annotations

@@ -1,30 +1,12 @@
 """Model calls and tool runs recorded by the OpenTelemetry GenAI conventions -> trace parts.
 
-A model call's messages are read from whichever form the span carries, newest first:
-
-- the current attributes ``gen_ai.input.messages``, ``gen_ai.output.messages`` and
-  ``gen_ai.system_instructions`` (JSON, or already structured in an OTLP export): messages of
-  ``parts`` typed ``text``, ``tool_call`` (``id``, ``name``, ``arguments``) and
-  ``tool_call_response`` (``id``, ``response``; PydanticAI writes ``result``), also when a
-  framework puts them on a ``gen_ai.client.inference.operation.details`` span event (Strands);
-- OpenLLMetry's indexed attributes ``gen_ai.prompt.N.role`` / ``.content`` / ``.tool_calls.M.*``
-  / ``.tool_call_id`` and ``gen_ai.completion.N.*``;
-- the older per-message span events ``gen_ai.system.message``, ``gen_ai.user.message``,
-  ``gen_ai.assistant.message``, ``gen_ai.tool.message`` and ``gen_ai.choice`` (their body in
-  the event attributes, or in ``gen_ai.event.content``), and PydanticAI's version 1 form, the same
-  events as a JSON list in the span attribute ``events``;
-- Semantic Kernel's ``gen_ai.content.prompt`` / ``gen_ai.content.completion`` events and plain
-  ``gen_ai.prompt`` / ``gen_ai.completion`` attributes.
-
-Message content may be a string or a list of content blocks as OpenAI, Anthropic, Gemini or
-Bedrock (Strands) write them. Tools offered come from ``gen_ai.tool.definitions`` (or
-OpenLLMetry's ``llm.request.functions.N.*``). Everything becomes OpenAI-style chat messages and
-goes through the same conversion as OpenInference spans (``composo.tracing._spans``).
-
-``interaction_from_span`` and ``interaction_from_attributes`` read a model-call span by either
-convention: OpenInference's ``llm.*`` messages when it has them, else the GenAI conventions'.
-Nothing here imports OpenTelemetry: a span is anything with ``attributes`` and ``status`` (and
-``events``).
+Messages are read from whichever form a span carries, newest first: ``gen_ai.input.messages`` /
+``gen_ai.output.messages`` / ``gen_ai.system_instructions`` (attributes, or a
+``gen_ai.client.inference.operation.details`` event: Strands), OpenLLMetry's indexed
+``gen_ai.prompt.N.*`` / ``gen_ai.completion.N.*``, the older per-message ``gen_ai.*.message`` and
+``gen_ai.choice`` events (or PydanticAI's JSON ``events`` attribute), then Semantic Kernel's plain
+prompt and completion. Content blocks of OpenAI, Anthropic, Gemini and Bedrock become OpenAI-style
+chat messages, converted as OpenInference's are (``_spans``). Nothing here imports OpenTelemetry.
 """
 
 from __future__ import annotations
@@ -143,9 +125,6 @@ def genai_interaction(attributes: Mapping[str, Any], events: Events = ()) -> LLM
     return chat_interaction(chat, outputs or [], _tools(attributes) or None)
 
 
-# -- the tool a tool span ran ----------------------------------------------------------------------
-
-
 def tool_call_id(attributes: Mapping[str, Any]) -> str | None:
     """The id of the tool call a tool span answers (OpenInference or GenAI)."""
     value = attributes.get("gen_ai.tool.call.id") or attributes.get("tool_call.id")
@@ -174,9 +153,6 @@ def tool_result(attributes: Mapping[str, Any], events: Events = ()) -> Any:
         if name == _CHOICE and attrs.get("message") is not None:
             return _text_of(_parts_of(attrs["message"]))
     return None
-
-
-# -- the sources -----------------------------------------------------------------------------------
 
 
 def _first(*readers: Any) -> list[Message] | None:
@@ -226,10 +202,10 @@ def _system(sources: Iterable[Mapping[str, Any]]) -> Message | None:
 
 def _indexed_messages(attributes: Mapping[str, Any], prefix: str, role: str) -> list[Message]:
     out: list[Message] = []
-    for _, fields in sorted(indexed(attributes, prefix).items()):
+    for fields in indexed(attributes, prefix):
         said = str(fields.get("role") or role)
         parts = _parts_of(fields.get("content"))
-        for _, call in sorted(indexed(fields, "tool_calls.").items()):
+        for call in indexed(fields, "tool_calls."):
             parts.append(_call(call.get("id"), call.get("name"), call.get("arguments")))
         if fields.get("function_call.name"):
             parts.append(
@@ -306,9 +282,6 @@ def _plain(
         elif isinstance(value, str) and value:
             out.append({"role": role, "content": value})
     return out
-
-
-# -- messages and their parts ----------------------------------------------------------------------
 
 
 def _message(msg: Mapping[str, Any]) -> list[Message]:
@@ -506,7 +479,7 @@ def _tools(attributes: Mapping[str, Any]) -> list[ToolSpec]:
             item = _loads(item)
             if isinstance(item, Mapping):
                 out.append(tool_spec(item))
-    for _, fields in sorted(indexed(attributes, "llm.request.functions.").items()):
+    for fields in indexed(attributes, "llm.request.functions."):
         if fields.get("name"):
             params = _loads(fields.get("parameters"))
             out.append(tool_spec({**fields, "parameters": params if params is not None else {}}))

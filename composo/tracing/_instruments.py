@@ -1,15 +1,9 @@
 """What ``ComposoTracer.init`` can switch on.
 
-``Instruments`` is an ``Enum`` of the frameworks users name, with the values of the platform
-SDK's (``Instruments.OPENAI.value == "openai"``). A member is only a name: ``ComposoTracer.init``
-resolves it to an *instrument* (an object with a ``name`` and ``instrument(tracer_provider)`` /
-``uninstrument()``): the member's OpenInference instrumentor, one of Composo's own (PydanticAI's
-own instrumentation, switched on through its public API) or the one a plugin returns from the
-``composo_instruments`` hook (LangChain and LlamaIndex come with their integration packages).
-Every other installed OpenInference instrumentor (entry-point group
-``openinference_instrumentor``) and every plugin instrument can be named by string
-(``"mistralai"``) or passed as the object; any instrumentor object goes through
-:meth:`Instruments.wrap`. Nothing optional is imported here until an instrument is switched on.
+``Instruments`` is an ``Enum`` of names with the platform SDK's values; ``init`` resolves a member
+to an *instrument* (``name``, ``instrument(tracer_provider)``, ``uninstrument()``): its
+OpenInference instrumentor, one of Composo's own, or one a plugin returns from the
+``composo_instruments`` hook. Nothing optional is imported until an instrument is switched on.
 """
 
 from __future__ import annotations

@@ -1,30 +1,14 @@
 """``Instruments.OPENAI_AGENTS``: the OpenAI Agents SDK's own trace events as Composo traces.
 
-The SDK reports every run to its trace processors (``agents.add_trace_processor``): agent, model
-call (response or generation), function tool, hand-off and guardrail spans, each naming its
-parent. One processor of ours feeds the spans that start inside an ``AgentTracer`` into that
-tracer's ``TraceRecorder``:
+One trace processor (``agents.add_trace_processor``) feeds the SDK spans that start inside an
+``AgentTracer`` into its ``TraceRecorder``: agent spans are sub-agents (a hand-off chain is
+consecutive sub-agents of one parent), model calls take their place at start and are converted
+when the trace is read (Responses items through the Responses adapter, chat messages through the
+message adapters), function spans add the tool call and result the model calls lack.
 
-- each agent span is an agent instance named after the SDK agent (its id is the SDK's span id),
-  a sub-agent of the agent it runs under: the ``AgentTracer``'s, or, for an agent run as a tool
-  (``agent.as_tool``), the agent that called the tool, at the point it ran;
-- a hand-off ends one agent's span and starts the next one's beside it, so the agents of a
-  hand-off chain are consecutive sub-agents of one parent, as the SDK models them; the transfer
-  is a tool call in the first agent's last model call;
-- each model call takes its place when it starts and is converted when the trace is read: the
-  Responses API's input items and response (instructions, output items, tools offered) through
-  the Responses adapter, a Chat Completions model's messages through the message adapters (the
-  SDK's spans name a chat model's tools but not their schemas); a failed call gives its place
-  back;
-- a function span adds the tool call and its result when the model calls do not carry them
-  (matched to the call's id by name and arguments; the recorder keeps one of each id).
-
-The SDK's processors can be added or all replaced, not listed or removed: ours is added each
-time the instrument is switched on (an event it receives twice counts once) and is idle (one
-attribute read per event) while the instrument is off. While it is on, OpenTelemetry spans of the
-same calls (OpenInference's Agents SDK instrumentor, or an OpenAI client instrumentor under an SDK
-model call) are left out of the live recording; if OpenInference's instrumentor has replaced ours,
-its spans are recorded instead (with a warning).
+The SDK cannot list or remove processors, so ours is added each time the instrument is switched
+on (an event seen twice counts once) and is idle while off. While on, OpenTelemetry spans of the
+same calls are left out of the live recording.
 """
 
 from __future__ import annotations
@@ -109,8 +93,6 @@ class AgentsSDKProcessor(TracingProcessor):
         # model-call span id -> its place in the agent's history
         self._calls: dict[str, Step] = {}
 
-    # -- the SDK's events -------------------------------------------------------------------------
-
     def on_trace_start(self, trace: Trace) -> None:
         if self.active:
             # a trace started outside any tracer may still hold runs inside one
@@ -171,8 +153,6 @@ class AgentsSDKProcessor(TracingProcessor):
     def force_flush(self) -> None:
         return None
 
-    # -- for the OpenTelemetry span processor and tests ----------------------------------------
-
     def recorded_here(self, span: OtelSpan) -> bool:
         """Whether an OpenTelemetry span starting now reports what this processor records:
         OpenInference's Agents SDK spans of a run it sees (a trace's own span starts before
@@ -208,9 +188,6 @@ def _top(tracer: Any) -> _Run | None:
     if recorder is None or agent is None:
         return None
     return _Run(tracer, recorder, agent, None)
-
-
-# -- model calls ----------------------------------------------------------------------------------
 
 
 _warned = False
@@ -326,9 +303,6 @@ def _from_generation(
     return chat_interaction(inputs, outputs, _agent_tools(agent), keep_empty=True)
 
 
-# -- tools --------------------------------------------------------------------------------------
-
-
 def _tool_ended(span: Span[Any], data: FunctionSpanData, run: _Run, lock: threading.Lock) -> None:
     """A function tool ran: its call and result, under the id the model gave the call."""
     if data.input is None and data.output is None:
@@ -353,9 +327,6 @@ def _match(run: _Run, name: str, arguments: str) -> str | None:
                 del pending[i]
                 return call_id or None
     return None
-
-
-# -- the instrument ----------------------------------------------------------------------------
 
 
 PROCESSOR = AgentsSDKProcessor()

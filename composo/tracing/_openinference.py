@@ -1,12 +1,6 @@
-"""The plugin that makes every installed OpenInference instrumentor available to tracing.
-
-OpenInference instrumentor packages announce themselves under the ``openinference_instrumentor``
-entry-point group (``anthropic``, ``litellm``, ``openai_agents``, ``crewai``, ``mistralai``...);
-each is offered as an instrument of that name: the member's own instrument when an
-``Instruments`` member names it, else one made from the entry point (``init`` takes it by name).
-Names a Composo integration provides (LangChain, LlamaIndex) are left to that integration, which
-does more than switch the instrumentor on. Registered through the ``composo`` entry-point group
-like any plugin; nothing is imported until an instrument is used.
+"""The plugin offering every installed OpenInference instrumentor (entry-point group
+``openinference_instrumentor``) as an instrument of that name; names a Composo integration
+provides (LangChain, LlamaIndex) are left to it. Nothing is imported until an instrument is used.
 """
 
 from __future__ import annotations

@@ -1,14 +1,9 @@
 """OTLP trace exports -> span records -> one ``MultiAgentTrace`` per trace id.
 
-Reads the OTLP/JSON encoding (``ExportTraceServiceRequest`` documents: the OpenTelemetry
-Collector's file exporter writes one per line; a single document, pretty-printed or not, works
-too; span and trace ids hex or base64) and, for the OTLP/HTTP endpoint, the protobuf encoding
-(``opentelemetry-proto`` is imported only then).
-
-Memory stays bounded: a file of export lines is read twice, first to learn where each trace id's
-last span is, then to convert each trace as soon as its last line has been read; a trace id with
-more than ``max_spans`` spans keeps only a count and is reported as too large. Damage is reported
-per trace id: a line that is not valid JSON names the trace ids found in its text.
+Reads OTLP/JSON (the Collector's file exporter's lines, or one document; ids hex or base64) and,
+for the OTLP/HTTP endpoint, protobuf (``opentelemetry-proto`` is imported only then). Memory stays
+bounded: a file of lines is read twice, first to learn where each trace id ends, then to convert
+each trace once its last line is read; a trace id over ``max_spans`` keeps only a count.
 """
 
 from __future__ import annotations
@@ -41,16 +36,12 @@ __all__ = [
 MAX_SPANS_PER_TRACE = 10_000  # spans of one trace id before it is reported too large (not kept)
 _TRACE_ID_TEXT = re.compile(rb'"trace_?[iI]d"\s*:\s*"([0-9A-Za-z+/=]+)"')
 _STATUS_ERROR = 2
-
-
 _HEX = re.compile(r"[0-9a-fA-F]+")
 
 
 def _hex_id(value: Any, width: int) -> str | None:
     """A span or trace id as lower-case hex (OTLP/JSON writes hex, protobuf's JSON mapping
     base64)."""
-    if isinstance(value, bytes):
-        return value.hex() if value.strip(b"\0") else None
     if not isinstance(value, str) or not value:
         return None
     if len(value) == width and _HEX.fullmatch(value):
@@ -66,7 +57,7 @@ def _value(v: Any) -> Any:
     """An OTLP/JSON ``AnyValue`` as a Python value."""
     if not isinstance(v, Mapping):
         return v
-    for key in ("stringValue", "boolValue", "doubleValue"):
+    for key in ("stringValue", "boolValue", "doubleValue", "bytesValue"):
         if key in v:
             return v[key]
     if "intValue" in v:
@@ -79,8 +70,6 @@ def _value(v: Any) -> Any:
     if "kvlistValue" in v:
         items = (v["kvlistValue"] or {}).get("values") or ()
         return {str(kv.get("key")): _value(kv.get("value")) for kv in items}
-    if "bytesValue" in v:
-        return v["bytesValue"]
     return None
 
 
@@ -312,23 +301,18 @@ class OtlpReader:
         elif _is_lines(self._path):
             yield from self._lines(self._path)
         else:
-            with self._path.open("rb") as f:
-                raw = f.read()
+            raw = self._path.read_bytes()
             try:
                 doc = json.loads(raw)
             except ValueError as exc:
-                where = f"{self._path.name}"
-                self._damaged(raw, where, exc)
+                self._damaged(raw, self._path.name, exc)
                 doc = None
             yield from self._whole([] if doc is None else [doc], self._path.name)
         self.problems = list(self._problems.general)
 
     def _damaged(self, raw: bytes, where: str, exc: Exception) -> set[str]:
-        found = set()
-        for m in _TRACE_ID_TEXT.finditer(raw):
-            tid = _hex_id(m.group(1).decode(), 32)
-            if tid is not None:
-                found.add(tid)
+        ids = (_hex_id(m.group(1).decode(), 32) for m in _TRACE_ID_TEXT.finditer(raw))
+        found = {tid for tid in ids if tid is not None}
         message = f"{where} is damaged (not valid JSON: {exc})"
         if not found:
             self._problems.add(None, f"{message}; no trace id could be read from it")
@@ -351,7 +335,7 @@ class OtlpReader:
         # pass 1: where each trace id appears first (its index) and last (when it is complete)
         order: dict[str, int] = {}
         last: dict[str, int] = {}
-        damaged: dict[int, str] = {}
+        damaged: set[int] = set()
         with path.open("rb") as f:
             for n, raw in enumerate(f):
                 if not raw.strip():
@@ -361,8 +345,8 @@ class OtlpReader:
                 except ValueError as exc:
                     for tid in self._damaged(raw, f"line {n + 1}", exc):
                         order.setdefault(tid, len(order))
-                        last[tid] = max(last.get(tid, n), n)
-                    damaged[n] = str(exc)
+                        last[tid] = n
+                    damaged.add(n)
                     continue
                 for tid in _trace_ids(doc):
                     order.setdefault(tid, len(order))
@@ -400,12 +384,9 @@ def _trace_ids(doc: Any) -> Iterable[str]:
 def _is_lines(path: Path) -> bool:
     """Whether the file is one JSON document per line (the Collector's file exporter)."""
     with path.open("rb") as f:
-        first = b""
-        for raw in f:
-            if raw.strip():
-                first = raw
-                break
-        more = any(raw.strip() for raw in f)
+        lines = (raw for raw in f if raw.strip())
+        first = next(lines, b"")
+        more = next(lines, None) is not None
     if not more:
         return True  # a single line: the same either way
     try:
@@ -450,10 +431,7 @@ def trace_from_otlp(
             ``trace_id``), or the trace has no model call (the message says why).
     """
     wanted = trace_id.lower() if trace_id else None
-    found: list[Converted] = []
-    for item in read_otlp(source, max_spans=max_spans):
-        if wanted is None or item.trace_id == wanted:
-            found.append(item)
+    found = [c for c in read_otlp(source, max_spans=max_spans) if wanted in (None, c.trace_id)]
     if not found:
         where = f" with trace id {trace_id}" if trace_id else ""
         raise ComposoValidationError(f"source: the export holds no trace{where}")

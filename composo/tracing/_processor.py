@@ -1,16 +1,10 @@
 """The OpenTelemetry span processor that routes model-call spans to the active ``AgentTracer``.
 
-Spans are read by ``composo.tracing._boundaries`` (OpenInference kinds, or the GenAI conventions'
-``gen_ai.operation.name``). A span takes a place when it starts, in the caller's context, so
-calls keep their order, and fills or gives it back when it ends; outside any tracer a span costs
-one context-variable read. Some instrumentors (OpenInference's LangChain one) name a model call
-only at its end, so a span without a kind takes a place too. A call counts once: a model call
-inside another (a framework wrapping the OpenAI client) is part of it, and a span that ended just
-before another feed's record of the same answer (``record_interaction``) gives way to the record.
-
-An instrumentor's agent span opens a sub-agent where it starts, and the spans under it (by
-OpenTelemetry parentage) record there; a tool span's model calls are a sub-agent named after the
-tool. Only spans under such a boundary are remembered (by id, until they end).
+A span takes its place when it starts, in the caller's context, so calls keep their order, and
+fills or gives it back when it ends (some instrumentors name a model call only at its end, so a
+span without a kind takes a place too). A call counts once: a model call inside another is part
+of it, and a span that ended just before another feed's record of the same answer gives way.
+An instrumentor's agent or tool span opens a sub-agent for the spans under it.
 """
 
 from __future__ import annotations
@@ -257,7 +251,7 @@ class AgentSpanProcessor(SpanProcessor):
             ident = agent_identity(attributes, span.name, format(span_id, "016x"))
             return Within(span_id, tracer._agent_started(*ident, above))
         ident = tool_identity(attributes, span.name, format(span_id, "016x"))
-        return Within(span_id, None, above, ident)
+        return Within(span_id, None, above, *ident)
 
     def on_end(self, span: ReadableSpan) -> None:
         if not self._claimed and not self._under:

@@ -1,18 +1,10 @@
 """``TraceRecorder``: the one place where captured agent events become a ``MultiAgentTrace``.
 
-Every way of capturing a trace feeds it: ``AgentTracer`` (with its OpenTelemetry span processor),
-the LangChain callback in ``mode="trace"`` and the LlamaIndex capture. The events are
-
-- an agent started (with the agent it runs under, or none for a root) and finished;
-- a model call recorded in an agent's history, or a place reserved for it when the call starts
-  (so calls and sub-agents keep the order in which they started) and filled or given back when
-  it ends; a call can be handed over as a function converting it later, off the user's path;
-- a tool called or responding, for frameworks whose model calls do not carry the tool calls and
-  results themselves: a call joins the agent's latest model call, a response the next one, each
-  only when that call does not already hold it.
-
-Recording is a dict insert under a lock, safe from any thread; conversion happens when ``trace``
-is read. Nothing optional is imported here.
+Every capture feeds it (``AgentTracer`` and its span processor, the LangChain callback, the
+LlamaIndex capture): agents starting and finishing, model calls recorded, or reserved when they
+start (so calls and sub-agents keep their order) and filled later, and tool calls and responses
+for frameworks whose model calls lack them. Recording is a dict insert under a lock; conversion
+happens when ``trace`` is read.
 """
 
 from __future__ import annotations
@@ -22,7 +14,7 @@ import threading
 import uuid
 import weakref
 from collections.abc import Callable
-from types import TracebackType
+from dataclasses import dataclass
 from typing import TypeVar
 
 from composo._core import trace as model
@@ -45,8 +37,7 @@ class Capture:
     """Base of a ``with`` / ``async with`` block that records once while it is active.
 
     Subclasses define ``_activate`` and ``_deactivate`` (a context-variable change, never I/O,
-    so the async forms run them unchanged) and set ``_again``, the error for a second use.
-    ``_state`` is ``"new"``, then ``running``, then ``finished`` (names a subclass may change).
+    so the async forms run them unchanged) and may rename the states and ``_again``'s error.
     """
 
     _again = "{self!r} has already run; create a new one for each run"
@@ -75,12 +66,7 @@ class Capture:
         self._state = self._running
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         """Stop recording; calls still running may finish into the recording afterwards."""
         self._deactivate()
         self._state = self._finished
@@ -88,13 +74,8 @@ class Capture:
     async def __aenter__(self: C) -> C:
         return self.__enter__()
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.__exit__(exc_type, exc, tb)
+    async def __aexit__(self, *exc_info: object) -> None:
+        self.__exit__(*exc_info)
 
 
 class Step:
@@ -153,12 +134,10 @@ class RecordedStep(Step):
         self.at = at  # time.time_ns() when it was recorded
 
 
+@dataclass(eq=False, slots=True)
 class _ToolEvent:
-    __slots__ = ("call", "response")
-
-    def __init__(self, call: ToolCall | None = None, response: ToolResponse | None = None) -> None:
-        self.call = call
-        self.response = response
+    call: ToolCall | None = None
+    response: ToolResponse | None = None
 
 
 class Agent:
@@ -179,27 +158,20 @@ class Agent:
         return f"Agent(id={self.id!r}, name={self.name!r})"
 
 
+@dataclass(eq=False, slots=True)
 class Within:
-    """Where the spans under an instrumentor's agent or tool span record.
+    """Where the spans under an instrumentor's agent or tool span (``opener``) record.
 
     For an agent span, ``agent`` is the sub-agent it opened. For a tool span it is ``None`` until
-    a model call starts inside (then the tool's sub-agent); until then, and for everything that
-    is not a model call, ``owner`` is where the tool runs (``None``: the tracer's own agent).
+    a model call starts inside (then the tool's sub-agent, ``id`` and ``name``); until then, and
+    for everything but model calls, ``owner`` is where the tool runs (``None``: the tracer's).
     """
 
-    __slots__ = ("agent", "id", "name", "opener", "owner")
-
-    def __init__(
-        self,
-        opener: int,
-        agent: Agent | None,
-        owner: Agent | None = None,
-        ident: tuple[str, str] = ("", ""),
-    ) -> None:
-        self.opener = opener  # the id of the span that began it
-        self.agent = agent
-        self.owner = owner
-        self.id, self.name = ident
+    opener: int
+    agent: Agent | None
+    owner: Agent | None = None
+    id: str = ""
+    name: str = ""
 
     @property
     def here(self) -> Agent | None:
@@ -225,8 +197,6 @@ class TraceRecorder:
 
     def __repr__(self) -> str:
         return f"TraceRecorder(agents={len(self._agents)}, roots={len(self._roots)})"
-
-    # -- events ---------------------------------------------------------------------------------
 
     def agent_started(
         self, agent_id: str | None, name: str, parent: Agent | str | None = None
@@ -298,8 +268,6 @@ class TraceRecorder:
         """A tool answered ``agent``; added to its next model call's input unless there."""
         with self._lock:
             self._find(agent)._history[_ToolEvent(response=response)] = None
-
-    # -- reading --------------------------------------------------------------------------------
 
     def interaction_count(self) -> int:
         """Model calls that have ended (not converted, so the count is cheap)."""

@@ -53,8 +53,8 @@ Message = dict[str, Any]
 def openinference_interaction(attributes: Mapping[str, Any]) -> LLMInteraction | None:
     """The call a span's OpenInference attributes describe; ``None`` when it has none of their
     messages."""
-    inputs = [_flat_message(f) for _, f in sorted(indexed(attributes, _INPUTS).items())]
-    outputs = [_flat_message(f) for _, f in sorted(indexed(attributes, _OUTPUTS).items())]
+    inputs = [_flat_message(f) for f in indexed(attributes, _INPUTS)]
+    outputs = [_flat_message(f) for f in indexed(attributes, _OUTPUTS)]
     raw = _responses_api(attributes)
     if raw is not None:
         raw_inputs, outputs = raw
@@ -68,7 +68,7 @@ def interaction(
     attributes: Mapping[str, Any], inputs: list[Message], outputs: list[Message]
 ) -> LLMInteraction:
     """Chat messages as a call, with the tools the span's attributes say were offered."""
-    specs = [_tool_spec(f) for _, f in sorted(indexed(attributes, _TOOLS).items())]
+    specs = [_tool_spec(f) for f in indexed(attributes, _TOOLS)]
     return chat_interaction(inputs, outputs, [s for s in specs if s is not None] or None)
 
 
@@ -87,19 +87,14 @@ def chat_interaction(
     )
 
 
-# -- flattened attributes -------------------------------------------------------------------------
-
-
-def indexed(attributes: Mapping[str, Any], prefix: str) -> dict[int, dict[str, Any]]:
-    """``{prefix}{i}.{rest}`` keys grouped by ``i``: ``{i: {rest: value}}``."""
+def indexed(attributes: Mapping[str, Any], prefix: str) -> list[dict[str, Any]]:
+    """``{prefix}{i}.{rest}`` keys grouped by ``i``, in its order: ``[{rest: value}, ...]``."""
     out: dict[int, dict[str, Any]] = {}
     for key, value in attributes.items():
-        if not key.startswith(prefix):
-            continue
-        index, _, rest = key[len(prefix) :].partition(".")
-        if index.isdigit() and rest:
+        index, _, rest = key.removeprefix(prefix).partition(".")
+        if key.startswith(prefix) and index.isdigit() and rest:
             out.setdefault(int(index), {})[rest] = value
-    return out
+    return [out[i] for i in sorted(out)]
 
 
 def _flat_message(fields: Mapping[str, Any]) -> Message:
@@ -108,12 +103,11 @@ def _flat_message(fields: Mapping[str, Any]) -> Message:
     msg: Message = {"role": "assistant" if role == "model" else role}  # Gemini's "model"
     content = fields.get("message.content")
     if content is None:
-        parts = indexed(fields, "message.contents.")
-        content = "".join(_part_text(p) for _, p in sorted(parts.items()))
+        content = "".join(_part_text(p) for p in indexed(fields, "message.contents."))
     msg["content"] = str(content)
     calls = [
         _flat_call(c, "tool_call.id", "tool_call.function.name", "tool_call.function.arguments")
-        for _, c in sorted(indexed(fields, "message.tool_calls.").items())
+        for c in indexed(fields, "message.tool_calls.")
     ]
     if fields.get("message.function_call_name"):
         calls.append(
@@ -196,9 +190,6 @@ def tool_spec(tool: Mapping[str, Any]) -> ToolSpec:
     )
 
 
-# -- the OpenAI Responses API, from the raw request and response -----------------------------------
-
-
 def _json_value(attributes: Mapping[str, Any], key: str) -> Any:
     value = attributes.get(f"{key}.value")
     if attributes.get(f"{key}.mime_type") != _JSON or not isinstance(value, str):
@@ -231,9 +222,6 @@ def _responses_api(
             if request.get("instructions"):
                 inputs.insert(0, {"role": "system", "content": str(request["instructions"])})
     return inputs, outputs
-
-
-# -- chat messages -> trace messages ---------------------------------------------------------------
 
 
 def _calls(msg: Mapping[str, Any]) -> list[ToolCall]:

@@ -1,29 +1,11 @@
 """Span trees -> ``MultiAgentTrace``: the one converter behind OTLP files, the OTLP endpoint and
-``AgentTracer``'s exported agent spans, for OpenInference spans and spans following the
-OpenTelemetry GenAI conventions alike (a trace mixing both is read as one).
+``AgentTracer``'s exported agent spans, for OpenInference and GenAI-convention spans alike.
 
-A span is a :class:`SpanRecord` (plain data; nothing here imports OpenTelemetry). The tree is
-walked in start order and fed to a :class:`~composo.tracing._recorder.TraceRecorder`; a span's
-kind is its OpenInference kind or the one its ``gen_ai.operation.name`` gives
-(``composo.tracing._boundaries``):
-
-- ``AGENT`` spans (GenAI ``invoke_agent`` / ``create_agent``; a top-level ``CHAIN``; any span
-  naming ``agent.name``) start an agent instance; one inside another is a sub-agent referenced at
-  the point it ran (the rule lives in ``composo.tracing._boundaries``: a live ``AgentTracer``
-  applies it too);
-- ``LLM`` spans (GenAI ``chat``, ``text_completion``, ``generate_content``) are model calls (read
-  by :func:`interaction_from_attributes`, which reads GenAI messages in attributes or events
-  too); a model call inside another (a framework's call wrapping the provider client's) counts
-  once, as the outer call;
-- ``TOOL`` spans (GenAI ``execute_tool``) answer the tool call with their call id, else the one of
-  that name the agent's last model call made; a GenAI tool call no model call showed is added to
-  the last one with its arguments; model calls made inside a tool without an agent span of their
-  own are a sub-agent named after the tool;
-- every other span with a payload (retrievers, embeddings, guardrails, unknown kinds) is kept as
-  context: an input message of the agent's next model call.
-
-What could not be used is said in :attr:`Converted.notes`; a tree with no model call gives
-:attr:`Converted.error` naming the reason, never an exception.
+Spans are walked in start order into a ``TraceRecorder``, by the kinds ``_boundaries`` gives:
+agent spans start agents (one inside another is a sub-agent), an LLM span inside another counts
+once, tool spans answer the last model call's tool call (model calls inside a tool are a
+sub-agent named after it), and any other span with a payload is context for the next model call.
+What could not be used is said in ``Converted.notes``; no model call gives ``Converted.error``.
 """
 
 from __future__ import annotations
