@@ -17,18 +17,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-__all__ = [
-    "Agreement",
-    "Confusion",
-    "CriterionAgreement",
-    "Disagreement",
-    "LabelError",
-    "agreement",
-    "kendall_tau",
-    "read_labels",
-    "spearman",
-]
-
 RESAMPLES = 2000
 _TRUE = {"1", "true", "pass", "passed", "yes", "y", "good"}
 _FALSE = {"0", "false", "fail", "failed", "no", "n", "bad"}

@@ -23,8 +23,6 @@ from composo._transport import async_transport
 if TYPE_CHECKING:
     from composo._core.network import ProxyOption, VerifyOption
 
-__all__ = ["AsyncComposo"]
-
 
 class AsyncComposo(Siblings, AsyncPlatformMethods, AsyncClient):
     """The async client: at most ``max_concurrent_requests`` requests in flight across all calls.

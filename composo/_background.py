@@ -32,15 +32,6 @@ from composo._core.responses import EvaluationResponse, MultiAgentTraceResponse
 from composo._core.wire import CRITERION_PREFIXES
 from composo.errors import ComposoError, ComposoValidationError
 
-__all__ = [
-    "BackgroundEvaluator",
-    "BacklogFullError",
-    "CriterionKind",
-    "EvaluationRecord",
-    "Kind",
-    "criterion_kind",
-]
-
 _log = logging.getLogger("composo")
 
 Kind = Literal["evaluate", "evaluate_trace"]

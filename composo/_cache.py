@@ -31,22 +31,6 @@ from composo._core.provenance import CACHE_HEADER, CACHE_HIT, JUDGE_HEADERS
 if TYPE_CHECKING:
     import sqlite3
 
-__all__ = [
-    "EVALUATION_PATHS",
-    "AsyncCachingTransport",
-    "CacheInfo",
-    "CacheOption",
-    "CachingTransport",
-    "Pruned",
-    "ResultCache",
-    "decoded",
-    "default_cache_dir",
-    "open_cache",
-    "parse_age",
-    "parse_size",
-    "provenance",
-]
-
 CACHE_FILE = "results.sqlite3"
 EVALUATION_PATHS = ("/api/v1/evals/reward", "/api/v1/evals/trace")
 _BUSY_TIMEOUT_MS = 30_000

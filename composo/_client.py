@@ -23,8 +23,6 @@ if TYPE_CHECKING:
     from composo._core.network import ProxyOption, VerifyOption
     from composo._core.ratelimit import Permits
 
-__all__ = ["Composo"]
-
 
 class Composo(Siblings, PlatformMethods, SyncClient):
     """Evaluate conversations and traces against plain-English criteria.

@@ -18,8 +18,6 @@ if TYPE_CHECKING:
     from composo._core.plan import BatchResult, BatchResults
     from composo._core.responses import EvaluationResponse, MultiAgentTraceResponse
 
-__all__ = ["HTML_ROWS", "RichBar", "composo_progress_bar", "composo_repr_html"]
-
 HTML_ROWS = 50
 """Rows a notebook shows of a batch before it says how many more there are."""
 

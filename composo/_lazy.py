@@ -8,8 +8,6 @@ import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
-__all__ = ["lazy_exports"]
-
 
 def lazy_exports(
     module: str, where: Mapping[str, str]

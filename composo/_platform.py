@@ -24,19 +24,6 @@ from composo._platform_types import (
 )
 from composo.errors import ComposoValidationError, UnexpectedResponseError
 
-__all__ = [
-    "ROW_COLUMNS",
-    "AsyncEvaluationHistory",
-    "AsyncTraceListing",
-    "EvaluationHistory",
-    "TraceListing",
-    "evaluation_filter",
-    "history_row",
-    "parse",
-    "trace_params",
-    "trace_path",
-]
-
 Send = Callable[[str, str, Mapping[str, str] | None, Any], Any]
 """``send(method, path, params, json_body) -> decoded JSON``, one request with the client's
 errors, retries and deadline."""

@@ -19,8 +19,6 @@ if TYPE_CHECKING:
     )
     from composo._platform_types import TraceRecord, Usage
 
-__all__ = ["AsyncPlatformMethods", "PlatformMethods"]
-
 
 def _with_query(path: str, params: Mapping[str, str] | None) -> str:
     return f"{path}?{urlencode(params)}" if params else path

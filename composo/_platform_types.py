@@ -11,26 +11,6 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = [
-    "EVALUATIONS_FILTER_PATH",
-    "TRACES_DEFAULT_PAGE_SIZE",
-    "TRACES_MAX_PAGE_SIZE",
-    "TRACES_PATH",
-    "USAGE_PATH",
-    "CriteriaFilter",
-    "EndpointType",
-    "EvaluationFilterRequest",
-    "EvaluationPage",
-    "EvaluationRecord",
-    "TagFilter",
-    "TraceComment",
-    "TraceEvaluation",
-    "TracePage",
-    "TraceRecord",
-    "Usage",
-    "UsageCounts",
-]
-
 USAGE_PATH = "/api/v1/usage"
 EVALUATIONS_FILTER_PATH = "/api/v1/evaluations/filter"
 TRACES_PATH = "/api/v1/traces"

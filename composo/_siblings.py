@@ -23,8 +23,6 @@ if TYPE_CHECKING:
     from composo._core.network import Network
     from composo._core.options import EvaluateOptions
 
-__all__ = ["ClientSettings", "Siblings", "core_settings", "settings_of"]
-
 
 T = TypeVar("T")
 

@@ -20,17 +20,6 @@ from typing import Any
 from composo._client import Composo
 from composo.errors import ComposoError, ComposoValidationError
 
-__all__ = [
-    "Outcome",
-    "Recorder",
-    "RecordingComposo",
-    "TestSession",
-    "activate",
-    "active",
-    "deactivate",
-    "outcome",
-]
-
 _NO_NODE = "(outside a test)"
 
 

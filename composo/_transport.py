@@ -16,8 +16,6 @@ if TYPE_CHECKING:
 
     from composo._cache import ResultCache
 
-__all__ = ["async_transport", "network", "sync_transport"]
-
 T = TypeVar("T")
 
 

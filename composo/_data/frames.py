@@ -14,14 +14,6 @@ from typing import Any
 
 from composo.errors import ComposoValidationError
 
-__all__ = [
-    "FILE_ROLES",
-    "ROLES",
-    "ColumnMap",
-    "FrameJob",
-    "row_item",
-]
-
 ROLES = ("messages", "question", "answer", "context", "system", "tools", "id", "tags")
 """What a column can hold; by default each is read from the column of the same name."""
 FILE_ROLES = (*ROLES, "metadata")

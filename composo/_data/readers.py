@@ -19,8 +19,6 @@ from typing import IO, Any
 from composo._data.frames import FILE_ROLES, ColumnMap, flag_spelling, plain_id
 from composo.errors import ComposoValidationError
 
-__all__ = ["FORMATS", "BadRow", "Records", "UnreadableInput", "detect_format", "open_records"]
-
 FORMATS = ("jsonl", "csv", "parquet")
 _SUFFIXES = {
     ".jsonl": "jsonl",

@@ -9,8 +9,6 @@ from itertools import islice
 from pathlib import Path
 from typing import Any
 
-__all__ = ["write_parquet"]
-
 _CHUNK = 10_000  # rows held in memory at once
 
 
