@@ -160,15 +160,11 @@ class Gate:
             await self.app(scope, receive, send)
             return
         leaked = credential_parameter(scope.get("query_string", b""), self.keys.keys)
+        head = _Head.of(scope["headers"])  # h11 has refused a Content-Length that is no number
         if leaked is None and not self._guards(scope["path"]):
-            await self._unguarded(scope, receive, send)
+            await self._unguarded(scope, receive, send, head.declared or 0)
             return
         send = _with_request_id(send)
-        try:
-            head = _Head.of(scope["headers"])
-        except ValueError:
-            await _answer(400, "Content-Length is not a number", close=True)(scope, receive, send)
-            return
         refusal = self._refusal(scope, head, leaked)
         if refusal is None and self.limiter is not None:
             send, refusal = self._rate(scope, head.api_key, send, self.limiter)
@@ -217,10 +213,8 @@ class Gate:
         )
         return send, (429, detail, {"retry-after": str(wait)})
 
-    async def _unguarded(self, scope: Scope, receive: Receive, send: Send) -> None:
+    async def _unguarded(self, scope: Scope, receive: Receive, send: Send, declared: int) -> None:
         """A route that counts its own body (OTLP): a declared length is still checked first."""
-        length = dict(scope["headers"]).get(b"content-length", b"")
-        declared = int(length) if length.isdigit() else 0
         if declared > self.max_body_bytes:
             close = declared > DISCARD_FACTOR * self.max_body_bytes
             answer = _answer(413, self._too_large(), close=close)

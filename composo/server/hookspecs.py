@@ -1,6 +1,5 @@
-"""The server's own hook, declared by the server (the core knows nothing of judges). The package's
-``composo`` entry point loads this module, so the hook is declared before installed judge plugins
-are checked; it imports only the core's marker."""
+"""The server's own hook (the core knows nothing of judges), loaded by the package's ``composo``
+entry point so it is declared before installed judge plugins are checked."""
 
 from __future__ import annotations
 

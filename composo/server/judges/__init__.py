@@ -1,13 +1,8 @@
-"""Judges score a :class:`~composo.server._cases.Case`. They are plugins: any package can add one
-through the ``composo_judges`` hook (:mod:`composo.server.hookspecs`), returning
-``{name: factory}`` where ``factory(options)`` (a :class:`~composo.server._config.JudgeOptions`)
-builds an object with ``async judge(case) -> Verdict`` and ``async aclose()``. A judge whose work
-is computation may also offer ``judge_sync(case) -> Verdict``: a large trace's agents are then
-judged with it in a worker thread. A judge that runs a model names it in a ``model`` attribute,
-which every answer carries beside the judge's name (``x-composo-judge-model``).
-
-Cases arrive in one shape whatever the request carried (:func:`~composo.server._cases.reward_case`).
-"""
+"""Judges score a :class:`~composo.server._cases.Case` (one shape whatever the request carried).
+Any package can add one through the ``composo_judges`` hook: ``{name: factory}``, where
+``factory(JudgeOptions)`` builds an object with ``async judge(case) -> Verdict`` and
+``async aclose()``; optionally ``judge_sync(case)`` (a large trace's agents are then judged in a
+worker thread) and a ``model`` attribute, named on every answer (``x-composo-judge-model``)."""
 
 from __future__ import annotations
 
@@ -78,8 +73,8 @@ def composo_judges() -> Mapping[str, JudgeFactory]:
 
 
 def _plugin_manager() -> pluggy.PluginManager:
-    """The manager with the built-in judges registered (the hook is declared by
-    :mod:`composo.server.hookspecs`, imported here too for a checkout without entry points)."""
+    """The manager with the built-in judges (the hookspecs imported for a checkout without
+    entry points)."""
     import composo.server.hookspecs  # noqa: F401
     from composo._core.plugins import get_plugin_manager
 
