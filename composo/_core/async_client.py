@@ -230,7 +230,7 @@ class AsyncClient(BaseClient):
         left = deadline - time.monotonic()
         try:
             if sys.version_info >= (3, 11):
-                async with asyncio.timeout_at(_loop_time(deadline)):
+                async with asyncio.timeout(left):
                     response, seen, raw = await self._exchange(method, url, json, headers, deadline)
             else:  # pragma: no cover (3.10)
                 exchange = self._exchange(method, url, json, headers, deadline)
@@ -262,12 +262,6 @@ class AsyncClient(BaseClient):
                 return response, seen, inflater.result()
             finally:
                 await response.aclose()
-
-
-def _loop_time(deadline: float) -> float:
-    """``deadline`` (``time.monotonic()``) on the running loop's clock."""
-    loop = asyncio.get_running_loop()
-    return loop.time() + (deadline - time.monotonic())
 
 
 async def _raw(response: httpx.Response) -> AsyncIterator[bytes]:

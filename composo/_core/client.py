@@ -44,18 +44,9 @@ def _slots(count: int) -> SimpleQueue[None]:
 
 class SyncClient(BaseClient):
     """The blocking client (``composo.Composo`` is this plus the features above the core).
-
-    Args:
-        api_key: The Composo API key (default: ``COMPOSO_API_KEY``).
-        http_client: An ``httpx.Client`` to use; it is not closed by :meth:`close`.
-        transport: Makes the transport of the client's own ``httpx.Client``, called on the
-            first request (the face above builds connections and a cache over them); default:
-            :class:`~composo._core.connections.Connections` over the environment's network.
-        permits: A request budget beyond this process (see :class:`Permits`): each attempt
-            holds one of its permits from before it is sent until its answer is read.
-        **settings: The :class:`~composo._core.base_client.Settings` (``base_url``,
-            ``timeout``...), as :class:`~composo.Composo` documents them.
-    """
+    ``transport`` makes the own ``httpx.Client``'s transport on the first request (default:
+    :class:`~composo._core.connections.Connections`); ``permits`` is a budget beyond this
+    process, each attempt holding one until its answer is read."""
 
     def __init__(
         self,

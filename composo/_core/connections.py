@@ -196,14 +196,8 @@ def _via(proxy: httpx.Proxy, context: ssl.SSLContext, **pool: Any) -> httpcore.C
 
 class Connections(httpx.BaseTransport):
     """HTTP/1.1 connections whose every socket wait respects the thread's :func:`deadline`,
-    direct or through the proxy ``network`` routes each request to.
-
-    Args:
-        max_connections: Connections open at most on each route (direct, each proxy);
-            requests beyond wait for one.
-        network: Proxies and TLS trust (default: the environment's, read as httpx reads it).
-        keepalive_expiry: Seconds an idle connection is kept.
-    """
+    direct or through the proxy ``network`` routes each request to (default: the environment's);
+    at most ``max_connections`` on each route."""
 
     def __init__(
         self,
@@ -289,13 +283,7 @@ class AsyncShards(httpx.AsyncBaseTransport):
     """Async connections in many small ``httpx.AsyncHTTPTransport`` pools, each request on the
     least busy pool of its route. httpcore re-examines every connection of a pool as each request
     starts or ends: with 50 in flight, one pool of 50 costs about four times the CPU of pools of
-    two (``benchmarks/bench_client.py``).
-
-    Args:
-        max_connections: Connections open at most on each route, over all its pools.
-        per_pool: Connections one pool holds at most.
-        network: Proxies and TLS trust (default: the environment's, read as httpx reads it).
-    """
+    two (``benchmarks/bench_client.py``). ``max_connections`` is per route, over all its pools."""
 
     def __init__(
         self, max_connections: int = 10, per_pool: int = 2, *, network: Network | None = None

@@ -119,19 +119,9 @@ def _address(text: str) -> ipaddress.IPv4Network | ipaddress.IPv6Network | None:
 
 
 class Network:
-    """The proxy routes and TLS trust of a client's own connections.
-
-    Args:
-        proxy: Every request through this proxy (a URL, credentials in it allowed, or an
-            ``httpx.Proxy``); the environment's proxies and ``NO_PROXY`` are then not read.
-        verify: ``True`` checks servers' certificates against the default CA bundle
-            (``SSL_CERT_FILE`` / ``SSL_CERT_DIR`` when set); a path: that CA bundle file or
-            directory; an ``ssl.SSLContext``: that context; ``False`` checks nothing.
-        trust_env: Read the proxies and the CA bundle from the environment, as httpx does.
-
-    Raises:
-        ComposoValidationError: A setting (or a variable of the environment) is unusable.
-    """
+    """The proxy routes and TLS trust of a client's own connections: ``proxy``, ``verify`` and
+    ``trust_env`` as :class:`~composo.Composo` documents them; an unusable setting (or variable
+    of the environment) is a ``ComposoValidationError``."""
 
     __slots__ = (
         "_bypass",

@@ -144,11 +144,6 @@ class Throttle:
         self._blind_started = 0
         self._blind_answered = 0
 
-    @property
-    def active(self) -> bool:
-        """Whether requests are being paced or held."""
-        return self.rate is not None or self._hold > time.monotonic()
-
     def declared(self) -> RateLimits | None:
         """The quota the server declared, ``None`` before an answer said."""
         with self._lock:
@@ -161,10 +156,9 @@ class Throttle:
 
     def status(self) -> str | None:
         """A short description while pacing (``None`` otherwise), for progress displays."""
-        rate = self.rate
-        if rate is None and not self.active:
+        rate, now = self.rate, time.monotonic()
+        if rate is None and self._hold <= now:
             return None
-        now = time.monotonic()
         pace = f"{rate * 60:.0f}/min" if rate is not None else "unpaced"
         if self._hold > now:
             return f"throttled: waiting {self._hold - now:.0f}s as the server asked, then {pace}"
@@ -232,7 +226,8 @@ class Throttle:
             and not self.learn(headers)
             and (reset := rate_limit_reset(headers)) is not None
         ):
-            self.hold(reset)  # a spent quota of unknown size: wait for its reset
+            with self._lock:  # a spent quota of unknown size: wait for its reset
+                self._hold_for(time.monotonic(), reset)
         if self._quota is None:
             self._blind_answered += 1
         if self.rate is None and not self.throttled:
@@ -282,12 +277,8 @@ class Throttle:
                 self._tokens -= mine - remaining
         return True
 
-    def hold(self, seconds: float) -> None:
-        """No request of this client for ``seconds`` (stretched at random by a little)."""
-        with self._lock:
-            self._hold_for(time.monotonic(), seconds)
-
     def _hold_for(self, now: float, seconds: float) -> None:
+        """No request of this client for ``seconds`` (stretched at random by a little)."""
         until = now + seconds * (1.0 + random.uniform(0.0, THROTTLE_JITTER))
         if until > self._hold:
             self._hold = until
