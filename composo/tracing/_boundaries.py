@@ -89,15 +89,10 @@ def is_llm_span(attributes: Mapping[str, Any] | None) -> bool:
 
 
 def starts_agent(kind: str | None, attributes: Mapping[str, Any], *, first: bool) -> bool:
-    """Whether a span begins an agent instance.
-
-    An ``AGENT`` span does (an OpenInference agent, a GenAI ``invoke_agent`` or
-    ``create_agent``), and so does any span but a model call that names ``agent.name``; a
-    ``CHAIN`` span (or a GenAI ``invoke_workflow``) does when it is the first boundary of its
-    trace (``first``: no agent runs where it starts), so a framework's top-level run is an agent
-    even without agent spans. ``gen_ai.agent.name`` on a model call or a tool only says which
-    agent made it, so it begins nothing.
-    """
+    """Whether a span begins an agent instance: an ``AGENT`` span or any span but a model call
+    naming ``agent.name``; a ``CHAIN`` span too when no agent runs where it starts (``first``),
+    so a framework's top-level run is an agent. ``gen_ai.agent.name`` only says which agent made
+    a model call or tool call, so it begins nothing."""
     if kind == "AGENT" or (kind != "LLM" and attributes.get(AGENT_NAME)):
         return True
     return first and kind == "CHAIN"

@@ -11,7 +11,7 @@ import json
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from composo.errors import ComposoValidationError
 from composo.tracing._otlp import (
@@ -32,22 +32,12 @@ PROTOBUF = "application/x-protobuf"
 class _Open:
     last_seen: float
     root: bool = False
-    notes: list[str] = field(default_factory=list)
 
 
 class TraceCollector:
-    """Collects OTLP spans and hands back finished traces, converted.
-
-    Args:
-        idle_seconds: A trace whose root span never arrives is done after this long without
-            a new span.
-        max_spans: Spans one trace may have.
-        max_open: Traces held at once.
-        clock: Seconds, monotonic (``time.monotonic`` by default).
-
-    Raises:
-        ComposoValidationError: A bound is not positive.
-    """
+    """Collects OTLP spans and hands back finished traces, converted (bounds as the module says;
+    ``clock``: monotonic seconds, injectable for tests). A bound that is not positive raises
+    ``ComposoValidationError``."""
 
     def __init__(
         self,
@@ -71,14 +61,8 @@ class TraceCollector:
         self._lock = threading.Lock()
 
     def ingest(self, data: bytes, content_type: str) -> int:
-        """Read one OTLP/HTTP export body (protobuf or JSON).
-
-        Args:
-            data: The request body (already decompressed).
-            content_type: Its ``Content-Type``.
-
-        Returns:
-            How many spans were accepted.
+        """Read one OTLP/HTTP export body (decompressed; protobuf or JSON by ``content_type``)
+        and return how many spans were accepted.
 
         Raises:
             ValueError: The body is not an OTLP trace export in that encoding.
@@ -120,31 +104,27 @@ class TraceCollector:
     def _evict(self) -> None:
         """Too many traces open: convert the longest idle one now, to hand back as done."""
         oldest = min(self._open, key=lambda t: self._open[t].last_seen)
-        held = self._open.pop(oldest)
-        converted = self._groups.pop(oldest)
-        converted.notes.extend(held.notes)
-        converted.notes.append(
-            f"finished before its root span arrived: more than {self.max_open} traces were open"
-        )
-        self._early.append(converted)
+        note = f"finished before its root span arrived: more than {self.max_open} traces were open"
+        self._early.append(self._close(oldest, note))
+
+    def _close(self, trace_id: str, *notes: str) -> Converted:
+        self._open.pop(trace_id, None)
+        converted = self._groups.pop(trace_id)
+        converted.notes.extend(notes)
+        return converted
 
     def finished(self) -> list[Converted]:
         """Traces that are done (root arrived, or idle), converted; each is returned once."""
         now = self._clock()
+        idle = f"finished after {self.idle_seconds:g}s without a new span"
         with self._lock:
-            done = list(dict.fromkeys(self._ready))
+            done: dict[str, tuple[str, ...]] = dict.fromkeys(self._ready, ())
             self._ready.clear()
             for tid, state in self._open.items():
                 if tid not in done and now - state.last_seen >= self.idle_seconds:
-                    state.notes.append(f"finished after {self.idle_seconds:g}s without a new span")
-                    done.append(tid)
+                    done[tid] = (idle,)
             out, self._early = self._early, []
-            for tid in done:
-                held = self._open.pop(tid, None)
-                converted = self._groups.pop(tid)
-                if held is not None:
-                    converted.notes.extend(held.notes)
-                out.append(converted)
+            out.extend(self._close(tid, *notes) for tid, notes in done.items())
         return out
 
     def flush(self) -> list[Converted]:

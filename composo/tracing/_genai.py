@@ -236,7 +236,8 @@ def _event_messages(events: Events, *, output: bool) -> list[Message]:
         if name == _CHOICE and output:
             out.extend(_choice(body))
         elif name in _ROLE_EVENTS and not output:
-            out.extend(_role_event(_ROLE_EVENTS[name], body))
+            call_id = body.get("id") or body.get("tool_call_id")  # the event's own id first
+            out.extend(_message({**body, "role": _ROLE_EVENTS[name], "tool_call_id": call_id}))
     return out
 
 
@@ -255,17 +256,6 @@ def _choice(body: Mapping[str, Any]) -> list[Message]:
     else:
         found = {"content": body.get("content"), "tool_calls": body.get("tool_calls")}
     return _message({**found, "role": "assistant"})
-
-
-def _role_event(role: str, body: Mapping[str, Any]) -> list[Message]:
-    parts = _parts_of(body.get("content"))
-    if role == "tool":
-        if not any(p["type"] == "tool_call_response" for p in parts):
-            call_id = body.get("id") or body.get("tool_call_id")
-            parts = [_response(call_id, body.get("name"), parts)]
-    else:
-        parts.extend(_openai_calls(body.get("tool_calls")))
-    return _chat(role, parts)
 
 
 def _plain(

@@ -17,7 +17,7 @@ import functools
 import logging
 import os
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from agents import add_trace_processor
@@ -206,7 +206,7 @@ def _call_ended(span: Span[Any], step: Step, run: _Run) -> None:
         else:
             run.pending = _function_calls(getattr(response, "output", None) or ())
             given = given if isinstance(given, str) or given is None else list(given)
-            found = functools.partial(_from_response, response, given, run.data)
+            found = functools.partial(_read, _from_response, response, given, run.data)
     else:
         assert isinstance(data, GenerationSpanData)
         output = list(data.output) if data.output is not None else None
@@ -215,7 +215,7 @@ def _call_ended(span: Span[Any], step: Step, run: _Run) -> None:
         else:
             run.pending = _function_calls(_generation_items(output or []))
             given_messages = list(data.input) if data.input is not None else []
-            found = functools.partial(_from_generation, given_messages, output or [], run.data)
+            found = functools.partial(_read, _from_generation, given_messages, output, run.data)
     if found is None:
         if not _warned:
             _warned = True
@@ -264,42 +264,43 @@ def _agent_tools(data: AgentSpanData | None) -> list[ToolSpec] | None:
     return [ToolSpec(name=n) for n in names] if names else None
 
 
-def _from_response(
-    response: Any, given: str | list[Any] | None, agent: AgentSpanData | None
-) -> LLMInteraction | None:
-    """One Responses API call: the instructions and input items it was sent, the response."""
+def _read(convert_call: Callable[..., LLMInteraction], *args: Any) -> LLMInteraction | None:
     try:
-        inputs = convert.to_input_messages(given) if given else []
-        instructions = getattr(response, "instructions", None)
-        if isinstance(instructions, str) and instructions:
-            inputs.insert(0, {"role": "system", "content": instructions})
-        elif instructions:  # instructions given as input items
-            said = content_text(
-                [m.get("content") for m in convert.to_input_messages(list(instructions))]
-            )
-            inputs.insert(0, {"role": "system", "content": said})
-        outputs = convert.to_result_messages(response)
-        offered = getattr(response, "tools", None)
-        tools = [tool_spec(t) for t in convert.to_tools(list(offered))] if offered else None
+        return convert_call(*args)
     except ComposoValidationError as exc:
         _log.warning("could not read an OpenAI Agents SDK model call into the trace: %s", exc)
         return None
+
+
+def _from_response(
+    response: Any, given: str | list[Any] | None, agent: AgentSpanData | None
+) -> LLMInteraction:
+    """One Responses API call: the instructions and input items it was sent, the response."""
+    inputs = convert.to_input_messages(given) if given else []
+    instructions = getattr(response, "instructions", None)
+    if isinstance(instructions, str) and instructions:
+        inputs.insert(0, {"role": "system", "content": instructions})
+    elif instructions:  # instructions given as input items
+        said = content_text(
+            [m.get("content") for m in convert.to_input_messages(list(instructions))]
+        )
+        inputs.insert(0, {"role": "system", "content": said})
+    outputs = convert.to_result_messages(response)
+    offered = getattr(response, "tools", None)
+    tools = [tool_spec(t) for t in convert.to_tools(list(offered))] if offered else None
     return chat_interaction(inputs, outputs, tools or _agent_tools(agent), keep_empty=True)
 
 
 def _from_generation(
-    given: list[Any], output: list[Any], agent: AgentSpanData | None
-) -> LLMInteraction | None:
-    """One Chat Completions (or other provider's) call, as the SDK's generation span has it."""
-    try:
-        inputs = convert.to_messages(given) if given else []
-        if len(output) == 1 and _field(output[0], "object") == "response":
-            outputs = convert.to_result_messages(output[0])
-        else:
-            outputs = convert.to_result_messages(output) if output else []
-    except ComposoValidationError as exc:
-        _log.warning("could not read an OpenAI Agents SDK model call into the trace: %s", exc)
-        return None
+    given: list[Any], output: list[Any] | None, agent: AgentSpanData | None
+) -> LLMInteraction:
+    """One Chat Completions (or other provider's) call, as the SDK's generation span has it:
+    chat messages, or one Responses ``Response`` dump (the streamed Chat Completions path)."""
+    inputs = convert.to_messages(given) if given else []
+    output = output or []
+    response = len(output) == 1 and _field(output[0], "object") == "response"
+    answer = output[0] if response else output
+    outputs = convert.to_result_messages(answer) if answer else []
     return chat_interaction(inputs, outputs, _agent_tools(agent), keep_empty=True)
 
 

@@ -100,16 +100,8 @@ class Problems:
 def records_from_json(
     doc: Any, problems: Problems | None = None, where: str = "input"
 ) -> Iterator[SpanRecord]:
-    """The spans of one OTLP/JSON ``ExportTraceServiceRequest`` (or a list of them).
-
-    Args:
-        doc: The parsed JSON.
-        problems: Collects spans that could not be read (default: ignored).
-        where: Names the input in those messages (e.g. ``"line 3"``).
-
-    Yields:
-        Each readable span.
-    """
+    """The readable spans of one parsed OTLP/JSON ``ExportTraceServiceRequest`` (or a list);
+    ``problems`` collects the others, naming the input ``where`` (e.g. ``"line 3"``)."""
     problems = problems if problems is not None else Problems()
     if isinstance(doc, list):
         for item in doc:
@@ -265,16 +257,11 @@ class OtlpTrace:
 
 
 class OtlpReader:
-    """Read an OTLP/JSON export (a path, a parsed document, or a list of documents) trace by trace.
-
-    Args:
-        source: A file path (``str`` or ``Path``), a parsed ``ExportTraceServiceRequest`` dict or a
-            list of them.
-        max_spans: Spans one trace id may have (see :data:`MAX_SPANS_PER_TRACE`).
+    """Read an OTLP/JSON export (a path, a parsed document or a list of them) trace by trace.
 
     Iterating yields :class:`OtlpTrace` items; ``index`` numbers trace ids in the order they first
     appear, so a re-run matches results to traces. After iterating, ``problems`` lists damage
-    that belongs to no trace id (lines without any readable trace id).
+    that belongs to no trace id.
     """
 
     def __init__(self, source: Any, *, max_spans: int = MAX_SPANS_PER_TRACE) -> None:
