@@ -1,6 +1,5 @@
-"""The async client users import: the core's client plus what sits above the core, the
-result cache (:mod:`composo._cache`), tables (:mod:`composo._data`) and the account and
-history methods (:mod:`composo._platform_methods`). The core never imports this module."""
+"""The async client users import: the core's client with what sits above the core (the cache,
+tables, account methods); the core never imports this module."""
 
 from __future__ import annotations
 

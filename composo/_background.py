@@ -178,16 +178,11 @@ class _Prepared:
     left: int
 
     def outcome(self, result: BatchResult) -> EvaluationRecord:
-        response = result.response
-        if isinstance(response, MultiAgentTraceResponse):
-            score = response.overall_score
-        else:
-            score = None if response is None else response.score
         return replace(
             self.job.outcome(result.criterion, result.error),
-            score=score,
-            explanation=None if response is None else response.explanation,
-            response=response,
+            score=result.score,  # a trace's overall score
+            explanation=result.explanation,
+            response=result.response,
             summary=self.summary,
             evaluated=self.item,
         )

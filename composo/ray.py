@@ -13,6 +13,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from composo._core.ratelimit import check_requests_per_minute
 from composo.dataframes import BatchEvaluator
 from composo.errors import ComposoValidationError
 
@@ -229,17 +230,13 @@ class RequestBudget:
                 "max_concurrent_requests: must be an integer of at least 1, "
                 f"got {max_concurrent_requests!r}"
             )
-        if requests_per_minute is not None and requests_per_minute <= 0:
-            raise ComposoValidationError(
-                f"requests_per_minute: must be positive, got {requests_per_minute!r}"
-            )
         self.max_concurrent_requests = max_concurrent_requests
-        self.requests_per_minute = requests_per_minute
+        self.requests_per_minute = check_requests_per_minute(requests_per_minute)
         remote: Any = ray.remote  # its typed overloads do not cover actor options
         actor = remote(num_cpus=0, max_concurrency=10_000)(_Permits)
         if name is not None:
             actor = actor.options(name=name, get_if_exists=True)
-        self.actor = actor.remote(max_concurrent_requests, requests_per_minute)
+        self.actor = actor.remote(max_concurrent_requests, self.requests_per_minute)
         self._share: _Share | None = None
 
     def __getstate__(self) -> dict[str, Any]:
