@@ -9,14 +9,14 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 
-from fastapi import FastAPI, Request, Response
+from fastapi import FastAPI, HTTPException, Request, Response
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ValidationError
 from starlette.types import ASGIApp
 
 from composo._core.wire import LIGHTNING_MODEL_CORES, RewardRequest, TraceRequest, is_binary
 from composo._version import __version__
-from composo.server._bodies import Refused, parse_request, refusal, validation_detail
+from composo.server._bodies import parse_request, refusal, validation_detail
 from composo.server._config import ServerConfig
 from composo.server._devswitch import DevSwitch, FaultList
 from composo.server._gate import API_KEY_SCOPE_KEY, BODY_SCOPE_KEY, Gate, KeyCheck, RateLimiter
@@ -91,10 +91,10 @@ def build_app(config: ServerConfig, received: ReceivedLog | None = None) -> ASGI
         try:
             criterion = service.criterion(parsed)
         except UnknownEvaluatorError as exc:
-            raise Refused(422, str(exc)) from None
+            raise HTTPException(422, str(exc)) from None
         if parsed.model_core in LIGHTNING_MODEL_CORES and not is_binary(criterion):
             # The request model checks evaluation_criteria; a named evaluator is known only now.
-            raise Refused(
+            raise HTTPException(
                 422,
                 f"model_core {parsed.model_core!r} takes only binary criteria ('Passes if ...' / "
                 f"'Fails if ...'); evaluator_name {parsed.evaluator_name!r} is not one",
@@ -102,10 +102,9 @@ def build_app(config: ServerConfig, received: ReceivedLog | None = None) -> ASGI
         return parsed
 
     async def evaluate(request: Request, model: type[_R]) -> Response:
+        parsed = await parse(request, model)  # an HTTPException is answered by FastAPI
         try:
-            return JSONResponse(await _run(await parse(request, model)))
-        except Refused as exc:
-            return refusal(exc.detail, exc.status)
+            return JSONResponse(await _run(parsed))
         except JudgeError as exc:
             _log.warning("judge %s failed: %s", judge.name, exc)
             return refusal(f"the {judge.name} judge failed: {exc}", 502)
@@ -118,13 +117,11 @@ def build_app(config: ServerConfig, received: ReceivedLog | None = None) -> ASGI
         idem = request.headers.get("idempotency-key")
         if idem is not None and not 1 <= len(idem) <= MAX_IDEMPOTENCY_KEY:
             return refusal(f"Idempotency-Key: 1 to {MAX_IDEMPOTENCY_KEY} characters, one per call")
+        parsed = await parse(request, model)
         try:
-            parsed = await parse(request, model)
             task_id = await state["tasks"].submit(
                 parsed, request.scope.get(API_KEY_SCOPE_KEY), idem
             )
-        except Refused as exc:
-            return refusal(exc.detail, exc.status)
         except sqlite3.Error as exc:
             _log.warning("task database error: %s", exc)
             return refusal(f"the task database is unavailable: {exc}", 503)

@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
 
 from pydantic import ValidationError
+from starlette.exceptions import HTTPException
 from starlette.responses import JSONResponse, Response
 
 from composo._core.wire import RewardRequest, TraceRequest
@@ -16,7 +17,6 @@ from composo._core.wire import RewardRequest, TraceRequest
 __all__ = [
     "MAX_TRACE_AGENTS",
     "MAX_TRACE_INTERACTIONS",
-    "Refused",
     "parse_request",
     "refusal",
     "validation_detail",
@@ -142,17 +142,9 @@ MAX_TRACE_AGENTS = 10_000  # agent instances in one trace
 MAX_TRACE_INTERACTIONS = 50_000  # interactions (model calls and sub-agent calls) in one trace
 
 
-class Refused(Exception):
-    """The request is answered ``status`` with ``detail`` instead of being evaluated."""
-
-    def __init__(self, status: int, detail: str) -> None:
-        super().__init__(detail)
-        self.status = status
-        self.detail = detail
-
-
 async def parse_request(body: bytes, model: type[R]) -> R:
-    """The validated request, or :class:`Refused` (422 naming the field, 413 over a limit)."""
+    """The validated request; an ``HTTPException`` (answered in the platform's shape) for 422
+    naming the field or 413 over a limit."""
     if len(body) <= INLINE_BYTES:
         return _validate(body, model)
     return await asyncio.to_thread(_validate, body, model)
@@ -163,7 +155,7 @@ def _validate(body: bytes, model: type[R]) -> R:
         return _validate_body(body, model)
     except (TypeError, AttributeError, KeyError, IndexError, RecursionError) as exc:
         # A validator meeting a shape it did not expect: still the client's body, never a 500.
-        raise Refused(422, _unreadable(body, exc)) from None
+        raise HTTPException(422, _unreadable(body, exc)) from None
 
 
 def _unreadable(body: bytes, exc: Exception) -> str:
@@ -180,7 +172,7 @@ def _validate_body(body: bytes, model: type[R]) -> R:
     try:
         parsed = model.model_validate_json(body)
     except ValidationError as exc:
-        raise Refused(422, validation_detail(exc, _loads_or_nothing(body))) from None
+        raise HTTPException(422, validation_detail(exc, _loads_or_nothing(body))) from None
     if isinstance(parsed, TraceRequest):
         agents = parsed.trace.agent_instance_by_id
         _check_counts(len(agents), sum(len(a.interactions) for a in agents.values()))
@@ -196,13 +188,13 @@ def _loads_or_nothing(body: bytes) -> Any:
 
 def _check_counts(agents: int, interactions: int) -> None:
     if agents > MAX_TRACE_AGENTS:
-        raise Refused(
+        raise HTTPException(
             413,
             f"trace.agent_instance_by_id: {agents} agent instances; this server evaluates at "
             f"most {MAX_TRACE_AGENTS} in one trace: split the run into several traces",
         )
     if interactions > MAX_TRACE_INTERACTIONS:
-        raise Refused(
+        raise HTTPException(
             413,
             f"trace: {interactions} interactions; this server evaluates at most "
             f"{MAX_TRACE_INTERACTIONS} in one trace: split the run into several traces",
