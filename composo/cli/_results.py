@@ -138,12 +138,14 @@ class RowWriter:
         if path is not None:
             self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
 
-    def write(self, row: dict[str, Any]) -> None:
+    def write(self, row: dict[str, Any], sync: bool = False) -> None:
         data = (json.dumps(row, ensure_ascii=False) + "\n").encode()
         if self._fd is not None:
             view = memoryview(data)
             while view:
                 view = view[os.write(self._fd, view) :]
+            if sync:
+                os.fsync(self._fd)
         elif self._stream is not None:
             self._stream.write(data)
             self._stream.flush()

@@ -149,11 +149,76 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_false",
         help="do not log one line per request",
     )
-    # -- OTLP trace receiver (composo.cli._serve_otlp) --
-    from composo.cli._serve_otlp import add_arguments as add_otlp_arguments
+    group = parser.add_argument_group(
+        "OTLP trace receiver",
+        "accept OpenTelemetry traces (OTLP/HTTP, protobuf or JSON) at POST /v1/traces and "
+        "evaluate each finished trace",
+    )
+    group.add_argument("--otlp", action="store_true", help="accept OTLP/HTTP traces at /v1/traces")
+    group.add_argument(
+        "--trace-criteria",
+        action="append",
+        default=[],
+        metavar="CRITERION",
+        help="evaluate every finished trace against this (a criterion, a name from `composo "
+        "criteria`, or a group); repeatable; needed with --otlp",
+    )
+    group.add_argument(
+        "--otlp-results",
+        type=Path,
+        default=Path("otlp-results.jsonl"),
+        metavar="FILE",
+        help="append one result row per trace and criterion here (default: %(default)s)",
+    )
+    group.add_argument(
+        "--otlp-idle",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="a trace whose root span never arrives is finished after this long without a new "
+        "span (default: %(default)s)",
+    )
+    group.add_argument(
+        "--otlp-max-spans",
+        type=int,
+        default=None,
+        metavar="N",
+        help="spans one trace may have before it is reported as too large (default 10000)",
+    )
 
-    add_otlp_arguments(parser)
-    # -- end OTLP trace receiver --
+
+def _configure_otlp(args: argparse.Namespace) -> None:
+    """Set up the OTLP receiver (``--otlp``), which evaluates each finished trace with
+    ``composo.tracing``'s collector; raises ``UsageError``."""
+    from composo.server import _otlp
+
+    if not args.otlp:
+        if args.trace_criteria:
+            raise UsageError("--trace-criteria needs --otlp")
+        _otlp.configure(None)
+        return
+    if not args.trace_criteria:
+        raise UsageError(
+            "--otlp needs at least one --trace-criteria CRITERION to evaluate traces against"
+        )
+    from composo.cli._criteria import resolve
+    from composo.errors import ComposoValidationError
+    from composo.tracing._collector import TraceCollector
+    from composo.tracing._otlp import MAX_SPANS_PER_TRACE
+
+    try:
+        criteria = resolve(args.trace_criteria)
+    except ValueError as exc:
+        raise UsageError(f"--trace-criteria: {exc}") from None
+    if not args.otlp_results.parent.is_dir():
+        raise UsageError(f"--otlp-results: no such directory: {args.otlp_results.parent}")
+    try:
+        collector = TraceCollector(
+            idle_seconds=args.otlp_idle, max_spans=args.otlp_max_spans or MAX_SPANS_PER_TRACE
+        )
+    except ComposoValidationError as exc:
+        raise UsageError(f"--otlp: {exc}") from None
+    _otlp.configure(_otlp.OtlpReceiver(collector, tuple(criteria), args.otlp_results))
 
 
 def read_key_file(path: Path) -> list[str]:
@@ -221,13 +286,7 @@ def run(args: argparse.Namespace) -> int:
         )
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    # -- OTLP trace receiver (composo.cli._serve_otlp) --
-    from composo.cli._serve_otlp import configure as configure_otlp
-
-    otlp_problem = configure_otlp(args)
-    if otlp_problem is not None:
-        raise UsageError(otlp_problem)
-    # -- end OTLP trace receiver --
+    _configure_otlp(args)
     host = f"[{config.host}]" if ":" in config.host else config.host
     url = f"http://{host}:{config.port}"
 
@@ -242,7 +301,7 @@ def run(args: argparse.Namespace) -> int:
             print("  export COMPOSO_API_KEY=any-key  # no keys configured: any key is accepted")
         if dev:
             print("  development fault switch ON (/_dev/*): for testing clients only")
-        if args.otlp:  # -- OTLP trace receiver --
+        if args.otlp:
             print(f"  OTLP/HTTP traces: export to {url}/v1/traces")
         sys.stdout.flush()
 

@@ -7,7 +7,6 @@ do: each conversation sent when its item is opened, and human reviews saved besi
 # and the classes they name are imported inside build_app.
 import argparse
 import json
-import os
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
@@ -181,12 +180,10 @@ def read_reviews(results: Path) -> dict[str, dict[str, dict[str, Any]]]:
     return out
 
 
-def review_record(run: "Run", body: Any) -> dict[str, Any]:
+def review_record(run: "Run", body: dict[str, Any]) -> dict[str, Any]:
     """A review posted by the page, checked against the run, as the line to append. Its
     ``label`` is what ``composo agreement`` reads: the reviewer's own score, the judge's score
     when they agreed, the other verdict of a pass/fail criterion when they disagreed."""
-    if not isinstance(body, dict):
-        raise report.ViewError("a review is a JSON object")
     key, criterion = body.get("id"), body.get("criterion")
     rows = zip(run.rows, run.keys, strict=True)
     row = next((r for r, k in rows if k == key and r["criterion"] == criterion), None)
@@ -236,12 +233,10 @@ def _label(score: Any, verdict: Any, judged: Any, criterion: str) -> float | Non
 
 def append_review(run: "Run", record: dict[str, Any]) -> None:
     """One line, one write, appended and synced: a review is on disk once the page says so."""
-    data = (json.dumps(record, ensure_ascii=False) + "\n").encode()
-    fd = os.open(reviews_path(run.path), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    from composo.cli._results import RowWriter
+
+    writer = RowWriter(reviews_path(run.path))
     try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
+        writer.write(record, sync=True)
     finally:
-        os.close(fd)
+        writer.close()
