@@ -6,7 +6,7 @@ request and returns the decoded JSON answer).
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any, Generic, TypeVar
 
@@ -23,11 +23,6 @@ from composo._platform_types import (
     TraceRecord,
 )
 from composo.errors import ComposoValidationError, UnexpectedResponseError
-
-Send = Callable[[str, str, Mapping[str, str] | None, Any], Any]
-"""``send(method, path, params, json_body) -> decoded JSON``, one request with the client's
-errors, retries and deadline."""
-AsyncSend = Callable[[str, str, Mapping[str, str] | None, Any], Awaitable[Any]]
 
 ROW_COLUMNS = (
     "id",
@@ -179,7 +174,8 @@ class _Listing(Generic[PageT, ItemT]):
     _pager: Callable[[Any], Any]  # a pager: .request, then .take(answer) -> the page
     _items: str  # the field of a page that holds the listing's items
 
-    def __init__(self, send: Any, query: Any) -> None:
+    def __init__(self, send: Callable[..., Any], query: Any) -> None:
+        # send(method, path, params, json_body) -> the decoded answer (awaitable when async)
         self._send = send
         self.query = query
 

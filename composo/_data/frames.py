@@ -19,7 +19,6 @@ ROLES = ("messages", "question", "answer", "context", "system", "tools", "id", "
 FILE_ROLES = (*ROLES, "metadata")
 """A file's roles: ``metadata`` too, given back on each result row (a DataFrame's columns all
 come back unchanged, so it has no such role)."""
-_TEXT_ROLES = ("question", "answer", "context", "system")
 _NON_BLANK = ("question", "answer")  # blank text there is a missing question or answer
 _OPTIONAL = ("context", "system", "tools", "id", "tags", "metadata")
 _LOOKALIKES = {

@@ -19,20 +19,10 @@ def write_parquet(
     schema: Any = None,
     json_columns: Sequence[str] = (),
 ) -> None:
-    """``rows`` as Parquet, a chunk at a time (flat memory), written beside ``target`` and
-    renamed into place, so a failed write never leaves half a file under its name.
-
-    Args:
-        rows: Flat dicts.
-        target: The file to write.
-        schema: A ``pyarrow.Schema`` (its columns are taken from each row); without one, the
-            first chunk's types are the file's.
-        json_columns: Columns whose values differ in keys and types from row to row, kept as
-            their JSON text (null stays null).
-
-    Raises:
-        ImportError: pyarrow is not installed (the message says how to install it).
-    """
+    """``rows`` as Parquet, a chunk at a time, written beside ``target`` and renamed into place
+    (a failed write leaves no half file). ``schema``: a ``pyarrow.Schema`` (else the first chunk's
+    types); ``json_columns``: kept as JSON text (their values change shape from row to row).
+    Without pyarrow, an ImportError says how to install it."""
     try:
         import pyarrow as pa
         import pyarrow.parquet as pq
