@@ -140,21 +140,12 @@ def _threshold(min_score: float | None) -> float:
 
 
 def _criteria_list(criteria: str | Sequence[str] | None) -> list[str]:
-    if criteria is None:
-        return []
-    if isinstance(criteria, str):
-        return [criteria]
-    return list(criteria)
+    return [criteria] if isinstance(criteria, str) else list(criteria or [])
 
 
 def _is_results(subject: Any) -> bool:
-    if isinstance(subject, _RESULTS):
-        return True
-    return (
-        isinstance(subject, (list, tuple))
-        and bool(subject)
-        and all(isinstance(x, _RESULTS) for x in subject)
-    )
+    items = subject if isinstance(subject, (list, tuple)) else [subject]
+    return bool(items) and all(isinstance(x, _RESULTS) for x in items)
 
 
 @contextlib.contextmanager
@@ -212,13 +203,15 @@ def _failures(
     outcomes: list[Outcome], threshold: float, not_applicable_ok: bool, binary: bool
 ) -> list[str]:
     """Each outcome's assertion recorded in the session; the failed ones described."""
+    session = active()
     failed = []
     for o in outcomes:
         ok = o.error is None and (
             (o.score is None and not_applicable_ok)
             or (o.score is not None and o.score >= threshold)
         )
-        _check(o.criterion, ok)
+        if session is not None:
+            session.recorder.check(o.criterion, ok)
         if not ok:
             failed.append(_describe(o, 1.0 if binary else threshold, binary))
     return failed
@@ -240,9 +233,3 @@ def _describe(o: Outcome, threshold: float, binary: bool) -> str:
         )
     lines.append(f"  explanation: {o.explanation or '(none given)'}")
     return "\n".join(lines)
-
-
-def _check(criterion: str, passed: bool) -> None:
-    session = active()
-    if session is not None:
-        session.recorder.check(criterion, passed)
