@@ -14,7 +14,7 @@ with needs(__doc__):  # without them: one line saying what to install, exit 2
 
     from composo.ray import ComposoBatch, RequestBudget
 
-ray.init(num_cpus=2)
+ray.init(num_cpus=2)  # a local Ray; on a cluster, ray.init() connects to it
 
 tickets = pd.DataFrame(
     {
@@ -28,7 +28,7 @@ tickets = pd.DataFrame(
 budget = RequestBudget(max_concurrent_requests=5, requests_per_minute=1200)
 
 scored = (
-    ray.data.from_pandas(tickets)
+    ray.data.from_pandas(tickets)  # or ray.data.read_parquet("s3://...")
     .repartition(4)
     .map_batches(
         ComposoBatch,
@@ -47,7 +47,7 @@ scored = (
     )
 )
 
-result = scored.to_pandas().sort_values("ticket")
+result = scored.to_pandas().sort_values("ticket")  # or scored.write_parquet(...)
 print(result[["ticket", "refund_score", "window_score", "error"]].head())
 print(f"mean refund score: {result['refund_score'].mean():.2f}")
 ray.shutdown()

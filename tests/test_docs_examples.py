@@ -1,10 +1,11 @@
 """Every ```python block in README.md and docs/ runs as written, as a user runs it: in its own
 process, configured only by environment variables pointing at the suite's local server (and at
 the loopback stand-ins for OpenAI and Anthropic). A block that is a pytest file runs under pytest
-with ``--composo-local``."""
+with ``--composo-local``. A block that is one of the offline examples runs once, as that example."""
 
 from __future__ import annotations
 
+import ast
 import os
 import re
 import shutil
@@ -39,6 +40,33 @@ def blocks() -> list[tuple[str, str]]:
 
 BLOCKS = blocks()
 PROVIDERS = ("COMPOSO_", "OPENAI_", "ANTHROPIC_")  # what a block's process is given, and only that
+
+
+# The offline examples of examples/README.md that no other test module runs.
+OFFLINE_EXAMPLES = ["langchain_callback.py", "llamaindex_evaluator.py", "ray_evaluate.py"]
+
+
+def as_shown(name: str) -> str:
+    """``examples/<name>`` as a page shows it: without its docstring and the install check
+    (``with needs(__doc__):``) around its imports."""
+    source = (ROOT / "examples" / name).read_text(encoding="utf-8")
+    tree = ast.parse(source)
+    dropped: set[int] = set()
+    unwrapped: set[int] = set()
+    if ast.get_docstring(tree) is not None:
+        dropped.update(range(1, (tree.body[0].end_lineno or 1) + 1))
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and node.module == "_install":
+            dropped.add(node.lineno)
+        elif isinstance(node, ast.With) and ast.unparse(node.items[0]) == "needs(__doc__)":
+            dropped.add(node.lineno)
+            unwrapped.update(range(node.lineno + 1, (node.end_lineno or node.lineno) + 1))
+    lines = [
+        line.removeprefix("    ") if n in unwrapped else line
+        for n, line in enumerate(source.splitlines(), start=1)
+        if n not in dropped
+    ]
+    return re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip()
 
 
 def needs(code: str) -> str | None:
@@ -81,6 +109,8 @@ def test_the_block_runs_as_written(
     openai_standin: OpenAIStandIn,
     anthropic_standin: AnthropicStandIn,
 ) -> None:
+    if any(code.strip() == as_shown(name) for name in OFFLINE_EXAMPLES):
+        return  # the page shows an example, which test_the_offline_example_runs runs: once
     reason = needs(code)
     if reason:
         pytest.skip(reason)
@@ -112,10 +142,6 @@ def test_the_block_runs_as_written(
         command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=450
     )
     assert done.returncode == 0, f"{where}\n{done.stdout}\n{done.stderr}"
-
-
-# The offline examples of examples/README.md that no other test module runs.
-OFFLINE_EXAMPLES = ["langchain_callback.py", "llamaindex_evaluator.py", "ray_evaluate.py"]
 
 
 @pytest.mark.timeout(300)
