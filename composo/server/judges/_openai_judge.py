@@ -198,14 +198,14 @@ class OpenAIJudge:
         try:
             async for attempt in async_retrying(_RETRIES, None, max_retry_after=MAX_RETRY_AFTER):
                 with attempt:
-                    return await self._post(body)
+                    text = await self._post(body)
         except APIConnectionError as exc:
             raise JudgeError(str(exc)) from None
         except APIStatusError as exc:
             raise JudgeError(
                 f"the judge endpoint answered {exc.status_code}: {exc.message}"
             ) from None
-        raise AssertionError("unreachable")  # pragma: no cover
+        return text
 
     async def _post(self, body: dict[str, Any]) -> str:
         """One attempt, failing as the client's errors so the client's retry policy applies."""
