@@ -1,12 +1,8 @@
-"""``composo report`` and the one page it writes, which ``composo view`` serves
-(:mod:`composo.cli._view`). The page's data is plain JSON: each run's
-:class:`~composo.cli._summary.Summary` (judge, figures per criterion, rows set aside), the means by
-tag, every item with each criterion's score, explanation and provenance, what changed between
-runs as ``composo compare`` measures it, and the conversations. Its HTML inlines the page script
-and style under a content security policy that lets only them run; the script draws the data as
-text: the runs, the lowest scores and errors, then every item in a table to search, sort and
-filter, each item's conversation and explanations behind a link (``#item=KEY``). The report
-writes it with every conversation inlined, so it works offline, from ``file://``."""
+"""``composo report`` and the one page it writes, which ``composo view`` serves. The page's data
+is plain JSON: each run's :class:`~composo.cli._summary.Summary`, the means by tag, every item's
+scores, what changed between runs as ``composo compare`` measures it, and the conversations (the
+report inlines them all, so it works from ``file://``). The page's own script and style, inlined
+under a content security policy, are all that runs; the data is drawn as text."""
 
 from __future__ import annotations
 
@@ -333,11 +329,10 @@ def page_data(
     conversations: bool = False,
     cap: int = _TEXT_CAP,
     lowest: int = 8,
-    reviews: list[Any] | None = None,
 ) -> dict[str, Any]:
     """Everything the page's script renders. ``conversations`` embeds each item's conversation
-    (the report); the viewer sends one when it is opened, and gives each run's ``reviews``.
-    ``lowest``: the lowest-scoring items listed per criterion."""
+    (the report; the viewer sends one when it is opened); ``lowest``: the lowest-scoring items
+    listed per criterion."""
     from composo._core.wire import is_binary
     from composo.cli._criteria import label
 
@@ -367,7 +362,7 @@ def page_data(
         "runs": [_run_data(run) for run in runs],
         "items": list(items.values()),
         "changes": _changes(runs),
-        "reviews": reviews or [],
+        "reviews": [],
     }
     if conversations:
         data["conversations"] = {

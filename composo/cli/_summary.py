@@ -1,9 +1,6 @@
-"""A run summarised once. :class:`Summary` holds, per criterion, the counts (scored, not
-applicable, errors, set aside), the figures (mean, median, min, max, pass rate), the score
-distribution and who judged; for the run, its record (:class:`RunInfo`: judge, model core,
-criteria, dataset), how the scores came, the rows set aside and the gates' outcomes. The terminal
-summary and the markdown summary (here), JUnit, the page of ``composo report`` and ``composo
-view``, and ``composo compare`` all render from it; none counts rows of its own."""
+"""A run summarised once (:class:`Summary`: per criterion the counts, figures, distribution and
+judges; the run's record, the rows set aside, the gates' outcomes). The terminal and markdown
+summaries (here), JUnit, the page and ``composo compare`` render from it."""
 
 from __future__ import annotations
 
@@ -12,10 +9,11 @@ import logging
 import os
 import statistics
 from array import array
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from composo.cli._gates import Gate, GateOutcome
@@ -41,8 +39,7 @@ BINS = 10  # the score distribution's bins (a binary criterion uses the first an
 
 @dataclass
 class CriterionStats:
-    """One criterion's rows, counted: the scores (kept compactly, for the median) and their
-    distribution, not-applicable, error and set-aside counts, who judged and how scores came."""
+    """One criterion's rows, counted (the scores kept compactly, for the median)."""
 
     scores: array[float] = field(default_factory=lambda: array("d"))
     bins: list[int] = field(default_factory=lambda: [0] * BINS)
@@ -142,10 +139,9 @@ class RunInfo:
         written: dict[str, dict[str, int]],
         earlier: RunInfo | None = None,
     ) -> None:
-        """Who judged the results and how each score came: ``stats`` of the whole results file,
-        ``written``: this run's rows per criterion and source (the rest were resumed);
-        ``earlier``: the record of the run before, for rows that do not name their judge
-        (written by an older version, whose record named one judge for the run)."""
+        """Who judged the results and how each score came: ``written``, this run's rows per
+        criterion and source (the rest were resumed); ``earlier``, the previous record (its judge
+        stands for rows an older version wrote without naming one)."""
         for criterion, s in stats.items():
             mine = written.get(criterion, {})
             resumed = sum(s.sources.values()) - sum(mine.values())
@@ -195,17 +191,15 @@ def _counts(value: Any) -> dict[str, int]:
 
 
 def _total(counts: Iterable[dict[str, int]]) -> dict[str, int]:
-    out: dict[str, int] = {}
+    out: Counter[str] = Counter()
     for each in counts:
-        for k, n in each.items():
-            out[k] = out.get(k, 0) + n
-    return out
+        out.update(each)
+    return dict(out)
 
 
 @dataclass
 class Summary:
-    """A run summarised once (see the module's docstring): the criteria's counts and figures in
-    the run's order, its record, the rows set aside and, after the gates, their outcomes."""
+    """A run summarised once; the criteria in the run's order."""
 
     criteria: dict[str, CriterionStats]
     info: RunInfo = field(default_factory=RunInfo)
@@ -388,24 +382,18 @@ def _legend(criteria: Iterable[str], width: int) -> list[str]:
     return lines
 
 
-def print_summary(
-    summary: Summary,
-    written_to: str | None,
-    stream: IO[str] | None = None,
-    command: str = "evaluate",
-) -> None:
-    """The closing screen of ``composo COMMAND``: who judged, the table, the criteria in full,
-    and where the results went (rich's table, or plain text on a core install without it)."""
+def print_summary(summary: Summary, written_to: str, command: str) -> None:
+    """The closing screen on stderr: who judged, the table, the criteria in full, and where the
+    results went (rich's table, or plain text on a core install without it)."""
     import sys
 
-    out = stream if stream is not None else sys.stderr
+    out = sys.stderr
     rows = _table(summary)
     width = int(os.environ.get("COLUMNS", "100") or 100)
     head = [f"{k}: {v}" for k, v in summary.header_lines()]
     head.append(f"criteria: {len(summary.criteria)}")
     lines = ["criteria in full:", *_legend(summary.criteria, width)]
-    if written_to:
-        lines.append(f"results written to {written_to}")
+    lines.append(f"results written to {written_to}")
     try:
         from rich.console import Console
         from rich.markup import escape
