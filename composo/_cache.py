@@ -69,16 +69,9 @@ def _fallback_cache_root() -> Path:
 
 @dataclass(frozen=True)
 class CacheInfo:
-    """What the cache holds.
-
-    Attributes:
-        path: The SQLite file.
-        entries: Stored answers.
-        size_bytes: The file's size on disk (with its write-ahead log).
-        stored_bytes: What the answers count for against ``max_bytes``.
-        max_bytes: The cache's size cap.
-        max_age: Seconds an answer is kept.
-    """
+    """What :meth:`ResultCache.info` reports: the SQLite ``path``, its ``entries``, its
+    ``size_bytes`` on disk (with the write-ahead log), the ``stored_bytes`` counted against
+    ``max_bytes``, and ``max_age`` in seconds."""
 
     path: Path
     entries: int
@@ -265,9 +258,8 @@ class ResultCache:
         return self._db
 
     def _evict(self, db: sqlite3.Connection, target: int, max_age: float | None = None) -> int:
-        """Remove what is older than ``max_age`` (default: the cache's) and the oldest answers
-        past ``target`` bytes; how many went. One statement, reading only the oldest entries of
-        the age index (as many as could be needed), and only the rows it removes."""
+        """Remove what is past ``max_age`` (default: the cache's) and the oldest answers past
+        ``target`` bytes (:data:`_EVICT`); how many went."""
         oldest = time.time() - (self.max_age if max_age is None else max_age)
         rows = max(0, _total(db) - target) // CACHE_ROW_OVERHEAD + 1
         found = {"oldest": oldest, "target": target, "rows": rows}
@@ -284,15 +276,9 @@ class ResultCache:
     def get(self, key: str) -> tuple[bytes, dict[str, str]] | None:
         """The stored answer and its provenance headers; ``None`` if there is none within
         ``max_age``."""
+        query = "SELECT body, headers FROM answers WHERE key = ? AND stored >= ?"
         with self._lock:
-            row = (
-                self._connect()
-                .execute(
-                    "SELECT body, headers FROM answers WHERE key = ? AND stored >= ?",
-                    (key, time.time() - self.max_age),
-                )
-                .fetchone()
-            )
+            row = self._connect().execute(query, (key, time.time() - self.max_age)).fetchone()
         if row is None:
             return None
         try:
