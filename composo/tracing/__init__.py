@@ -61,10 +61,8 @@ __getattr__, __dir__ = lazy_exports(
 
 
 class _Package(types.ModuleType):
-    """This package, keeping the name ``agent_tracer`` for the decorator: importing the
-    submodule of that name would otherwise bind the module here (the import system sets a
-    loaded submodule as an attribute of its package), and ``from composo.tracing import
-    agent_tracer`` would give a module instead of the decorator depending on import order."""
+    """This package, keeping the name ``agent_tracer`` for the decorator: the import system
+    would bind the submodule of that name here once it is loaded."""
 
     def __setattr__(self, name: str, value: Any) -> None:
         if name == "agent_tracer" and isinstance(value, types.ModuleType):

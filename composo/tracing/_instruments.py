@@ -161,12 +161,9 @@ class InstrumentorInstrument:
 
 
 class PydanticAIInstrument(OpenInferenceInstrument):
-    """PydanticAI's own OpenTelemetry instrumentation (GenAI conventions) as an instrument:
-    ``Agent.instrument_all`` with the tracer provider, and back to off with ``uninstrument``.
-
-    Agents given ``instrument=`` of their own keep it; an application's own ``instrument_all``
-    settings are replaced while this is on (PydanticAI offers no way to read them back).
-    """
+    """PydanticAI's own instrumentation (GenAI conventions): ``Agent.instrument_all`` with the
+    tracer provider. Agents given ``instrument=`` keep it; an application's own ``instrument_all``
+    settings are replaced while this is on (PydanticAI offers no way to read them back)."""
 
     name = "pydantic_ai"
     module = "pydantic_ai"
@@ -230,8 +227,7 @@ def member_instrument(key: str) -> OpenInferenceInstrument | None:
     with _builtin_lock:
         if key not in _builtin:
             own = _OWN.get(key)
-            made = own() if own else EntryPointInstrument(key.lower(), target, install)
-            _builtin[key] = made
+            _builtin[key] = own() if own else EntryPointInstrument(key.lower(), target, install)
         return _builtin[key]
 
 
@@ -241,14 +237,9 @@ def plugin_provided() -> set[str]:
 
 
 class Instruments(Enum):
-    """The frameworks ``ComposoTracer.init(instruments=...)`` can trace, by name.
-
-    ``OPENAI``, ``ANTHROPIC`` and ``GOOGLE_GENAI`` as in the platform SDK; ``LANGCHAIN`` and
-    ``LLAMA_INDEX`` with Composo's integration packages; ``OPENAI_AGENTS`` from the Agents SDK's
-    own trace events; ``LITELLM``, ``GOOGLE_ADK``, ``CREWAI``, ``DSPY``, ``SMOLAGENTS``,
-    ``BEDROCK`` and ``HAYSTACK`` through their OpenInference instrumentors. ``init`` resolves a
-    member when called and raises ``ImportError`` naming what to install when its package is
-    missing.
+    """The frameworks ``ComposoTracer.init(instruments=...)`` can trace, by name (the first three
+    as in the platform SDK). ``init`` resolves a member when called and raises ``ImportError``
+    naming what to install when its package is missing.
     """
 
     OPENAI = "openai"

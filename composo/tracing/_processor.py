@@ -64,11 +64,9 @@ class _Slot(Step):
     def inside_call(self) -> bool:
         """Whether an enclosing span turned out to be a model call that this one is part of."""
         outer = self.parent
-        while outer is not None:
-            if outer.llm:
-                return True
+        while outer is not None and not outer.llm:
             outer = outer.parent
-        return False
+        return outer is not None
 
     def omitted(
         self, history: list[Step | Agent | _ToolEvent], found: dict[int, LLMInteraction | None]

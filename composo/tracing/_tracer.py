@@ -207,11 +207,7 @@ class ComposoTracer:
 
     @classmethod
     def instrumented(cls) -> list[str]:
-        """Names of the instruments currently on.
-
-        Returns:
-            The names, in the order they were switched on.
-        """
+        """Names of the instruments currently on, in the order they were switched on."""
         with cls._lock:
             return list(cls._instrumented)
 
@@ -226,9 +222,5 @@ class ComposoTracer:
 
     @classmethod
     def tracer_provider(cls) -> Any:
-        """The OpenTelemetry provider in use.
-
-        Returns:
-            The provider, or ``None`` before ``init``.
-        """
+        """The OpenTelemetry provider in use, or ``None`` before ``init``."""
         return cls._provider
