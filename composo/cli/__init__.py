@@ -44,35 +44,27 @@ class UsageError(Exception):
     exits 2, before any request."""
 
 
-class _Parser(argparse.ArgumentParser):
-    """The command line's parser; ``commands`` holds each subcommand's own parser, so that a
-    mistyped flag is answered by the subcommand it was given to."""
+def build_parser(
+    command: str | None = None,
+) -> tuple[argparse.ArgumentParser, argparse.ArgumentParser | None]:
+    """The parser and ``command``'s own; only that command's module is imported to add its
+    flags (the others are listed by name and help), so ``composo evaluate`` loads one."""
+    from composo._version import __version__
 
-    commands: dict[str, argparse.ArgumentParser]
-
-
-def build_parser(command: str | None = None) -> argparse.ArgumentParser:
-    """The parser; only ``command``'s module is imported to add its flags (the others are
-    listed by name and help, so ``composo evaluate`` loads one subcommand, not eleven)."""
-    parser = _Parser(prog="composo", description="Composo evaluation tools.")
-    parser.commands = {}
-    parser.add_argument("--version", action="version", version=_version())
+    parser = argparse.ArgumentParser(prog="composo", description="Composo evaluation tools.")
+    parser.add_argument("--version", action="version", version=f"composo {__version__}")
     subs = parser.add_subparsers(dest="command", metavar="COMMAND")
+    own = None
     for name, (module, help_text) in SUBCOMMANDS.items():
         sub = subs.add_parser(name, help=help_text, description=help_text, epilog=EPILOG)
         if name == command:
             importlib.import_module(module).add_arguments(sub)
-            parser.commands[name] = sub
-    return parser
+            own = sub
+    return parser, own
 
 
 _OPTION = re.compile(r"(?<![\w-])(--?[A-Za-z0-9][\w-]*)")
 _NUMBER = re.compile(r"-\d|-\.\d")
-
-
-def _flags(parser: argparse.ArgumentParser) -> list[str]:
-    """The flags a parser's usage line lists (every flag its --help shows)."""
-    return sorted(set(_OPTION.findall(parser.format_usage())) | {"-h", "--help"})
 
 
 def _is_known(token: str, known: list[str]) -> bool:
@@ -83,17 +75,13 @@ def _is_known(token: str, known: list[str]) -> bool:
     return token[:2] in known
 
 
-def _unknown_flag(parser: argparse.ArgumentParser, argv: list[str]) -> str | None:
-    """Usage and a one-line error for the first flag the command does not have, with the
-    closest of its own flags; ``None`` when every flag is the command's. Checked before parsing,
-    so that a mistyped flag is named even when it leaves a required one missing."""
+def _unknown_flag(parser: argparse.ArgumentParser, tokens: list[str], who: str) -> str | None:
+    """Usage and a one-line error for the first flag ``parser`` does not have, with the closest
+    of its own. Checked before parsing, so that a mistyped flag is named even when it leaves a
+    required one missing."""
     import difflib
 
-    commands = parser.commands if isinstance(parser, _Parser) else {}
-    command = argv[0] if argv and argv[0] in commands else None
-    sub = commands[command] if command is not None else parser
-    known = _flags(sub)
-    tokens = argv[1:] if command is not None else argv
+    known = sorted(set(_OPTION.findall(parser.format_usage())) | {"-h", "--help"})
     for token in tokens:
         if token == "--":
             return None
@@ -102,17 +90,10 @@ def _unknown_flag(parser: argparse.ArgumentParser, argv: list[str]) -> str | Non
         flag = token.split("=", 1)[0]
         if _is_known(flag, known):
             continue
-        who = f"composo {command}" if command else "composo"
         close = difflib.get_close_matches(flag, known, n=1, cutoff=0.6)
         hint = f"; did you mean {close[0]!r}?" if close else f" (see {who} --help)"
-        return f"{sub.format_usage()}{who}: error: no flag {flag!r}{hint}"
+        return f"{parser.format_usage()}{who}: error: no flag {flag!r}{hint}"
     return None
-
-
-def _version() -> str:
-    from composo._version import __version__
-
-    return f"composo {__version__}"
 
 
 def _unknown_command(argv: Sequence[str]) -> str | None:
@@ -133,9 +114,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if unknown is not None:
         print(unknown, file=sys.stderr)
         return 2
-    parser = build_parser(words[0] if words and words[0] in SUBCOMMANDS else None)
+    command = words[0] if words and words[0] in SUBCOMMANDS else None
+    parser, own = build_parser(command)
     # a mistyped flag is answered by the command it was given to
-    typo = _unknown_flag(parser, words)
+    if own is not None:
+        typo = _unknown_flag(own, words[1:], f"composo {command}")
+    else:
+        typo = _unknown_flag(parser, words, "composo")
     if typo is not None:
         print(typo, file=sys.stderr)
         return 2
