@@ -121,29 +121,32 @@ def _text_of(message: Any) -> str:
 def summarize(kind: Kind, item: Mapping[str, Any]) -> str | None:
     """One line about what an evaluation was given: cheap, it reads only a few fields."""
     try:
-        if kind == "evaluate_trace":
-            trace = item.get("trace")
-            agents = getattr(trace, "agent_instance_by_id", None)
-            if not isinstance(agents, Mapping):
-                return None
-            names = list(dict.fromkeys(a.name for a in agents.values()))
-            steps = sum(len(a.interactions) for a in agents.values())
-            return f"trace of {len(agents)} agent instance(s) ({', '.join(names)}), {steps} step(s)"
-        messages = item.get("messages")
-        question = None
-        if isinstance(messages, Sequence) and not isinstance(messages, str):
-            users = [m for m in messages if isinstance(m, Mapping) and m.get("role") == "user"]
-            question = _text_of(users[-1]) if users else None
-        result = item.get("result")
-        answer = None
-        if isinstance(result, str):
-            answer = _short(result)
-        elif isinstance(result, Sequence) and result:
-            answer = _text_of(result[-1])
-        parts = [f"user: {question}" if question else "", f"answer: {answer}" if answer else ""]
-        return " | ".join(p for p in parts if p) or None
+        return _trace_line(item.get("trace")) if kind == "evaluate_trace" else _chat_line(item)
     except Exception:  # a summary is a courtesy; never fail a record over it
         return None
+
+
+def _trace_line(trace: Any) -> str | None:
+    agents = getattr(trace, "agent_instance_by_id", None)
+    if not isinstance(agents, Mapping):
+        return None
+    names = list(dict.fromkeys(a.name for a in agents.values()))
+    steps = sum(len(a.interactions) for a in agents.values())
+    return f"trace of {len(agents)} agent instance(s) ({', '.join(names)}), {steps} step(s)"
+
+
+def _chat_line(item: Mapping[str, Any]) -> str | None:
+    messages, result = item.get("messages"), item.get("result")
+    question = answer = None
+    if isinstance(messages, Sequence) and not isinstance(messages, str):
+        users = [m for m in messages if isinstance(m, Mapping) and m.get("role") == "user"]
+        question = _text_of(users[-1]) if users else None
+    if isinstance(result, str):
+        answer = _short(result)
+    elif isinstance(result, Sequence) and result:
+        answer = _text_of(result[-1])
+    parts = [f"user: {question}" if question else "", f"answer: {answer}" if answer else ""]
+    return " | ".join(p for p in parts if p) or None
 
 
 Prepare = Callable[[], Mapping[str, Any]]
