@@ -132,7 +132,6 @@ def build_app(config: ServerConfig, received: ReceivedLog | None = None) -> ASGI
             )
         return JSONResponse({"task_id": task_id})
 
-    # The evaluation routes: reward and trace, answered now or (background) as a task to poll.
     for suffix, handle in (("", evaluate), ("/background", background)):
         for kind, model in (("reward", RewardRequest), ("trace", TraceRequest)):
             app.add_api_route(

@@ -82,7 +82,6 @@ class ServerConfig:
             )
 
 
-# The settings with a least value.
 _LEAST = {
     "latency": 0,
     "max_body_bytes": 1024,

@@ -144,8 +144,7 @@ class LocalServer:
             latency=latency,
             **{k: v for k, v in limits.items() if v is not None},  # type: ignore[arg-type]
         )
-        # A generated key starts with letters: one beginning with "-" would read as an option
-        # when pasted after `--api-key` on a command line.
+        # Starts with letters: pasted after `--api-key`, a leading "-" would read as an option.
         generated = "local-" + secrets.token_urlsafe(16)
         self.api_key = self.config.api_keys[0] if self.config.api_keys else generated
         self._server: Any = None

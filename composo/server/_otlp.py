@@ -172,8 +172,7 @@ def mount(app: FastAPI, config: ServerConfig, tasks: Callable[[], Any]) -> None:
         content_type = request.headers.get("content-type") or "application/json"
         try:
             if encoding in ("gzip", "deflate"):
-                # Decompressed, the body is held to the same limit (a small body can inflate
-                # a thousandfold).
+                # held to the same limit decompressed: a small body can inflate a thousandfold
                 body = _inflate(body, encoding, config.max_body_bytes)
                 if body is None:
                     return too_large

@@ -20,7 +20,6 @@ _SUFFIXES = ("apikey", "token", "secret", "password", "passwd")
 _CURSORS = frozenset({"pagetoken", "nextpagetoken"})
 _PARAM = re.compile(r"(?<=[?&;])([^=&;#\s\"']+)=([^&;#\s\"']*)")
 _NOT_ALNUM = re.compile(r"[^a-z0-9]")
-# The loggers a running server writes through.
 _LOGGERS = ("uvicorn.access", "uvicorn.error", "composo.server")
 
 
