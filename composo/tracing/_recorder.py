@@ -54,9 +54,6 @@ class Capture:
     def __enter__(self: C) -> C:
         """Start recording in this thread or task.
 
-        Returns:
-            The block itself.
-
         Raises:
             RuntimeError: It has already recorded once.
         """
@@ -236,9 +233,6 @@ class TraceRecorder:
         Args:
             agent: The agent making the call.
             step: A :class:`Step` (subclass) to keep; a plain one by default.
-
-        Returns:
-            The place.
         """
         step = Step() if step is None else step
         with self._lock:

@@ -248,9 +248,6 @@ def input_messages(
     Args:
         messages: The model call's input messages.
         name_responses: Name an unnamed tool response after the earlier call it answers.
-
-    Returns:
-        The trace's input messages.
     """
     out: list[InputMessage] = []
     names: dict[str, str] = {}  # tool call id -> tool name
@@ -288,9 +285,6 @@ def output_messages(
     Args:
         messages: The model call's output messages (OpenAI-style dicts).
         keep_empty: Keep an empty text answer (a message with neither text nor tool calls).
-
-    Returns:
-        The trace's output messages.
     """
     out: list[OutputMessage] = []
     names: dict[str, str] = {}
