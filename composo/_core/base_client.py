@@ -76,9 +76,8 @@ C = TypeVar("C")
 def awaited(
     method: Callable[Concatenate[C, P], Any],
 ) -> Callable[Concatenate[C, P], Coroutine[Any, Any, Any]]:
-    """``method`` (which returns the coroutine of the async client's ``_run_all``) as a
-    coroutine function with its parameters and documentation: its arguments are checked when
-    it is awaited, as any coroutine's body runs."""
+    """``method`` (which returns a coroutine) as a coroutine function with its signature and
+    documentation: its arguments are checked when awaited, as any coroutine's body runs."""
 
     async def coroutine(self: C, /, *args: P.args, **kwargs: P.kwargs) -> Any:
         return await method(self, *args, **kwargs)
@@ -355,11 +354,9 @@ class BaseClient:
         return plan.setup(self.max_concurrent_requests, given, items, *named)
 
     def _headers(self, block: bool = True) -> RequestHeaders:
-        """The request's own headers; a background submission carries an ``Idempotency-Key`` of
-        its own, which its retries repeat, so a retry after a lost answer cannot start a second
-        task. The client's own ``httpx`` client holds the common headers already (merging them
-        into every request is a good part of httpx's work per request); a supplied one gets
-        them set on each request (see :meth:`_build`), and its own defaults stay as they are."""
+        """The request's own headers: a background submission's ``Idempotency-Key``, which its
+        retries repeat (no second task after a lost answer), and for a supplied ``http_client``
+        the common ones (the own client holds them: merging per request costs httpx much)."""
         common = None if self._owns_http else self._base_headers
         if block:
             return common
@@ -418,9 +415,8 @@ class BaseClient:
 
     @staticmethod
     def _inflater(response: httpx.Response) -> tuple[Inflater, dict[str, str]]:
-        """The bounded reader of ``response``'s body (one a transport already read whole is
-        taken as it is, and still held to the limit), and the answer's headers by lower-case
-        name, read once (each lookup in ``httpx.Headers`` scans and decodes them all)."""
+        """The bounded reader of ``response``'s body, and its headers by lower-case name, read
+        once (each lookup in ``httpx.Headers`` scans and decodes them all)."""
         headers = dict(response.headers.items())
         if response.is_stream_consumed:
             inflater = Inflater(None)
@@ -456,9 +452,8 @@ class BaseClient:
         raise exc
 
     def _hint(self, response: httpx.Response) -> str:
-        """What a 401 or 404 says besides the server's words: where the key came from (never
-        the key), or the URL asked for and, when the base URL holds the API's path already,
-        that it should not."""
+        """Besides the server's words: for a 401 where the key came from (never the key), for a
+        404 the URL asked for and whether base_url holds the API's path already."""
         if response.status_code == 401:
             return f" (the key came from {self._key_source}; check it, it is not shown here)"
         request = response.request
@@ -481,10 +476,8 @@ class BaseClient:
         return wait
 
     def _throttled(self, exc: RateLimitError, deadline: float, patient: bool, waits: int) -> float:
-        """A 429: the limiter holds the client (``Retry-After``) or this request backs off;
-        returns how long a patient attempt sleeps by itself before it goes again (0.0 when
-        the client's hold is its wait), or raises (an impatient call's 429 counts among its
-        retries)."""
+        """A 429: the seconds a patient attempt sleeps before going again (0.0 when the
+        client's hold is its wait), or raised (an impatient call counts it among its retries)."""
         wait = self._throttle.throttled_by(exc.retry_after, waits)
         if not patient or waits >= MAX_THROTTLE_WAITS:
             raise exc

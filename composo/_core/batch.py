@@ -1,8 +1,6 @@
-"""Evaluate many items on threads: read lazily, a bounded window in flight, one item's failure
-recorded without stopping the others. It takes a send function and knows no client; an item is
-held only while its requests are pending, so memory stays flat.
-The async form is :mod:`composo._core.batch_async`; what both share is :mod:`composo._core.plan`.
-"""
+"""The batch engine on threads: items read lazily, a bounded window in flight, one item's failure
+recorded without stopping the others, memory flat. It takes a send function and knows no client;
+the async form is :mod:`composo._core.batch_async`, what both share :mod:`composo._core.plan`."""
 
 from __future__ import annotations
 

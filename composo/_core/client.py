@@ -70,9 +70,8 @@ class SyncClient(BaseClient):
         forks.register(self)
 
     def _after_fork(self) -> None:
-        """In a forked child: the parent's connections, threads, locks and pace stay the
-        parent's (left untouched, never closed here); the child builds its own on next use. A
-        supplied ``http_client`` is the caller's to replace."""
+        """In a forked child, the parent's connections, threads, locks and pace stay its own
+        (a supplied ``http_client`` is the caller's to replace)."""
         if self._owns_http:
             forks.leave_behind(self._http_client)
             self._http_client = None
@@ -321,10 +320,8 @@ class SyncClient(BaseClient):
     def _once(
         self, method: str, url: str, json: Any, headers: RequestHeaders, deadline: float
     ) -> Any:
-        """Take a request slot, wait for the client's pace, send through
-        ``httpx.Client.send``, then read the answer as it arrives, all before ``deadline`` (on
-        :class:`~composo._core.connections.Connections` every socket wait ends by it; on any
-        transport the body is read with the deadline checked between chunks)."""
+        """Take a request slot, wait for the pace, send, read the answer, all by ``deadline``
+        (our connections end every socket wait by it; on any transport, checked per chunk)."""
         http = self._http
         try:
             self._slots.get(timeout=max(0.0, deadline - time.monotonic()))

@@ -107,13 +107,8 @@ class Permits(Protocol):
 
 
 class Throttle:
-    """The shared pace of one client's requests (see the module's description).
-
-    Attributes:
-        rate: Requests a second currently allowed; ``None`` while not pacing.
-        throttled: 429 answers seen so far.
-        permits: Where each attempt also takes a permit (``None``: only this limiter).
-    """
+    """The shared pace of one client's requests: ``rate`` a second (``None``: not pacing),
+    ``throttled`` 429s so far, ``permits`` a budget beyond this process each attempt takes."""
 
     permits: Permits | None = None
 

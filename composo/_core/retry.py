@@ -112,12 +112,8 @@ def async_retrying(
 
 
 class Policy:
-    """One client's retry policy: built once, on the first failure (so tenacity loads only
-    then), and copied for each call that needs a retry with that call's deadline.
-
-    A wait the server advises (``Retry-After``) is taken as long as it is; the deadline stops
-    the retries before any wait that would end past it.
-    """
+    """One client's retry policy, built on the first failure (tenacity loads only then) and
+    copied per call: ``Retry-After`` is waited in full, never past the call's deadline."""
 
     def __init__(self, num_retries: int) -> None:
         self.num_retries = num_retries

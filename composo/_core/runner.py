@@ -1,7 +1,6 @@
-"""Run calls on threads with a bounded number in flight, handing outcomes back as they finish
-(the sync client's several-criteria call and the thread batch engine). When the caller stops
-early, the running calls are cancelled (:mod:`composo._core.cancel`) and waited for briefly, so
-no thread goes on working for a caller that left."""
+"""Run calls on threads with a bounded number in flight, outcomes handed back as they finish.
+When the caller stops early, the running calls are cancelled (:mod:`composo._core.cancel`) and
+waited for briefly: no thread goes on working for a caller that left."""
 
 from __future__ import annotations
 
