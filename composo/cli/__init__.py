@@ -40,15 +40,13 @@ EPILOG = (
 
 
 class UsageError(Exception):
-    """A command line that cannot run: ``main`` prints ``composo COMMAND: error: MESSAGE`` and
-    exits 2, before any request."""
+    """A command line that cannot run: ``main`` says why and exits 2, before any request."""
 
 
 def build_parser(
     command: str | None = None,
 ) -> tuple[argparse.ArgumentParser, argparse.ArgumentParser | None]:
-    """The parser and ``command``'s own; only that command's module is imported to add its
-    flags (the others are listed by name and help), so ``composo evaluate`` loads one."""
+    """The parser and ``command``'s own: only that command's module is imported."""
     from composo._version import __version__
 
     parser = argparse.ArgumentParser(prog="composo", description="Composo evaluation tools.")

@@ -140,8 +140,7 @@ def platform_client(args: argparse.Namespace) -> Composo:
 
 
 def from_platform(args: argparse.Namespace, ask: Callable[[Composo], T]) -> T | int:
-    """``ask(client)``, or the exit status of its failure, said on stderr: 5 when no request
-    can succeed (:func:`refusal`), else 1."""
+    """``ask(client)``, or its failure said on stderr and its exit status (5 or 1)."""
     from composo.errors import ComposoError
 
     try:
@@ -154,8 +153,7 @@ def from_platform(args: argparse.Namespace, ask: Callable[[Composo], T]) -> T | 
 
 
 def refusal(args: argparse.Namespace, error: BaseException | None) -> str | None:
-    """Why no request can succeed and what to change, for a refused key, nothing at the URL
-    or no server reached; ``None`` for an item's own failure."""
+    """Why no request can succeed and what to change; ``None`` for an item's own failure."""
     from composo.errors import (
         APIConnectionError,
         AuthenticationError,
@@ -183,8 +181,7 @@ def refusal(args: argparse.Namespace, error: BaseException | None) -> str | None
 def prepare(
     args: argparse.Namespace, source: Path | None, name: str
 ) -> tuple[list[str], EvaluateOptions]:
-    """The run's criteria and the options every item is sent with, once the flags agree and
-    ``source`` (``None``: stdin) is a file other than the results file. Raises ``UsageError``."""
+    """The run's criteria and the options each item is sent with. Raises ``UsageError``."""
     from composo.cli._criteria import resolve
     from composo.cli._gates import check_args
 
@@ -354,8 +351,7 @@ class Run:
         raise NotImplementedError
 
     def write(self, result: BatchResult) -> dict[str, Any] | None:
-        """The result's row, written with its provenance; ``None`` when the result stops the
-        run (no row: a re-run sends it again)."""
+        """The result's row, written; ``None`` when it stops the run (a re-run sends it again)."""
         from composo._core.provenance import PLATFORM
         from composo.cli._summary import CriterionStats
 
@@ -432,8 +428,7 @@ class Run:
         each: Callable[[], object] = lambda: None,
         **kwargs: Any,
     ) -> None:
-        """Every result recorded under its record's index until the guard stops the run;
-        ``each`` is called per result."""
+        """Record every result under its record's index until the guard stops the run."""
         concurrency = self.args.concurrency
         stream = results(client, items, self.criteria, concurrency=concurrency, **kwargs, **options)
         with contextlib.closing(stream):  # Ctrl-C: requests in flight end now
@@ -479,8 +474,7 @@ class Run:
         return EXIT_FAILED if summary.errors or failed else gate_status
 
     def _gates(self, summary: Summary) -> int:
-        """A finished run's gates, said on stderr, and its CI files: 0, ``EXIT_GATE`` when a
-        gate failed, else ``EXIT_BAD_ROWS`` when scores were set aside."""
+        """Check the gates, say their outcomes and write the CI files; the exit status."""
         from composo.cli._gates import EXIT_GATE
         from composo.cli._results import EXIT_BAD_ROWS, iter_rows
 

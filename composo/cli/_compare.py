@@ -281,8 +281,7 @@ def render_markdown(result: Comparison, tolerance: float | None) -> str:
 
 
 def load(path: Path, name: str) -> tuple[list[dict[str, Any]], int]:
-    """A results file's usable rows and how many were set aside (said on stderr; the command
-    then exits with ``EXIT_BAD_ROWS`` unless a gate failed)."""
+    """A results file's usable rows and how many it set aside (said on stderr)."""
     from composo.cli._results import read_results
 
     if not path.is_file():

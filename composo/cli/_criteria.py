@@ -51,8 +51,7 @@ def _close_name(value: str, named: dict[str, str]) -> str | None:
 
 
 def resolve(values: Sequence[str]) -> list[str]:
-    """``-c`` values as criterion texts: a library name (``rag_faithfulness``), a group name
-    (``RAG``, ``ALL``) or a criterion written out. Raises ``ValueError`` naming the bad one."""
+    """``-c`` values (names, groups, criteria written out) as texts; ``ValueError`` if bad."""
     from composo import criteria
     from composo._core.wire import check_criterion
 

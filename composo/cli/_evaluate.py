@@ -95,8 +95,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 class _Run(common.Run):
-    """Feeds the dataset's records to the batch runner and writes each result; the input's
-    reader, the result cache and a Parquet ``-o`` are set up before any request."""
+    """Feeds the dataset's records to the batch runner; reader, cache and Parquet set up first."""
 
     def __init__(self, args: argparse.Namespace, criteria: list[str], source: Path | None) -> None:
         from composo._data.frames import FILE_ROLES
@@ -147,8 +146,7 @@ class _Run(common.Run):
         return parquet
 
     def transport(self) -> Any:
-        """The caching transport for the run's client (``None`` with ``--no-cache``), built as
-        the clients build their own: the environment's proxies and CA bundle, the deadline."""
+        """The caching transport (``None`` with ``--no-cache``), on the clients' own network."""
         if self.cache is not None:
             from composo._core.network import Network
             from composo._transport import sync_transport
@@ -190,8 +188,7 @@ class _Run(common.Run):
                 bar.close()
 
     def _throttled(self, client: Composo) -> None:
-        """Without a progress line: one line on stderr per throttling episode, at most every ten
-        seconds."""
+        """Without a progress line: one line per throttling episode, at most every ten seconds."""
         count, now = client.throttled, time.monotonic()
         if count > self.told and now - self.told_at >= 10.0:
             self.told, self.told_at = count, now
@@ -222,8 +219,7 @@ class _Run(common.Run):
         return self.bar
 
     def items(self, records: Iterable[tuple[int, Any]]) -> Iterator[dict[str, Any]]:
-        """One item per record (a line, a table row) that still has pairs to do, carrying the
-        ``criteria`` it still needs; a record that cannot be used gets its error rows here."""
+        """An item per record with pairs to do; a record that cannot be used gets error rows."""
         from composo._data.readers import BadRow, UnreadableInput
 
         stream = iter(records)

@@ -86,16 +86,12 @@ class GateOutcome:
             return f"{said}: no scored items to measure"
 
         def shown(x: float) -> str:
-            return _pct(x) if gate.kind == "min-pass-rate" else f"{x:.3f}"
+            return f"{100 * x:.1f}%" if gate.kind == "min-pass-rate" else f"{x:.3f}"
 
         said += f": {'mean' if gate.kind == 'fail-under' else 'pass rate'} {shown(self.value)}"
         if self.passed:
             return f"{said} meets {shown(gate.threshold)}"
         return f"{said} is {shown(gate.threshold - self.value)} below {shown(gate.threshold)}"
-
-
-def _pct(value: float) -> str:
-    return f"{100 * value:.1f}%"
 
 
 def parse_threshold(text: str, what: str, percent: bool = False) -> float:
@@ -115,8 +111,7 @@ def parse_threshold(text: str, what: str, percent: bool = False) -> float:
 
 
 def _resolve_name(name: str, criteria: list[str], option: str) -> list[str]:
-    """A gate's criterion as texts of the run: ``*``, a library name, a group of them (``RAG``)
-    or the criterion's text."""
+    """A gate's criterion (``*``, a name, a group, the text) as criteria of the run."""
     from composo import criteria as library_criteria
     from composo.cli._criteria import GROUPS, label, library
 
@@ -173,8 +168,7 @@ def parse_gates(fail_under: list[str], min_pass_rate: list[str], criteria: list[
 
 
 def check_args(args: argparse.Namespace) -> None:
-    """Check the gate and CI-file options before any request, leaving the gates on
-    ``args.gates``. Raises ``UsageError``."""
+    """Check the gate and CI-file flags, leaving the gates on ``args.gates``; ``UsageError``."""
     from composo.cli import UsageError
     from composo.cli._criteria import resolve
 

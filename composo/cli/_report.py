@@ -90,8 +90,7 @@ def load_run(path: Path, data: Path | None = None) -> Run:
 
 
 def load_runs(paths: list[Path], data: Path | None, command: str) -> list[Run]:
-    """Each results file as a run (:func:`load_run`); the rows each sets aside said on stderr
-    once all are read. Raises :class:`ViewError`."""
+    """Each results file as a run; the rows each sets aside said once all are read."""
     if data is not None and not data.is_file():
         raise ViewError(f"--data: no such file: {data}")
     runs = [load_run(path, data) for path in paths]
@@ -228,8 +227,7 @@ def _trace_message(m: Any, cap: int) -> dict[str, Any]:
 
 
 def conversation(record: dict[str, Any] | None, cap: int = _TEXT_CAP) -> dict[str, Any] | None:
-    """A dataset record as what the item view shows: the messages (system first) and the
-    tools offered, or the agent tree of a trace."""
+    """A dataset record as the item view shows it: messages and tools, or the agent tree."""
     if record is None:
         return None
     tree = _trace(record.get("trace"), cap) if "trace" in record else None
@@ -277,8 +275,7 @@ _COMPARED = ("criterion", "base_mean", "new_mean", "improved", "regressed", "unc
 
 
 def _changes(runs: list[Run]) -> list[dict[str, Any]]:
-    """Each later run against the first: ``composo compare``'s paired summary and every item
-    whose score changed, most regressed first."""
+    """Each later run against the first, as ``composo compare`` measures it."""
     from composo.cli._compare import CompareError, compare_rows
 
     out: list[dict[str, Any]] = []

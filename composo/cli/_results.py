@@ -92,13 +92,9 @@ def _verdicts(
 
 
 def prepare_resume(path: Path, criteria: Collection[str]) -> Resume:
-    """Read an existing results file and leave it holding each pair once, scored ones kept.
-
-    Error rows for ``criteria`` are removed (this run retries them; error rows for other criteria
-    stay), duplicates and unreadable lines dropped, and a torn last line (a run killed
-    mid-write) cut off. The rewrite goes through a temporary file
-    and an atomic rename, so a kill during it leaves the previous file intact.
-    """
+    """Leave an existing results file holding each pair once: error rows of ``criteria`` (this
+    run retries them), duplicates, unreadable lines and a torn tail removed, through a temporary
+    file and an atomic rename (a kill during it leaves the previous file intact)."""
     state = Resume()
     if not path.exists():
         return state
@@ -183,8 +179,7 @@ def _shown(value: Any) -> str:
 
 
 def row_problem(row: dict[str, Any]) -> str | None:
-    """What makes a results row unusable, or ``None``: a line number, a criterion, a score that
-    is null or a finite number from 0 to 1, and text (or null) for the id, explanation and error."""
+    """What makes a results row unusable, or ``None``."""
     index = row.get("index")
     if not isinstance(index, int) or isinstance(index, bool) or index < 0:
         return f"index {_shown(index)} is not a line number (a whole number from 0)"
@@ -218,8 +213,7 @@ class RowProblem:
 
 
 class CheckedRows:
-    """A results file's usable rows, streamed; each pass lists the rows it set aside in
-    :attr:`problems` (the first ones) and counts all of them in :attr:`bad`."""
+    """A results file's usable rows, streamed; each pass notes the rows it sets aside."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -246,13 +240,13 @@ class CheckedRows:
                 if line.strip():
                     yield n, json_object(line)
 
-    def report(self, command: str, stream: IO[str] | None = None, shown: int = 10) -> None:
+    def report(self, command: str, shown: int = 10) -> None:
         """Say on stderr how many rows were set aside, and the first few."""
         import sys
 
         if not self.bad:
             return
-        out = stream if stream is not None else sys.stderr
+        out = sys.stderr
         print(
             f"composo {command}: {self.path.name}: {self.bad} row(s) set aside (not counted; exit "
             f"{EXIT_BAD_ROWS}):",
@@ -279,11 +273,8 @@ def _parquet_rows(path: Path) -> Iterator[tuple[int, dict[str, Any] | None]]:
         raise OSError(
             f"{path.name}: reading Parquet results needs pyarrow: pip install 'composo[parquet]'"
         ) from None
-    n = 0
-    for batch in pq.ParquetFile(path).iter_batches(batch_size=4096):
-        for row in batch.to_pylist():
-            n += 1
-            yield n, row
+    batches = pq.ParquetFile(path).iter_batches(batch_size=4096)
+    yield from enumerate((row for batch in batches for row in batch.to_pylist()), 1)
 
 
 def read_results(path: Path) -> tuple[list[dict[str, Any]], CheckedRows]:

@@ -188,8 +188,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _configure_otlp(args: argparse.Namespace) -> None:
-    """Set up the OTLP receiver (``--otlp``), which evaluates each finished trace with
-    ``composo.tracing``'s collector; raises ``UsageError``."""
+    """Set up the OTLP receiver ``--otlp`` asks for. Raises ``UsageError``."""
     from composo.server import _otlp
 
     if not args.otlp:

@@ -321,8 +321,7 @@ def sources_text(sources: dict[str, int]) -> str:
 
 
 def judge_text(judge: str | None, local: bool = False) -> str:
-    """How a judge is named to a reader, with what its scores are worth (``platform CORE``:
-    the platform with that model core)."""
+    """How a judge is named to a reader, with what its scores are worth."""
     if judge == "heuristic" or (judge is None and local):
         return "heuristic, the offline development stand-in (surface signals, not quality scores)"
     if judge is not None and (judge == "platform" or judge.startswith("platform ")):
@@ -433,8 +432,7 @@ def md_cell(text: object) -> str:
 
 
 def summary_markdown(summary: Summary) -> str:
-    """Who judged and how the scores came, one table row per criterion of the run, then the
-    gates; every value from the data escaped, so a criterion cannot break the table."""
+    """The markdown summary; every value from the data escaped, so none breaks the table."""
     outcomes = summary.outcomes
     failed = [o for o in outcomes if not o.passed]
     verdict = ""

@@ -53,8 +53,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def build_app(runs: "list[Run]", title: str, hosts: list[str]) -> Any:
-    """The viewer's ASGI app (FastAPI): the page (the report's, with reviews), an item's
-    conversation, and reviews appended beside the results."""
+    """The viewer's app: the page, an item's conversation, reviews appended."""
     from fastapi import FastAPI, Request
     from fastapi.responses import HTMLResponse, JSONResponse
     from starlette.middleware.trustedhost import TrustedHostMiddleware
