@@ -127,10 +127,9 @@ class AsyncClient(BaseClient):
         self, task_id: str, timeout: float | None = None, poll_interval: float = 0.25
     ) -> EvaluationResponse | MultiAgentTraceResponse:
         """As :meth:`Composo.wait`, polling without blocking the loop."""
-        deadline = self._deadline(timeout)
+        polls = self._polls(task_id, timeout, poll_interval)
         while (outcome := self._task_outcome(await self.get_task(task_id))) is None:
-            self._check_deadline(task_id, deadline, timeout, poll_interval)
-            await asyncio.sleep(poll_interval)
+            await asyncio.sleep(next(polls))
         return outcome
 
     async def evaluate_many(

@@ -6,7 +6,7 @@ import functools
 import json as jsonlib
 import os
 import time
-from collections.abc import Callable, Coroutine, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypedDict, TypeVar
 from urllib.parse import quote
 
@@ -558,15 +558,12 @@ class BaseClient:
             ) from None
 
     @staticmethod
-    def _deadline(timeout: float | None) -> float | None:
-        return None if timeout is None else time.monotonic() + timeout
-
-    @staticmethod
-    def _check_deadline(
-        task_id: str, deadline: float | None, timeout: float | None, poll_interval: float
-    ) -> None:
-        if deadline is not None and time.monotonic() + poll_interval > deadline:
-            raise APITimeoutError(f"task {task_id} still not finished after {timeout}s")
+    def _polls(task_id: str, timeout: float | None, poll_interval: float) -> Iterator[float]:
+        """The waits between a task's polls, until another would pass ``timeout``."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while deadline is None or time.monotonic() + poll_interval <= deadline:
+            yield poll_interval
+        raise APITimeoutError(f"task {task_id} still not finished after {timeout}s")
 
     @staticmethod
     def _task_outcome(info: TaskInfo) -> EvaluationResponse | MultiAgentTraceResponse | None:

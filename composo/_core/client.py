@@ -133,10 +133,9 @@ class SyncClient(BaseClient):
             TaskFailedError: The evaluation failed on the server.
             APITimeoutError: ``timeout`` passed first.
         """
-        deadline = self._deadline(timeout)
+        polls = self._polls(task_id, timeout, poll_interval)
         while (outcome := self._task_outcome(self.get_task(task_id))) is None:
-            self._check_deadline(task_id, deadline, timeout, poll_interval)
-            time.sleep(poll_interval)
+            time.sleep(next(polls))
         return outcome
 
     def evaluate_many(
