@@ -10,7 +10,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from composo.cli._compare import add_bootstrap_arguments, fig
+from composo.cli._compare import add_bootstrap_arguments, fig, span
 
 if TYPE_CHECKING:
     from composo._agreement import Agreement, CriterionAgreement
@@ -33,7 +33,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _span(interval: tuple[float, float] | None) -> str:
-    return "" if interval is None else f" [{fig(interval[0], True)}, {fig(interval[1], True)}]"
+    return "" if interval is None else f" {span(interval)}"
 
 
 def _criterion_lines(c: CriterionAgreement, worst: int) -> list[str]:

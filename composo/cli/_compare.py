@@ -223,6 +223,12 @@ def fig(value: float | None, signed: bool = False) -> str:
     return f"{value:+.3f}" if signed else f"{value:.3f}"
 
 
+def span(interval: tuple[float, float] | None) -> str:
+    """An interval as ``[-0.050, +0.010]`` (``[-, -]`` when there is none)."""
+    lo, hi = interval or (None, None)
+    return f"[{fig(lo, True)}, {fig(hi, True)}]"
+
+
 def _one_line(text: Any, width: int = 160) -> str:
     flat = " ".join(str(text or "").split())
     return flat if len(flat) <= width else flat[: width - 1] + "…"
@@ -233,13 +239,12 @@ def render_text(result: Comparison, worst: int, tolerance: float | None) -> str:
 
     lines: list[str] = []
     for c in result.criteria:
-        lo, hi = c.interval if c.interval else (None, None)
         lines += [
             label(c.criterion, 72),
             f"  mean  base {fig(c.base_mean)} (n={c.base_count})  new {fig(c.new_mean)} "
             f"(n={c.new_count})",
             f"  paired difference {fig(c.mean_diff, True)} over {len(c.pairs)} item(s), "
-            f"95% interval [{fig(lo, True)}, {fig(hi, True)}]",
+            f"95% interval {span(c.interval)}",
             f"  improved {c.improved}  regressed {c.regressed}  unchanged {c.unchanged}",
         ]
         if tolerance is not None and c.regression(tolerance):
@@ -270,11 +275,10 @@ def render_markdown(result: Comparison, tolerance: float | None) -> str:
         "|---|--:|--:|--:|:-:|--:|--:|--:|",
     ]
     for c in result.criteria:
-        lo, hi = c.interval if c.interval else (None, None)
         flag = " ❌" if tolerance is not None and c.regression(tolerance) else ""
         lines.append(
             f"| {md_cell(label(c.criterion, 60))} | {fig(c.base_mean)} | {fig(c.new_mean)} | "
-            f"{fig(c.mean_diff, True)}{flag} | [{fig(lo, True)}, {fig(hi, True)}] | {c.improved} | "
+            f"{fig(c.mean_diff, True)}{flag} | {span(c.interval)} | {c.improved} | "
             f"{c.regressed} | {c.unchanged} |"
         )
     return "\n".join(lines) + "\n\n"
@@ -324,10 +328,9 @@ def run(args: argparse.Namespace) -> int:
         return clean
     dropped = [c for c in result.criteria if c.regression(args.fail_on_regression)]
     for c in dropped:
-        lo, hi = c.interval or (0.0, 0.0)
         print(
             f"regression: {label(c.criterion, 60)}: mean {fig(c.base_mean)} -> {fig(c.new_mean)}, "
-            f"paired difference {fig(c.mean_diff, True)} (95% interval [{lo:+.3f}, {hi:+.3f}]), "
+            f"paired difference {fig(c.mean_diff, True)} (95% interval {span(c.interval)}), "
             f"more than the tolerance {args.fail_on_regression:g}",
             file=sys.stderr,
         )

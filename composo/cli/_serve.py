@@ -221,12 +221,8 @@ def _configure_otlp(args: argparse.Namespace) -> None:
 
 
 def read_key_file(path: Path) -> list[str]:
-    """The keys in ``path``: one a line, surrounding spaces, blank lines and ``#`` lines ignored.
-
-    Raises:
-        OSError: the file cannot be read.
-        ValueError: it holds no key.
-    """
+    """The keys in ``path``, one a line (``#`` lines ignored). Raises ``OSError``, or
+    ``ValueError`` when it holds none."""
     keys = [
         line.strip()
         for line in path.read_text(encoding="utf-8").splitlines()
