@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from composo._core import convert
@@ -239,6 +239,22 @@ def _calls(msg: Mapping[str, Any]) -> list[ToolCall]:
     return out
 
 
+def _turns(
+    messages: Iterable[Mapping[str, Any]],
+) -> Iterator[tuple[Mapping[str, Any], str, list[ToolCall] | None, str | None]]:
+    """Each message with its text and tool calls; a tool result (``None`` for calls) with the
+    name of the earlier call it answers."""
+    names: dict[str, str] = {}  # tool call id -> tool name
+    for msg in messages:
+        text = content_text(msg.get("content"))
+        if msg.get("role") in ("tool", "function"):
+            yield msg, text, None, names.get(str(msg.get("tool_call_id") or ""))
+            continue
+        calls = _calls(msg)
+        names.update((call.id, call.name) for call in calls)
+        yield msg, text, calls, None
+
+
 def input_messages(
     messages: Iterable[Mapping[str, Any]], *, name_responses: bool = False
 ) -> list[InputMessage]:
@@ -250,29 +266,16 @@ def input_messages(
         name_responses: Name an unnamed tool response after the earlier call it answers.
     """
     out: list[InputMessage] = []
-    names: dict[str, str] = {}  # tool call id -> tool name
-    for msg in messages:
+    for msg, text, calls, answered in _turns(messages):
         role = str(msg.get("role") or "user")
-        if role in ("tool", "function"):
-            call_id = str(msg.get("tool_call_id") or "")
-            name = msg.get("name") or (names.get(call_id) if name_responses else None)
-            out.append(
-                InputMessage(
-                    role="tool",
-                    type="tool_response",
-                    content=ToolResponse(
-                        id=call_id, response=content_text(msg.get("content")), name=name
-                    ),
-                )
-            )
+        if calls is None:
+            name = msg.get("name") or (answered if name_responses else None)
+            response = ToolResponse(id=str(msg.get("tool_call_id") or ""), response=text, name=name)
+            out.append(InputMessage(role="tool", type="tool_response", content=response))
             continue
-        text = content_text(msg.get("content"))
-        calls = _calls(msg)
         if text or not calls:
             out.append(InputMessage(role=role, type="text", content=text))
-        for call in calls:
-            names[call.id] = call.name
-            out.append(InputMessage(role=role, type="tool_call", content=call))
+        out.extend(InputMessage(role=role, type="tool_call", content=call) for call in calls)
     return out
 
 
@@ -287,22 +290,12 @@ def output_messages(
         keep_empty: Keep an empty text answer (a message with neither text nor tool calls).
     """
     out: list[OutputMessage] = []
-    names: dict[str, str] = {}
-    for msg in messages:
-        if msg.get("role") in ("tool", "function"):
-            call_id = str(msg.get("tool_call_id") or "")
-            tool = names.get(call_id) or msg.get("name") or "tool"
-            out.append(
-                OutputMessage(
-                    type="text", content=f"[{tool} result] {content_text(msg.get('content'))}"
-                )
-            )
+    for msg, text, calls, answered in _turns(messages):
+        if calls is None:
+            tool = answered or msg.get("name") or "tool"
+            out.append(OutputMessage(type="text", content=f"[{tool} result] {text}"))
             continue
-        text = content_text(msg.get("content"))
-        calls = _calls(msg)
         if text or (keep_empty and not calls):
             out.append(OutputMessage(type="text", content=text))
-        for call in calls:
-            names[call.id] = call.name
-            out.append(OutputMessage(type="tool_call", content=call))
+        out.extend(OutputMessage(type="tool_call", content=call) for call in calls)
     return out
