@@ -17,13 +17,12 @@ from composo.cli import UsageError
 
 __all__ = [
     "CompareError",
-    "Comparison",
-    "CriterionComparison",
     "add_arguments",
     "add_bootstrap_arguments",
-    "bootstrap_interval",
     "compare_rows",
+    "fig",
     "run",
+    "span",
 ]
 
 EXIT_OK = 0
@@ -153,10 +152,6 @@ def _unique_ids(table: dict[str, list[dict[str, Any]]]) -> bool:
     return True
 
 
-def _scored(row: dict[str, Any]) -> bool:
-    return row.get("error") is None and isinstance(row.get("score"), (int, float))
-
-
 def compare_rows(
     base_rows: Iterable[dict[str, Any]],
     new_rows: Iterable[dict[str, Any]],
@@ -209,10 +204,11 @@ def _shared(base: dict[str, Any], new: dict[str, Any]) -> list[str]:
 def _pairs(base: list[dict[str, Any]], new: list[dict[str, Any]], by_id: bool) -> list[Pair]:
     """One criterion's items scored in both runs, in key order."""
     from composo.cli._results import item_name
+    from composo.cli._summary import kind
 
     old = {item_name(r, by_id): r for r in base}
-    keyed = ((item_name(r, by_id), r) for r in new)
-    pairs = [Pair(k, old[k], r) for k, r in keyed if k in old and _scored(r) and _scored(old[k])]
+    keyed = ((item_name(r, by_id), r) for r in new if kind(r) == "scored")
+    pairs = [Pair(k, old[k], r) for k, r in keyed if k in old and kind(old[k]) == "scored"]
     return sorted(pairs, key=lambda p: p.key)
 
 

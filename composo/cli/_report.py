@@ -35,7 +35,6 @@ __all__ = [
     "page_policy",
     "record_of",
     "run",
-    "script_json",
 ]
 
 _TEXT_CAP = 20_000  # one message's text shown up to this many characters

@@ -14,7 +14,6 @@ from typing import IO, Any
 __all__ = [
     "EXIT_BAD_ROWS",
     "CheckedRows",
-    "Resume",
     "RowProblem",
     "RowWriter",
     "item_keys",

@@ -24,11 +24,9 @@ __all__ = [
     "RunInfo",
     "Summary",
     "judge_key",
-    "judge_text",
     "kind",
     "md_cell",
     "print_summary",
-    "sources_text",
     "summary_markdown",
 ]
 
