@@ -415,12 +415,6 @@ def _answer(request: httpx.Request, body: bytes, provenance: dict[str, str]) -> 
     )
 
 
-def provenance(response: httpx.Response) -> dict[str, str]:
-    """The headers that say who judged an answer and with which model (none: the platform)."""
-    headers = response.headers
-    return {name: headers[name] for name in JUDGE_HEADERS if name in headers}
-
-
 def _storable(response: httpx.Response) -> bool:
     if not response.is_success:
         return False
@@ -500,8 +494,9 @@ class _Caching:
         """The answer, decoded within the response limit, stored with its provenance when it is
         a success; handed on decoded (the client's own bounded reader then takes it as it is)."""
         answer = decoded(request, response, body)
-        if _storable(answer):
-            self.cache.put(key, body, provenance(answer))
+        if _storable(answer):  # with who judged it and with which model (none: the platform)
+            found = {name: answer.headers.get(name) for name in JUDGE_HEADERS}
+            self.cache.put(key, body, {k: v for k, v in found.items() if v is not None})
         return answer
 
 
