@@ -128,15 +128,6 @@ class _Backend(httpcore.NetworkBackend):
             raise
         return stream
 
-    def connect_unix_socket(
-        self, path: str, timeout: float | None = None, socket_options: Iterable[Any] | None = None
-    ) -> httpcore.NetworkStream:  # pragma: no cover (the client speaks TCP)
-        capped = _cap(timeout, httpcore.ConnectTimeout)
-        return _Stream(self._inner.connect_unix_socket(path, capped, socket_options))
-
-    def sleep(self, seconds: float) -> None:  # pragma: no cover (httpcore retries are off)
-        self._inner.sleep(seconds)
-
 
 _ERRORS = (
     httpcore.TimeoutException,
