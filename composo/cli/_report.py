@@ -152,24 +152,18 @@ def _message(m: Any, cap: int) -> dict[str, Any]:
     """One message as {role, text, calls: [{name, arguments}], result_of?}."""
     if not isinstance(m, dict):
         return {"role": "?", "text": _text(m, cap), "calls": []}
-    calls: list[dict[str, str]] = []
-    listed = m.get("tool_calls")
-    for c in listed if isinstance(listed, list) else []:
-        if isinstance(c, dict):
-            calls.append(_call(_function(c).get("name"), _function(c).get("arguments"), cap))
     content = m.get("content")
-    results: list[str] = []
-    if isinstance(content, list):  # Anthropic blocks
-        for block in content:
-            if isinstance(block, dict) and block.get("type") == "tool_use":
-                calls.append(_call(block.get("name"), block.get("input"), cap))
-            elif isinstance(block, dict) and block.get("type") == "tool_result":
-                results.append(_text(block.get("content"), cap))
-    out: dict[str, Any] = {"role": str(m.get("role", "?")), "text": _text(content, cap)}
+    blocks = [b for b in _list(content) if isinstance(b, dict)]  # Anthropic's
+    listed = [_function(c) for c in _list(m.get("tool_calls")) if isinstance(c, dict)]
+    calls = [_call(c.get("name"), c.get("arguments"), cap) for c in listed]
+    calls += [
+        _call(b.get("name"), b.get("input"), cap) for b in blocks if b.get("type") == "tool_use"
+    ]
+    results = [_text(b.get("content"), cap) for b in blocks if b.get("type") == "tool_result"]
+    text = _text(content, cap)
+    out: dict[str, Any] = {"role": str(m.get("role", "?")), "text": text, "calls": calls}
     if results:
-        out["text"] = " ".join([out["text"], *results]).strip()
-        out["role"] = "tool"
-    out["calls"] = calls
+        out.update(role="tool", text=" ".join([text, *results]).strip())
     if m.get("role") == "tool" or m.get("tool_call_id") is not None:
         out["result_of"] = str(m.get("name") or m.get("tool_call_id") or "")
     return out
