@@ -75,10 +75,6 @@ def _utc(moment: datetime) -> datetime:
     return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
 
 
-def _jsonable(row: dict[str, Any]) -> dict[str, Any]:
-    return {k: v.isoformat() if isinstance(v, datetime) else v for k, v in row.items()}
-
-
 def _write(rows: list[dict[str, Any]], path: Path) -> None:
     """JSONL, or Parquet for a ``.parquet`` name; written beside and renamed, so a failed run
     never leaves half a file under the name asked for."""
@@ -90,7 +86,7 @@ def _write(rows: list[dict[str, Any]], path: Path) -> None:
     partial = path.with_name(path.name + ".partial")
     with partial.open("w", encoding="utf-8") as out:
         for row in rows:
-            out.write(json.dumps(_jsonable(row), ensure_ascii=False) + "\n")
+            out.write(json.dumps(row, ensure_ascii=False, default=datetime.isoformat) + "\n")
     partial.replace(path)
 
 
