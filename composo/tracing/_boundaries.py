@@ -22,7 +22,6 @@ __all__ = [
     "is_llm_span",
     "span_kind",
     "starts_agent",
-    "tool_identity",
     "tool_name",
 ]
 
@@ -117,7 +116,8 @@ def agent_identity(attributes: Mapping[str, Any], span_name: str, span_id: str) 
 
 
 def tool_name(attributes: Mapping[str, Any], span_name: str) -> str:
-    """The tool a tool span runs."""
+    """The tool a tool span runs (also the name of the sub-agent its model calls form when it
+    has no agent span of its own)."""
     name = (
         attributes.get("tool.name")
         or attributes.get(GENAI_TOOL_NAME)
@@ -126,12 +126,6 @@ def tool_name(attributes: Mapping[str, Any], span_name: str) -> str:
         or "tool"
     )
     return str(name)
-
-
-def tool_identity(attributes: Mapping[str, Any], span_name: str, span_id: str) -> tuple[str, str]:
-    """``(agent id, agent name)`` of the sub-agent made of model calls inside a tool span that
-    has no agent span of its own: it is named after the tool."""
-    return span_id, tool_name(attributes, span_name)
 
 
 def _after_operation(span_name: str) -> str:

@@ -18,6 +18,7 @@ import logging
 import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from agents import add_trace_processor
@@ -63,20 +64,16 @@ _NO_DATA = (
 )
 
 
+@dataclass(eq=False, slots=True)
 class _Run:
     """Where an SDK agent's spans record, and the tool calls its latest model call made that no
     function span has answered yet: ``(call id, name, arguments)``."""
 
-    __slots__ = ("agent", "data", "pending", "recorder", "tracer")
-
-    def __init__(
-        self, tracer: Any, recorder: TraceRecorder, agent: Agent, data: AgentSpanData | None
-    ) -> None:
-        self.tracer = tracer  # the AgentTracer it records for
-        self.recorder = recorder
-        self.agent = agent
-        self.data = data  # the SDK agent's span data (its tool names), None outside an agent
-        self.pending: list[tuple[str, str, str]] = []
+    tracer: Any  # the AgentTracer it records for
+    recorder: TraceRecorder
+    agent: Agent
+    data: AgentSpanData | None  # the SDK agent's span data (its tool names), None outside one
+    pending: list[tuple[str, str, str]] = field(default_factory=list)
 
 
 class AgentsSDKProcessor(TracingProcessor):

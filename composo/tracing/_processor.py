@@ -26,7 +26,7 @@ from composo.tracing._boundaries import (
     is_llm_span,
     span_kind,
     starts_agent,
-    tool_identity,
+    tool_name,
 )
 from composo.tracing._genai import interaction_from_span
 from composo.tracing._recorder import Agent, RecordedStep, Step, Within, _ToolEvent
@@ -248,8 +248,8 @@ class AgentSpanProcessor(SpanProcessor):
         if agent:
             ident = agent_identity(attributes, span.name, format(span_id, "016x"))
             return Within(span_id, tracer._agent_started(*ident, above))
-        ident = tool_identity(attributes, span.name, format(span_id, "016x"))
-        return Within(span_id, None, above, *ident)
+        name = tool_name(attributes, span.name)
+        return Within(span_id, None, above, format(span_id, "016x"), name)
 
     def on_end(self, span: ReadableSpan) -> None:
         if not self._claimed and not self._under:

@@ -24,7 +24,6 @@ from composo.tracing._boundaries import (
     agent_identity,
     span_kind,
     starts_agent,
-    tool_identity,
     tool_name,
 )
 from composo.tracing._genai import (
@@ -175,8 +174,8 @@ class _Walk:
                 owner = self.agent_for(agent, span)
                 self._tool(span, owner)
                 if self.has_llm(span):
-                    agent_id, name = tool_identity(span.attributes, span.name, span.span_id)
-                    inner_agent = self.recorder.agent_started(agent_id, name, owner)
+                    name = tool_name(span.attributes, span.name)
+                    inner_agent = self.recorder.agent_started(span.span_id, name, owner)
             elif kind != "CHAIN":
                 message = _context(span)
                 if message is None:
