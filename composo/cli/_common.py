@@ -247,25 +247,6 @@ def results(
             yield dataclasses.replace(result, index=result.index + shift)
 
 
-class Notes:
-    """What went wrong, said on stderr as it happens: the first ``SHOWN_ERRORS`` problems (once
-    per ``key``), then one line leaving the rest to the error rows."""
-
-    def __init__(self) -> None:
-        self.shown = 0
-        self.keys: set[object] = set()
-
-    def say(self, message: str, key: object = None) -> None:
-        if self.shown > SHOWN_ERRORS or (key is not None and key in self.keys):
-            return
-        self.shown += 1
-        last = self.shown > SHOWN_ERRORS
-        self.keys.add(key)
-        print(
-            "(more: see the rows with an error in the output)" if last else message, file=sys.stderr
-        )
-
-
 class Guard:
     """Stops a run at the first answer every other request would share (:func:`refusal`); no
     server reached stops it before any answer, later after ``2 * concurrency + 10`` in a row."""
@@ -298,8 +279,8 @@ class Guard:
 
 class Run:
     """One scoring run: its results file (``-o``, resumed, or stdout), its record, which record
-    each pending item of the stream came from, the guard that stops it and the problems said on
-    stderr. A command gives ``record(result, where)``."""
+    each pending item of the stream came from, the guard that stops it and the problems it says.
+    A command gives ``record(result, where)``."""
 
     def __init__(self, args: argparse.Namespace, criteria: list[str], source: Path | None) -> None:
         """Raises ``UsageError``: nothing to evaluate with, or ``-o`` cannot be written."""
@@ -332,7 +313,8 @@ class Run:
         self.sources: dict[str, dict[str, int]] = {}  # this run's rows: criterion -> source -> n
         self.written = 0
         self.guard = Guard(args)
-        self.notes = Notes()
+        self.shown = 0  # problems said on stderr
+        self.said: set[object] = set()  # the keys of those said
         # the stream's position -> (the record's index, results still due, its place)
         self.due: dict[int, tuple[int, int, str | None]] = {}
         self.fed = 0  # items given to the stream
@@ -341,6 +323,18 @@ class Run:
     def remaining(self, index: int) -> list[str]:
         """The criteria record ``index`` still needs."""
         return self.resume.remaining(index, self.criteria) if self.resume else self.criteria
+
+    def say(self, message: str, key: object = None) -> None:
+        """What went wrong, on stderr as it happens: the first ``SHOWN_ERRORS`` problems (once
+        per ``key``), then one line leaving the rest to the error rows."""
+        if self.shown > SHOWN_ERRORS or (key is not None and key in self.said):
+            return
+        self.shown += 1
+        self.said.add(key)
+        last = self.shown > SHOWN_ERRORS
+        print(
+            "(more: see the rows with an error in the output)" if last else message, file=sys.stderr
+        )
 
     def expect(self, index: int, results: int, where: str | None = None) -> None:
         """The stream's next item is record ``index`` (``where``: its place, for messages)."""

@@ -107,11 +107,9 @@ class _Run(common.Run):
         self.told, self.told_at = 0, 0.0  # throttling said on stderr
         self.cache: Any = None
         self.caching: Any = None  # the caching transport
-        columns = {r: getattr(args, f"{r}_column") for r in FILE_ROLES}
+        columns = {r: c for r in FILE_ROLES if (c := getattr(args, f"{r}_column"))}
         try:
-            self.records = open_records(
-                source, args.format, {k: v for k, v in columns.items() if v}
-            )
+            self.records = open_records(source, args.format, columns)
         except (ComposoValidationError, UnreadableInput) as exc:
             raise UsageError(str(exc)) from None
         try:
@@ -244,7 +242,7 @@ class _Run(common.Run):
         from composo.errors import ComposoValidationError
         from composo.types import BatchResult
 
-        self.notes.say(bad.message, index)
+        self.say(bad.message, index)
         error = ComposoValidationError(bad.message)
         for criterion in wanted:
             self.record(BatchResult(index, criterion, bad.id, None, error, bad.metadata))
@@ -259,7 +257,7 @@ class _Run(common.Run):
         place = where or f"line {result.index + 1}"
         if result.id is not None:
             place += f" (id {result.id})"
-        self.notes.say(f"{place}: {row['error']}", result.index)
+        self.say(f"{place}: {row['error']}", result.index)
 
 
 _JSON = ("metadata",)  # each row's own object: its keys and types vary, kept as JSON text

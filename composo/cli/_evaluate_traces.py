@@ -77,11 +77,11 @@ class _Run(common.Run):
             if not wanted:
                 continue
             for note in converted.notes:
-                self.notes.say(f"trace {converted.trace_id}: {note}")
+                self.say(f"trace {converted.trace_id}: {note}")
             if converted.trace is None:
                 self.unusable += 1
                 message = converted.error or f"trace {converted.trace_id}: no trace"
-                self.notes.say(message)
+                self.say(message)
                 error = ComposoValidationError(message)
                 for criterion in wanted:
                     self.record(BatchResult(item.index, criterion, converted.trace_id, None, error))
@@ -93,4 +93,4 @@ class _Run(common.Run):
         row = self.write(result)  # on the loop's thread, as every result is
         error = None if row is None else row["error"]
         if error is not None and not error.startswith("ComposoValidationError"):
-            self.notes.say(f"trace {result.id}: {error}")
+            self.say(f"trace {result.id}: {error}")
