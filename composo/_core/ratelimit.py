@@ -1,21 +1,17 @@
-"""One request-rate limiter per client, shared by all its calls; asked just before each request
-is sent (after it holds a request slot), so what it learns applies to requests already waiting.
-Unthrottled it costs two attribute reads per request.
+"""One request-rate limiter per client, asked just before each request is sent (holding a
+request slot), so what it learns applies to requests already waiting; it only says how long to
+wait, the clients sleep.
 
 - A 429's ``Retry-After`` (or a spent quota's reset) holds every request until then, stretched
-  a little at random; the waiting requests then leave spread over a short window, not in
-  lockstep. A 429 without one backs off only the request that drew it.
-- A held 429 also slows the pace (AIMD: once per episode, to a share of the rate last seen
-  allowed; successes regain it, then probe above it slowly). Pacing stops once it limits nothing.
-- A declared quota (``X-RateLimit-Limit`` a minute, ``X-RateLimit-Remaining``) is copied as a
-  bucket, corrected down by each answer; no request starts that the bucket cannot pay for, so
-  one process draws no 429. AIMD and ``Retry-After`` cover other processes sharing the key.
-- ``requests_per_minute`` paces from the start and caps the rate.
+  a little at random, and the waiting requests leave spread over a short window; a 429 without
+  one backs off only its own request.
+- A held 429 also slows the pace (AIMD, once per episode); successes regain it, then probe above
+  it, and pacing stops once it limits nothing.
+- A declared quota (``X-RateLimit-Limit`` a minute, ``-Remaining``) is copied as a bucket no
+  request overdraws, so one process draws no 429; ``requests_per_minute`` caps the rate.
 
 A request fails for pacing only when a hold, the quota or ``requests_per_minute`` would keep it
-past its deadline; the limiter's own guess never fails one. It only says how long to wait: the
-clients sleep.
-"""
+past its deadline, never on the limiter's own guess."""
 
 from __future__ import annotations
 
