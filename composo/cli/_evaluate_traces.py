@@ -1,11 +1,6 @@
-"""``composo evaluate-traces``: score the traces of an OTLP/JSON export (an OpenTelemetry
-Collector file export, or one JSON document) against criteria, one row per trace and criterion.
-
-Spans are grouped by trace id and converted by ``composo.tracing``; a trace id that forms no
-trace (no model call, too many spans, damaged lines) gets an error row per criterion saying why.
-The results file, resume, summary, gates and CI files are those of ``composo evaluate``: rows
-carry the trace's position in the export as ``index`` and its trace id as ``id``.
-"""
+"""``composo evaluate-traces``: score the traces of an OTLP/JSON export against criteria, one
+row per trace and criterion (``index``: the trace's position, ``id``: its trace id); a trace id
+that forms no trace gets an error row per criterion saying why. The rest is ``evaluate``'s."""
 
 from __future__ import annotations
 

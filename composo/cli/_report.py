@@ -286,18 +286,13 @@ def _changes(runs: list[Run]) -> list[dict[str, Any]]:
             summary.append(
                 {**figures, "pairs": len(c.pairs), "diff": c.mean_diff, "low": lo, "high": hi}
             )
-            changed += [
-                {
-                    # the name the item table uses (compare may pair by line)
-                    "key": named.get(id(p.new), p.key),
-                    "criterion": c.criterion,
-                    "base": float(p.base["score"]),
-                    "new": float(p.new["score"]),
-                    "diff": p.diff,
-                }
-                for p in c.pairs
-                if abs(p.diff) > 1e-9
-            ]
+            moved = [p for p in c.pairs if abs(p.diff) > 1e-9]
+            for p in moved:
+                key = named.get(id(p.new), p.key)  # the item table's name (compare may use lines)
+                base, new = float(p.base["score"]), float(p.new["score"])
+                changed.append(
+                    {"key": key, "criterion": c.criterion, "base": base, "new": new, "diff": p.diff}
+                )
         changed.sort(key=lambda x: (x["diff"], x["key"]))
         out.append(
             {
