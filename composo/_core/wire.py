@@ -10,8 +10,8 @@ from uuid import UUID
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
 
-# cores.py needs no pydantic: the clients check model_core= before this module loads.
-# MODEL_CORES and ModelCore are named again here for composo.types and the server.
+# cores.py needs no pydantic: the clients check model_core= before this module loads. Named
+# again here for composo.types (MODEL_CORES, ModelCore) and the server (LIGHTNING_MODEL_CORES).
 from composo._core.cores import LIGHTNING_MODEL_CORES as LIGHTNING_MODEL_CORES
 from composo._core.cores import MODEL_CORES as MODEL_CORES
 from composo._core.cores import ModelCore as ModelCore
