@@ -205,10 +205,8 @@ class RowProblem:
     criterion: str | None = None
 
     def describe(self) -> str:
-        where = f"line {self.line}"
-        if self.id is not None:
-            where += f" (id {self.id})"
-        return f"{where}: {self.problem}"
+        named = "" if self.id is None else f" (id {self.id})"
+        return f"line {self.line}{named}: {self.problem}"
 
 
 class CheckedRows:

@@ -369,13 +369,11 @@ def _legend(criteria: Iterable[str], width: int) -> list[str]:
 
     from composo.cli._criteria import label
 
-    lines, indent = [], " " * 6
+    wrap = textwrap.TextWrapper(max(40, width - 6), " " * 6, " " * 6)
+    lines: list[str] = []
     for criterion in criteria:
         short = label(criterion, 48)
-        lines.append(f"  {short}" if short == criterion else f"  {short}:")
-        if short != criterion:
-            wrap = textwrap.TextWrapper(max(40, width - 6), indent, indent)
-            lines += wrap.wrap(criterion)
+        lines += [f"  {short}"] if short == criterion else [f"  {short}:", *wrap.wrap(criterion)]
     return lines
 
 
