@@ -20,24 +20,18 @@ def stream(
     plan: Plan,
     window: int,
     progress: Progress | None = None,
-    on_result: Callable[[BatchResult], None] | None = None,
 ) -> Generator[BatchResult, None, None]:
-    """Results as they finish, with at most ``window`` calls of ``send`` in flight (threads);
-    ``on_result`` sees each one on its worker thread the moment it is ready."""
+    """Results as they finish, with at most ``window`` calls of ``send`` in flight (threads)."""
 
     def run(step: Pending | BatchResult) -> BatchResult:
         if isinstance(step, BatchResult):  # an item that could not be used
-            result = step
-        else:
-            try:
-                result = finished(step, send(step.request))
-            except Cancelled:  # the caller left: nothing to record
-                raise
-            except Exception as exc:  # recorded on the result
-                result = finished(step, error=exc)
-        if on_result is not None:
-            on_result(result)
-        return result
+            return step
+        try:
+            return finished(step, send(step.request))
+        except Cancelled:  # the caller left: nothing to record
+            raise
+        except Exception as exc:  # recorded on the result
+            return finished(step, error=exc)
 
     steps = (step for job in jobs for step in plan.expand(job))
     if progress is not None:
