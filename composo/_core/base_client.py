@@ -548,11 +548,7 @@ class BaseClient:
         model = responses.MultiAgentTraceResponse if trace else responses.EvaluationResponse
         try:
             return responses.judged(model.model_validate(body), provenance)
-        except Exception as exc:
-            from pydantic import ValidationError  # loaded by then; not imported per request
-
-            if not isinstance(exc, ValidationError):
-                raise
+        except ValueError as exc:  # pydantic's ValidationError is one
             raise UnexpectedResponseError(
                 f"unexpected response body: {exc}", response_body=body
             ) from None

@@ -81,12 +81,10 @@ class AgentInstance(_Model):
         ``agent_instance_0`` and its name ``default_agent``.
         """
         messages = list(chat_session.get("messages") or ())
-        system = chat_session.get("system")
-        if system:
+        if system := chat_session.get("system"):
             messages.insert(0, {"role": "system", "content": content_text(system)})
-        tools = chat_session.get("tools")
-        steps = _interactions(messages, [_tool_spec(t) for t in tools] if tools else None)
-        return cls(id="agent_instance_0", name="default_agent", interactions=list(steps))
+        steps = _interactions(messages, chat_session.get("tools"))
+        return cls(id="agent_instance_0", name="default_agent", interactions=steps)
 
 
 class MultiAgentTrace(_Model):
@@ -164,9 +162,8 @@ def trace_from_messages(
 
     Every assistant turn becomes one LLM interaction whose inputs are the messages before it.
     """
-    specs = [_tool_spec(t) for t in tools] if tools else None
     aid = agent_id or str(uuid.uuid4())
-    interactions: list[str | LLMInteraction] = list(_interactions(messages, specs))
+    interactions = _interactions(messages, tools)
     return MultiAgentTrace(
         root_agent_instance_id=aid,
         agent_instance_by_id={aid: AgentInstance(id=aid, name=name, interactions=interactions)},
@@ -174,11 +171,12 @@ def trace_from_messages(
 
 
 def _interactions(
-    messages: Iterable[Mapping[str, Any]], specs: list[ToolSpec] | None
-) -> list[LLMInteraction]:
+    messages: Iterable[Mapping[str, Any]], tools: Iterable[Mapping[str, Any]] | None
+) -> list[str | LLMInteraction]:
     """One LLM interaction per assistant turn, its inputs the messages before it."""
+    specs = [_tool_spec(t) for t in tools] if tools else None
     history: list[InputMessage] = []
-    interactions: list[LLMInteraction] = []
+    interactions: list[str | LLMInteraction] = []
     for m in messages:
         role = m.get("role")
         if role == "assistant":
