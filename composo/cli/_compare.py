@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from composo.cli import UsageError
+from composo.cli._results import ResultsError
 
 __all__ = [
-    "CompareError",
     "add_arguments",
     "add_bootstrap_arguments",
     "compare_rows",
@@ -28,10 +28,6 @@ __all__ = [
 EXIT_OK = 0
 RESAMPLES = 2000
 _SAME = 1e-9  # differences smaller than this count as unchanged
-
-
-class CompareError(UsageError, ValueError):
-    """The two files cannot be compared (one line, for the usage exit status)."""
 
 
 def add_bootstrap_arguments(
@@ -160,7 +156,7 @@ def compare_rows(
 ) -> Comparison:
     """Pair the two runs' rows and compare them criterion by criterion. Items pair by their
     ``id`` when every row of both runs has a unique one, otherwise by line. Raises
-    :class:`CompareError` when no criterion or no item is shared."""
+    :class:`ResultsError` when no criterion or no item is shared."""
     from composo.cli._summary import Summary
 
     base, new = _table(base_rows), _table(new_rows)
@@ -179,7 +175,7 @@ def compare_rows(
         out.append(entry)
     if not any(c.pairs for c in out):
         how = "id" if by_id else "line number"
-        raise CompareError(
+        raise ResultsError(
             f"no item is scored in both files (items are paired by {how}); compare two runs "
             "over the same dataset"
         )
@@ -191,10 +187,10 @@ def compare_rows(
 def _shared(base: dict[str, Any], new: dict[str, Any]) -> list[str]:
     """The criteria both runs hold, in NEW's order."""
     if not base or not new:
-        raise CompareError(f"{'BASE' if not base else 'NEW'} holds no result rows")
+        raise ResultsError(f"{'BASE' if not base else 'NEW'} holds no result rows")
     shared = [c for c in new if c in base]
     if not shared:
-        raise CompareError(
+        raise ResultsError(
             "the two files share no criterion (were they evaluated against different "
             "criteria?); compare runs of the same -c criteria"
         )
@@ -282,14 +278,9 @@ def render_markdown(result: Comparison, tolerance: float | None) -> str:
 
 def load(path: Path, name: str) -> tuple[list[dict[str, Any]], int]:
     """A results file's usable rows and how many it set aside (said on stderr)."""
-    from composo.cli._results import read_results
+    from composo.cli._results import load_results
 
-    if not path.is_file():
-        raise CompareError(f"{name}: no such file: {path}")
-    try:
-        rows, checked = read_results(path)
-    except OSError as exc:
-        raise CompareError(f"{name}: {exc}") from None
+    rows, checked = load_results(path, name)
     if rows:  # a file of no results at all is one usage error, said by the caller
         checked.report("compare")
     return rows, checked.bad
@@ -304,7 +295,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--resamples: use at least 100")
     if args.summary_md is not None and not args.summary_md.parent.is_dir():
         raise UsageError(f"--summary-md: no such directory: {args.summary_md.parent}")
-    base, base_bad = load(args.base, "BASE")  # a CompareError: exit 2
+    base, base_bad = load(args.base, "BASE")  # a ResultsError: exit 2
     new, new_bad = load(args.new, "NEW")
     result = compare_rows(base, new, args.seed, args.resamples)
     from composo.cli._criteria import label

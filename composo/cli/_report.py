@@ -20,12 +20,11 @@ from pathlib import Path
 from typing import Any
 
 from composo.cli import UsageError
-from composo.cli._results import CheckedRows, item_keys
+from composo.cli._results import CheckedRows, ResultsError, item_keys, load_results
 from composo.cli._summary import RunInfo, Summary
 
 __all__ = [
     "Run",
-    "ViewError",
     "add_arguments",
     "conversation",
     "load_run",
@@ -39,10 +38,6 @@ __all__ = [
 
 _TEXT_CAP = 20_000  # one message's text shown up to this many characters
 _TAG_VALUES = 12  # a tag with more distinct values than this is an id, not a group
-
-
-class ViewError(UsageError, ValueError):
-    """A results file or a review that cannot be used (one line, naming the fix)."""
 
 
 @dataclass
@@ -66,18 +61,11 @@ class Run:
 
 def load_run(path: Path, data: Path | None = None) -> Run:
     """A results file, its run record and (when found) the dataset it was evaluated from."""
-    from composo.cli._results import read_results
-
-    if not path.is_file():
-        raise ViewError(f"no such file: {path}")
-    try:
-        rows, checked = read_results(path)
-    except OSError as exc:
-        raise ViewError(str(exc)) from None
+    rows, checked = load_results(path)
     if not rows:
         first = checked.problems[0].describe() if checked.problems else ""
         why = f" ({checked.bad} line(s) are not results, the first {first})" if first else ""
-        raise ViewError(f"{path} holds no result rows{why}")
+        raise ResultsError(f"{path} holds no result rows{why}")
     info = RunInfo.load(path) or RunInfo()
     recorded = Path(info.input) if info.input and Path(info.input).is_file() else None
     source, run = data or recorded, Run(path, rows, checked, info)
@@ -91,7 +79,7 @@ def load_run(path: Path, data: Path | None = None) -> Run:
 def load_runs(paths: list[Path], data: Path | None, command: str) -> list[Run]:
     """Each results file as a run; the rows each sets aside said once all are read."""
     if data is not None and not data.is_file():
-        raise ViewError(f"--data: no such file: {data}")
+        raise ResultsError(f"--data: no such file: {data}")
     runs = [load_run(path, data) for path in paths]
     for run in runs:
         run.checked.report(command)
@@ -269,13 +257,13 @@ _COMPARED = ("criterion", "base_mean", "new_mean", "improved", "regressed", "unc
 
 def _changes(runs: list[Run]) -> list[dict[str, Any]]:
     """Each later run against the first, as ``composo compare`` measures it."""
-    from composo.cli._compare import CompareError, compare_rows
+    from composo.cli._compare import compare_rows
 
     out: list[dict[str, Any]] = []
     for run in runs[1:]:
         try:
             result = compare_rows(runs[0].rows, run.rows)
-        except CompareError as exc:
+        except ResultsError as exc:
             out.append({"run": run.path.name, "error": str(exc), "summary": [], "changed": []})
             continue
         summary, changed = [], []
@@ -458,7 +446,7 @@ def run(args: argparse.Namespace) -> int:
     if args.lowest < 0:
         raise UsageError("--lowest must be 0 or more")
     paths = [args.results] if args.baseline is None else [args.baseline, args.results]
-    runs = load_runs(paths, args.data, "report")  # a ViewError: exit 2
+    runs = load_runs(paths, args.data, "report")  # a ResultsError: exit 2
     data = page_data(
         runs,
         mode="report",

@@ -11,15 +11,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from composo.cli import UsageError
+
 __all__ = [
     "EXIT_BAD_ROWS",
     "CheckedRows",
+    "ResultsError",
     "RowProblem",
     "RowWriter",
     "item_keys",
     "item_name",
     "iter_rows",
     "json_object",
+    "load_results",
     "prepare_resume",
     "read_results",
     "row_problem",
@@ -278,6 +282,21 @@ def read_results(path: Path) -> tuple[list[dict[str, Any]], CheckedRows]:
     """Every usable row of a results file in memory, and the reader (its problems)."""
     checked = CheckedRows(path)
     return list(checked), checked
+
+
+class ResultsError(UsageError, ValueError):
+    """Results (or a review) that cannot be used: one line naming the fix, exit 2."""
+
+
+def load_results(path: Path, name: str = "") -> tuple[list[dict[str, Any]], CheckedRows]:
+    """:func:`read_results`, or :class:`ResultsError` (``name``: the file's role, in it)."""
+    said = f"{name}: " if name else ""
+    if not path.is_file():
+        raise ResultsError(f"{said}no such file: {path}")
+    try:
+        return read_results(path)
+    except OSError as exc:
+        raise ResultsError(f"{said}{exc}") from None
 
 
 def item_name(row: Mapping[str, Any], by_id: bool = True) -> str:

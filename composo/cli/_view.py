@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from composo.cli import _report as report  # the page it writes, its data and conversations
 from composo.cli._common import add_listen_arguments
+from composo.cli._results import ResultsError
 
 if TYPE_CHECKING:
     from composo.cli._report import Run
@@ -95,12 +96,12 @@ def build_app(runs: "list[Run]", title: str, hosts: list[str]) -> Any:
         try:
             body = json.loads(raw)
             if not isinstance(body, dict):
-                raise report.ViewError("a review is a JSON object")
+                raise ResultsError("a review is a JSON object")
             at = body.get("run", 0)
             if not isinstance(at, int) or isinstance(at, bool) or not 0 <= at < len(runs):
-                raise report.ViewError(f"run {at!r}: a run's position, from 0 to {len(runs) - 1}")
+                raise ResultsError(f"run {at!r}: a run's position, from 0 to {len(runs) - 1}")
             record = review_record(runs[at], body)
-        except ValueError as exc:  # ViewError, or JSON that does not parse
+        except ValueError as exc:  # ResultsError, or JSON that does not parse
             return JSONResponse({"detail": str(exc)}, 400)
         append_review(runs[at], record)
         return JSONResponse(record, headers=headers)
@@ -117,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
         import uvicorn
     except ImportError:
         raise UsageError("the viewer needs the cli extra: pip install 'composo[cli]'") from None
-    runs = report.load_runs(args.results, args.data, "view")  # a ViewError: exit 2
+    runs = report.load_runs(args.results, args.data, "view")  # a ResultsError: exit 2
     hosts = sorted({*_LOOPBACK, args.host})
     app = build_app(runs, args.title, hosts)
     from composo.server._local import listening_socket  # one clear error per cause
@@ -187,7 +188,7 @@ def review_record(run: "Run", body: dict[str, Any]) -> dict[str, Any]:
     rows = zip(run.rows, run.keys, strict=True)
     row = next((r for r, k in rows if k == key and r["criterion"] == criterion), None)
     if row is None:
-        raise report.ViewError(f"id {key!r} with that criterion is not an item of {run.path.name}")
+        raise ResultsError(f"id {key!r} with that criterion is not an item of {run.path.name}")
     verdict, score, comment = _review_fields(body)
     judged = row.get("score")
     return {
@@ -208,13 +209,13 @@ def _review_fields(body: dict[str, Any]) -> tuple[Any, Any, str]:
 
     verdict = body.get("verdict")
     if verdict is not None and verdict not in VERDICTS:
-        raise report.ViewError(f"verdict {verdict!r}: use 'agree', 'disagree' or null")
+        raise ResultsError(f"verdict {verdict!r}: use 'agree', 'disagree' or null")
     score = body.get("score")
     if score is not None and not valid_score(score):
-        raise report.ViewError(f"score {score!r}: your score is a number from 0 to 1, or null")
+        raise ResultsError(f"score {score!r}: your score is a number from 0 to 1, or null")
     comment = body.get("comment") or ""
     if not isinstance(comment, str) or len(comment) > _COMMENT_CAP:
-        raise report.ViewError(f"comment: text of at most {_COMMENT_CAP} characters")
+        raise ResultsError(f"comment: text of at most {_COMMENT_CAP} characters")
     return verdict, score, comment
 
 
