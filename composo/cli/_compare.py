@@ -25,7 +25,6 @@ __all__ = [
     "span",
 ]
 
-EXIT_OK = 0
 RESAMPLES = 2000
 _SAME = 1e-9  # differences smaller than this count as unchanged
 
@@ -310,7 +309,7 @@ def run(args: argparse.Namespace) -> int:
             f.write(render_markdown(result, args.fail_on_regression))
     from composo.cli._results import EXIT_BAD_ROWS
 
-    clean = EXIT_BAD_ROWS if base_bad or new_bad else EXIT_OK
+    clean = EXIT_BAD_ROWS if base_bad or new_bad else 0
     if args.fail_on_regression is None:
         return clean
     dropped = [c for c in result.criteria if c.regression(args.fail_on_regression)]
