@@ -16,9 +16,10 @@ from composo._core.wire import RequestOptions, RewardRequest, TraceRequest
 from composo.errors import ComposoValidationError, validation_error
 
 _R = TypeVar("_R", bound=BaseModel)
+_T = TypeVar("_T")
 
 
-def _refused(check: Callable[..., Any], *args: Any) -> Any:
+def _refused(check: Callable[..., _T], *args: Any) -> _T:
     try:
         return check(*args)
     except ValueError as exc:
@@ -56,14 +57,12 @@ def normalize_criteria(
 
 def normalize_tags(tags: Any) -> dict[str, str] | None:
     """Flat string-to-string tags; numbers and booleans become strings, anything else is refused."""
-    out: dict[str, str] | None = _refused(wire.check_tags, tags)
-    return out
+    return _refused(wire.check_tags, tags)
 
 
 def check_model_core(model_core: Any) -> str | None:
     """``model_core`` if it is one of :data:`~composo._core.cores.MODEL_CORES`, else refused."""
-    out: str | None = _refused(cores.check_model_core, model_core)
-    return out
+    return _refused(cores.check_model_core, model_core)
 
 
 def check_options(options: Mapping[str, Any], where: str, *, trace: bool = False) -> dict[str, Any]:
