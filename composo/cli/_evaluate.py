@@ -268,5 +268,6 @@ def _schema() -> Any:
     import pyarrow as pa
 
     kinds = {"index": pa.int64(), "score": pa.float64()}  # the others are text
-    names = ("index", "id", "criterion", "score", "explanation", "error", "judge", "model_core")
-    return pa.schema([(n, kinds.get(n, pa.string())) for n in (*names, "source", *_JSON)])
+    names = ("index", "id", "criterion", "score", "explanation", "error")
+    who = ("judge", "model_core", "judge_model", "source")  # as each JSONL row carries them
+    return pa.schema([(n, kinds.get(n, pa.string())) for n in (*names, *who, *_JSON)])
