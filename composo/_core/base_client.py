@@ -125,25 +125,14 @@ class BaseClient:
         http_client: object = None,
         transport: Maker | None = None,
     ) -> None:
-        for name in settings:
-            if name not in Settings.__annotations__:
-                import inspect
-
-                named = [n for n in inspect.signature(type(self)).parameters if n != "settings"]
-                accepted = [*named, *Settings.__annotations__]
-                raise unknown_argument(type(self).__name__, name, accepted)
+        _check_settings(type(self), settings)
         given: dict[str, Any] = {**_DEFAULTS, **settings}
         key = api_key if api_key is not None else os.environ.get("COMPOSO_API_KEY")
         self._key_source = (
             "the api_key argument" if api_key is not None else "the COMPOSO_API_KEY variable"
         )
-        if not key or not key.strip():
-            raise ComposoValidationError(
-                "api_key: no API key; pass Composo(api_key=...) or set the COMPOSO_API_KEY "
-                "environment variable"
-            )
+        self._api_key = _header_safe(key)
         _check_numbers(given["num_retries"], given["timeout"], given["max_concurrent_requests"])
-        self._api_key = _header_safe(key.strip())
         self.base_url = _base_url(given.get("base_url"))
         self.num_retries = given["num_retries"]
         try:
@@ -607,6 +596,16 @@ class BaseClient:
         return APITimeoutError(f"timeout of {self.timeout}s reached (the whole call is bounded)")
 
 
+def _check_settings(cls: type, settings: Mapping[str, Any]) -> None:
+    """Refuse a setting no client takes, as Python refuses an unknown keyword."""
+    for name in settings:
+        if name not in Settings.__annotations__:
+            import inspect
+
+            named = [n for n in inspect.signature(cls).parameters if n != "settings"]
+            raise unknown_argument(cls.__name__, name, [*named, *Settings.__annotations__])
+
+
 def _check_numbers(num_retries: Any, timeout: Any, max_concurrent_requests: Any) -> None:
     if not isinstance(num_retries, int) or isinstance(num_retries, bool) or num_retries < 1:
         raise ComposoValidationError(
@@ -624,9 +623,15 @@ def _check_numbers(num_retries: Any, timeout: Any, max_concurrent_requests: Any)
         )
 
 
-def _header_safe(key: str) -> str:
-    """``key``, if an HTTP header can carry it: httpx would refuse it with the key in its
-    message, so it is refused here without the key."""
+def _header_safe(key: str | None) -> str:
+    """``key`` stripped, if there is one and an HTTP header can carry it: httpx would refuse it
+    with the key in its message, so it is refused here without the key."""
+    key = (key or "").strip()
+    if not key:
+        raise ComposoValidationError(
+            "api_key: no API key; pass Composo(api_key=...) or set the COMPOSO_API_KEY "
+            "environment variable"
+        )
     if not (key.isascii() and key.isprintable()):
         raise ComposoValidationError(
             "api_key: contains characters an HTTP header cannot carry (a line break, a "
