@@ -99,8 +99,15 @@ def test_the_readme_s_tracing_example_needs_no_model_provider_s_key() -> None:
     assert "composo evaluate-traces examples/data/traces.jsonl" in section  # the offline CLI
 
 
+def cluster(code: str) -> tuple[pytest.MarkDecorator, ...]:
+    """A Spark or Ray program starts a cluster: run with the other clusters (tests/conftest.py)."""
+    return (pytest.mark.cluster,) if re.search(r"^(import ray|from pyspark)", code, re.M) else ()
+
+
 @pytest.mark.timeout(480)  # a Spark or Ray block starts its cluster, on a loaded machine too
-@pytest.mark.parametrize(("where", "code"), BLOCKS, ids=[w for w, _ in BLOCKS])
+@pytest.mark.parametrize(
+    ("where", "code"), [pytest.param(w, c, id=w, marks=cluster(c)) for w, c in BLOCKS]
+)
 def test_the_block_runs_as_written(
     where: str,
     code: str,
@@ -145,7 +152,10 @@ def test_the_block_runs_as_written(
 
 
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("name", OFFLINE_EXAMPLES)
+@pytest.mark.parametrize(
+    "name",
+    [pytest.param(n, marks=cluster(as_shown(n))) for n in OFFLINE_EXAMPLES],
+)
 def test_the_offline_example_runs(name: str, live: ServerProcess) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("COMPOSO_", "OPENAI_"))}
     env.update(COMPOSO_API_KEY=live.api_key, COMPOSO_BASE_URL=live.base_url)
