@@ -85,10 +85,6 @@ def composo_repr_html(obj: Any) -> str | None:
     return None
 
 
-def _error(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {exc}"
-
-
 def _text(text: object) -> str:
     """``text`` inert inside HTML (markup, quotes and all); line breaks kept."""
     return html.escape(str(text), quote=True).replace("\n", "<br>")
@@ -131,9 +127,11 @@ def _trace(r: MultiAgentTraceResponse) -> str:
 
 
 def _pair(r: BatchResult) -> str:
+    from composo._core.plan import error_text  # loaded already: r is a BatchResult
+
     body = [("item", r.id if r.id is not None else f"#{r.index}"), ("criterion", r.criterion)]
     if r.error is not None:
-        body.append(("error", _error(r.error)))
+        body.append(("error", error_text(r.error)))
     else:
         body.append(("explanation", r.explanation or "(none)"))
     return _card("score", r.score, body, r.provenance)
@@ -150,6 +148,8 @@ def _table(head: tuple[str, ...], rows: Sequence[tuple[object, ...]]) -> str:
 
 def _batch(results: BatchResults) -> str:
     """A summary per criterion, then the first rows as a table."""
+    from composo._core.plan import error_text
+
     summary = [
         (short(c, 80), s["count"], score_text(s["mean"]), s["not_applicable"], s["failed"])
         for c, s in results.summary().items()
@@ -160,7 +160,7 @@ def _batch(results: BatchResults) -> str:
             "" if r.id is None else r.id,
             short(r.criterion, 60),
             score_text(r.score) if r.error is None else "error",
-            short(_error(r.error) if r.error is not None else r.explanation, 200),
+            short(error_text(r.error) if r.error is not None else r.explanation, 200),
         )
         for r in results[:HTML_ROWS]
     ]

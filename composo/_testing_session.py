@@ -37,7 +37,7 @@ class Outcome:
 
 def outcome(result: Any, criterion: str | None = None) -> Outcome | None:
     """What a response or a batch result says (``None`` for anything else, a task handle)."""
-    from composo._core.batch import BatchResult
+    from composo._core.plan import BatchResult
     from composo._core.responses import EvaluationResponse, MultiAgentTraceResponse
 
     if isinstance(result, BatchResult):

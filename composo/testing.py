@@ -14,7 +14,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from composo._client import Composo
-from composo._core.batch import BatchResult
+from composo._core.plan import BatchResult
 from composo._core.responses import EvaluationResponse, MultiAgentTraceResponse
 from composo._core.trace import MultiAgentTrace
 from composo._core.wire import is_binary

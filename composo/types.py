@@ -11,6 +11,7 @@ any of them by hand is supported; their module paths are not: import them from h
 
 from __future__ import annotations
 
+from composo._core.cores import MODEL_CORES, ModelCore
 from composo._core.options import EvaluateOptions
 from composo._core.plan import BatchResult, BatchResults
 from composo._core.provenance import Provenance
@@ -34,7 +35,7 @@ from composo._core.trace import (
     ToolResponse,
     ToolSpec,
 )
-from composo._core.wire import MODEL_CORES, ModelCore, RewardRequest, TraceRequest
+from composo._core.wire import RewardRequest, TraceRequest
 from composo._platform_types import (
     EvaluationPage,
     EvaluationRecord,

@@ -11,7 +11,7 @@ import pytest
 
 import composo
 from composo import AsyncComposo, Composo, ComposoValidationError
-from composo._core.batch import BatchResult
+from composo._core.plan import BatchResult
 from composo.errors import BadRequestError
 from composo.plugins import get_plugin_manager
 from tests.support.servers import ServerProcess

@@ -7,8 +7,17 @@ from __future__ import annotations
 from collections.abc import Callable, Generator, Iterable
 
 from composo._core.cancel import Cancelled
-from composo._core.plan import BatchResult as BatchResult  # composo.testing's import
-from composo._core.plan import Job, Pending, Plan, Progress, Request, Response, finished, tick
+from composo._core.plan import (
+    BatchResult,
+    Job,
+    Pending,
+    Plan,
+    Progress,
+    Request,
+    Response,
+    finished,
+    tick,
+)
 from composo._core.runner import bounded
 
 Send = Callable[[Request], Response]

@@ -89,26 +89,23 @@ def _stop(num_retries: int, timeout: float | None) -> Any:
     return stop if timeout is None else stop | stop_before_delay(timeout)
 
 
-def _policy(num_retries: int, timeout: float | None, max_retry_after: float) -> dict[str, Any]:
+def _policy(num_retries: int, max_retry_after: float) -> dict[str, Any]:
     from tenacity import retry_if_exception
 
     return {
         "retry": retry_if_exception(is_retryable),
-        "stop": _stop(num_retries, timeout),
+        "stop": _stop(num_retries, None),
         "wait": _waiter(max_retry_after),
         "before_sleep": _log_retry,
         "reraise": True,
     }
 
 
-def async_retrying(
-    num_retries: int, timeout: float | None, *, max_retry_after: float = MAX_RETRY_AFTER
-) -> AsyncRetrying:
-    """The policy for a coroutine: ``num_retries`` after the first attempt, within ``timeout``
-    seconds (``None``: no overall bound)."""
+def async_retrying(num_retries: int, *, max_retry_after: float = MAX_RETRY_AFTER) -> AsyncRetrying:
+    """The policy for a coroutine: ``num_retries`` after the first attempt."""
     from tenacity import AsyncRetrying
 
-    return AsyncRetrying(**_policy(num_retries, timeout, max_retry_after))
+    return AsyncRetrying(**_policy(num_retries, max_retry_after))
 
 
 class Policy:
@@ -125,7 +122,7 @@ class Policy:
         if self._sync is None:
             from tenacity import Retrying
 
-            self._sync = Retrying(**_policy(self.num_retries, None, math.inf))
+            self._sync = Retrying(**_policy(self.num_retries, math.inf))
         from composo._core.cancel import sleep  # cut short when the caller leaves
 
         left = deadline - time.monotonic()  # the retries start now
@@ -134,5 +131,5 @@ class Policy:
     def asynchronous(self, deadline: float) -> AsyncRetrying:
         """:meth:`sync` for coroutines."""
         if self._async is None:
-            self._async = async_retrying(self.num_retries, None, max_retry_after=math.inf)
+            self._async = async_retrying(self.num_retries, max_retry_after=math.inf)
         return self._async.copy(stop=_stop(self.num_retries, deadline - time.monotonic()))

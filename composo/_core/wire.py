@@ -10,12 +10,8 @@ from uuid import UUID
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
 
-# cores.py needs no pydantic: the clients check model_core= before this module loads. Named
-# again here for composo.types (MODEL_CORES, ModelCore) and the server (LIGHTNING_MODEL_CORES).
-from composo._core.cores import LIGHTNING_MODEL_CORES as LIGHTNING_MODEL_CORES
-from composo._core.cores import MODEL_CORES as MODEL_CORES
-from composo._core.cores import ModelCore as ModelCore
-from composo._core.cores import check_model_core
+# cores.py needs no pydantic: the clients check model_core= before this module loads.
+from composo._core.cores import LIGHTNING_MODEL_CORES, ModelCore, check_model_core
 from composo._core.limits import (
     MAX_CRITERION_LENGTH,
     MAX_EVALUATOR_NAME_LENGTH,

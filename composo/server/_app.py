@@ -14,7 +14,8 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ValidationError
 from starlette.types import ASGIApp
 
-from composo._core.wire import LIGHTNING_MODEL_CORES, RewardRequest, TraceRequest, is_binary
+from composo._core.cores import LIGHTNING_MODEL_CORES
+from composo._core.wire import RewardRequest, TraceRequest, is_binary
 from composo._version import __version__
 from composo.server._bodies import parse_request, refusal, validation_detail
 from composo.server._config import ServerConfig

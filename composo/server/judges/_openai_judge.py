@@ -196,7 +196,7 @@ class OpenAIJudge:
             "response_format": {"type": "json_object"},
         }
         try:
-            async for attempt in async_retrying(_RETRIES, None, max_retry_after=MAX_RETRY_AFTER):
+            async for attempt in async_retrying(_RETRIES, max_retry_after=MAX_RETRY_AFTER):
                 with attempt:
                     text = await self._post(body)
         except APIConnectionError as exc:
