@@ -6,6 +6,8 @@ import argparse
 import os
 import re
 import sys
+from dataclasses import replace
+from functools import partial
 from pathlib import Path
 
 from composo.cli import UsageError
@@ -18,6 +20,7 @@ from composo.server._config import (
     DEFAULT_MAX_CONNECTIONS,
     DEFAULT_PORT,
     DEFAULT_TASK_LEASE,
+    OtlpOptions,
 )
 
 __all__ = ["add_arguments", "parse_rate", "read_key_file", "run"]
@@ -187,15 +190,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _configure_otlp(args: argparse.Namespace) -> None:
-    """Set up the OTLP receiver ``--otlp`` asks for. Raises ``UsageError``."""
-    from composo.server import _otlp
-
+def _otlp_options(args: argparse.Namespace) -> OtlpOptions | None:
+    """The OTLP receiver ``--otlp`` asks for. Raises ``UsageError``."""
     if not args.otlp:
         if args.trace_criteria:
             raise UsageError("--trace-criteria needs --otlp")
-        _otlp.configure(None)
-        return
+        return None
     if not args.trace_criteria:
         raise UsageError(
             "--otlp needs at least one --trace-criteria CRITERION to evaluate traces against"
@@ -211,13 +211,16 @@ def _configure_otlp(args: argparse.Namespace) -> None:
         raise UsageError(f"--trace-criteria: {exc}") from None
     if not args.otlp_results.parent.is_dir():
         raise UsageError(f"--otlp-results: no such directory: {args.otlp_results.parent}")
+    sink = partial(
+        TraceCollector,
+        idle_seconds=args.otlp_idle,
+        max_spans=args.otlp_max_spans or MAX_SPANS_PER_TRACE,
+    )
     try:
-        collector = TraceCollector(
-            idle_seconds=args.otlp_idle, max_spans=args.otlp_max_spans or MAX_SPANS_PER_TRACE
-        )
+        sink()  # the settings are checked now, before the port is bound
     except ComposoValidationError as exc:
         raise UsageError(f"--otlp: {exc}") from None
-    _otlp.configure(_otlp.OtlpReceiver(collector, tuple(criteria), args.otlp_results))
+    return OtlpOptions(sink, tuple(criteria), args.otlp_results)
 
 
 def read_key_file(path: Path) -> list[str]:
@@ -281,7 +284,7 @@ def run(args: argparse.Namespace) -> int:
         )
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    _configure_otlp(args)
+    config = replace(config, otlp=_otlp_options(args))
     host = f"[{config.host}]" if ":" in config.host else config.host
     url = f"http://{host}:{config.port}"
 

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Protocol
 
 __all__ = [
     "DEFAULT_HISTORY_DAYS",
@@ -16,7 +18,9 @@ __all__ = [
     "DEFAULT_TASK_LEASE",
     "MAX_HEAD_BYTES",
     "JudgeOptions",
+    "OtlpOptions",
     "ServerConfig",
+    "SpanSink",
     "default_db_path",
 ]
 
@@ -43,6 +47,28 @@ class JudgeOptions:
     max_attempts: int = 3
 
 
+class SpanSink(Protocol):
+    """Where received spans go: groups them, says which traces are done (converted)."""
+
+    idle_seconds: float
+
+    def ingest(self, data: bytes, content_type: str) -> int: ...
+
+    def finished(self) -> list[Any]: ...
+
+    def flush(self) -> list[Any]: ...
+
+
+@dataclass(frozen=True)
+class OtlpOptions:
+    """The OTLP receiver: ``sink()`` makes each server its own span sink; ``results=None``
+    writes no results file."""
+
+    sink: Callable[[], SpanSink]
+    criteria: tuple[str, ...]
+    results: Path | None = None
+
+
 @dataclass(frozen=True)
 class ServerConfig:
     """Settings of one server; ``db=None`` keeps tasks in memory."""
@@ -63,6 +89,7 @@ class ServerConfig:
     task_lease_seconds: float = DEFAULT_TASK_LEASE
     history_days: float = DEFAULT_HISTORY_DAYS
     history_max_rows: int = DEFAULT_HISTORY_ROWS
+    otlp: OtlpOptions | None = None  # None: no /v1/traces routes
 
     def __post_init__(self) -> None:
         if not self.api_keys and not is_loopback(self.host):

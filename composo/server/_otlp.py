@@ -5,14 +5,14 @@ them, and each result is appended to the results file as a ``composo evaluate`` 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import logging
 import zlib
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from fastapi import Depends, FastAPI, HTTPException, Request, Response
 from fastapi.responses import JSONResponse
@@ -23,61 +23,36 @@ from composo.server._bodies import refusal
 from composo.server._config import ServerConfig
 from composo.server._gate import KeyCheck, read_body
 
-__all__ = ["OtlpReceiver", "SpanSink", "configure", "mount"]
+__all__ = ["mount"]
 
 _log = logging.getLogger("composo.server")
 _KEPT_TRACES = 1000
 _POLL_SECONDS = 0.05
 
 
-class SpanSink(Protocol):
-    """Where received spans go: groups them, says which traces are done (converted)."""
-
-    idle_seconds: float
-
-    def ingest(self, data: bytes, content_type: str) -> int: ...
-
-    def finished(self) -> list[Any]: ...
-
-    def flush(self) -> list[Any]: ...
-
-
-@dataclass
-class OtlpReceiver:
-    """The span collector, the criteria and the results file (``None``: none)."""
-
-    sink: SpanSink
-    criteria: tuple[str, ...]
-    results: Path | None = None
-    traces: OrderedDict[str, dict[str, Any]] = field(default_factory=OrderedDict)
-    next_index: int = 0
-
-    def __post_init__(self) -> None:
-        if self.results is not None and self.results.exists():
-            with self.results.open("rb") as f:
-                for line in f:
-                    try:
-                        index = json.loads(line).get("index")
-                    except (ValueError, AttributeError):
-                        continue
-                    if isinstance(index, int):
-                        self.next_index = max(self.next_index, index + 1)
-
-
-_receiver: OtlpReceiver | None = None
-
-
-def configure(receiver: OtlpReceiver | None) -> None:
-    """Set (or clear) the receiver the next application built mounts."""
-    global _receiver
-    _receiver = receiver
+def _next_index(results: Path | None) -> int:
+    """One past the highest row index already in ``results``: a restarted server appends."""
+    last = -1
+    if results is not None and results.exists():
+        with results.open("rb") as f:
+            for line in f:
+                try:
+                    index = json.loads(line).get("index")
+                except (ValueError, AttributeError):
+                    continue
+                if isinstance(index, int):
+                    last = max(last, index)
+    return last + 1
 
 
 def mount(app: FastAPI, config: ServerConfig, tasks: Callable[[], Any]) -> None:
-    """Add the OTLP routes when a receiver is configured; ``tasks()`` is the task manager."""
-    receiver = _receiver
-    if receiver is None:
+    """Add the OTLP routes when ``config.otlp`` asks for them; ``tasks()`` is the task manager."""
+    options = config.otlp
+    if options is None:
         return
+    sink = options.sink()  # this server's own: nothing is shared with another in the process
+    kept: OrderedDict[str, dict[str, Any]] = OrderedDict()
+    indexes = itertools.count(_next_index(options.results))
     sweeper: list[asyncio.Task[None]] = []
     running: set[asyncio.Task[None]] = set()
     writing = asyncio.Lock()
@@ -93,8 +68,7 @@ def mount(app: FastAPI, config: ServerConfig, tasks: Callable[[], Any]) -> None:
             raise HTTPException(401, "missing or wrong API key: send the API-Key header")
 
     async def evaluate(converted: Any) -> None:
-        index = receiver.next_index
-        receiver.next_index += 1
+        index = next(indexes)
         entry: dict[str, Any] = {
             "trace_id": converted.trace_id,
             "index": index,
@@ -107,12 +81,12 @@ def mount(app: FastAPI, config: ServerConfig, tasks: Callable[[], Any]) -> None:
         if converted.trace is None:
             keep(entry)
             _log.warning("OTLP %s", converted.error)
-            for criterion in receiver.criteria:
+            for criterion in options.criteria:
                 await write(_row(index, converted.trace_id, criterion, None, converted.error))
             return
         entry["trace"] = converted.trace.model_dump(mode="json", exclude_none=True)
         manager = tasks()
-        for criterion in receiver.criteria:
+        for criterion in options.criteria:
             request = TraceRequest(trace=converted.trace, evaluation_criteria=criterion)
             task_id = await manager.submit(request)
             entry["tasks"][criterion] = task_id
@@ -124,9 +98,9 @@ def mount(app: FastAPI, config: ServerConfig, tasks: Callable[[], Any]) -> None:
         keep(entry)  # shown once every task id is known
 
     def keep(entry: dict[str, Any]) -> None:
-        receiver.traces[entry["trace_id"]] = entry
-        while len(receiver.traces) > _KEPT_TRACES:
-            receiver.traces.popitem(last=False)
+        kept[entry["trace_id"]] = entry
+        while len(kept) > _KEPT_TRACES:
+            kept.popitem(last=False)
 
     async def collect(manager: Any, task_id: str, index: int, trace_id: str, crit: str) -> None:
         while True:
@@ -142,22 +116,22 @@ def mount(app: FastAPI, config: ServerConfig, tasks: Callable[[], Any]) -> None:
         await write(_row(index, trace_id, crit, task_id, verdict))
 
     async def write(row: dict[str, Any]) -> None:
-        if receiver.results is None:
+        if options.results is None:
             return
         data = (json.dumps(row, ensure_ascii=False) + "\n").encode()
         async with writing:
-            await asyncio.to_thread(_append, receiver.results, data)
+            await asyncio.to_thread(_append, options.results, data)
 
     async def drain() -> None:
         # converting a large trace is CPU work: off the event loop
-        for converted in await asyncio.to_thread(receiver.sink.finished):
+        for converted in await asyncio.to_thread(sink.finished):
             try:
                 await evaluate(converted)
             except Exception:
                 _log.exception("could not evaluate OTLP trace %s", converted.trace_id)
 
     async def sweep() -> None:
-        pause = max(0.05, min(1.0, receiver.sink.idle_seconds / 4))
+        pause = max(0.05, min(1.0, sink.idle_seconds / 4))
         while True:
             await asyncio.sleep(pause)
             await drain()
@@ -176,7 +150,7 @@ def mount(app: FastAPI, config: ServerConfig, tasks: Callable[[], Any]) -> None:
                 body = _inflate(body, encoding, config.max_body_bytes)
                 if body is None:
                     return too_large
-            accepted = await asyncio.to_thread(receiver.sink.ingest, body, content_type)
+            accepted = await asyncio.to_thread(sink.ingest, body, content_type)
         except (ValueError, OSError, EOFError, zlib.error) as exc:
             return refusal(f"not an OTLP trace export: {exc}", 400)
         if not sweeper:
@@ -190,7 +164,7 @@ def mount(app: FastAPI, config: ServerConfig, tasks: Callable[[], Any]) -> None:
 
     @app.get("/v1/traces/{trace_id}", dependencies=[Depends(key_check)])
     async def trace_status(trace_id: str) -> Response:
-        entry = receiver.traces.get(trace_id.lower())
+        entry = kept.get(trace_id.lower())
         if entry is None:
             return refusal(f"no finished trace {trace_id!r} on this server", 404)
         return JSONResponse(entry)
