@@ -15,9 +15,10 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 RESAMPLES = 2000
+T = TypeVar("T")
 _TRUE = {"1", "true", "pass", "passed", "yes", "y", "good"}
 _FALSE = {"0", "false", "fail", "failed", "no", "n", "bad"}
 
@@ -99,32 +100,38 @@ def _merge_swaps(values: list[float]) -> int:
     return swaps
 
 
+def bootstrap(
+    values: Sequence[T],
+    statistic: Callable[[Sequence[T]], float | None],
+    seed: int,
+    resamples: int = RESAMPLES,
+    level: float = 0.95,
+) -> tuple[float, float] | None:
+    """Percentile bootstrap interval of ``statistic`` over resamples of ``values`` (same seed,
+    same interval). Resamples where it is undefined are left out; under half defined: ``None``."""
+    rng = random.Random(seed)
+    drawn = (statistic(rng.choices(values, k=len(values))) for _ in range(resamples))
+    found = sorted(v for v in drawn if v is not None)
+    if len(found) < resamples // 2:
+        return None
+    tail = (1.0 - level) / 2.0
+    lo = found[max(0, math.floor(tail * len(found)))]
+    hi = found[min(len(found) - 1, math.ceil((1.0 - tail) * len(found)) - 1)]
+    return (lo, hi)
+
+
 def _interval(
     pairs: Sequence[tuple[float, float]],
     statistic: Callable[[Sequence[float], Sequence[float]], float | None],
     seed: int,
     resamples: int,
-    level: float = 0.95,
 ) -> tuple[float, float] | None:
-    """Percentile bootstrap interval over resampled pairs (same seed, same interval); resamples
-    where the statistic is undefined (all one value) are left out."""
-    n = len(pairs)
-    if n < 3:
+    """A rank correlation's interval; none under three pairs."""
+    if len(pairs) < 3:
         return None
-    rng = random.Random(seed)
-    found: list[float] = []
-    for _ in range(resamples):
-        drawn = rng.choices(pairs, k=n)
-        value = statistic([p[0] for p in drawn], [p[1] for p in drawn])
-        if value is not None:
-            found.append(value)
-    if len(found) < resamples // 2:
-        return None
-    found.sort()
-    tail = (1.0 - level) / 2.0
-    lo = found[max(0, math.floor(tail * len(found)))]
-    hi = found[min(len(found) - 1, math.ceil((1.0 - tail) * len(found)) - 1)]
-    return (lo, hi)
+    return bootstrap(
+        pairs, lambda d: statistic([p[0] for p in d], [p[1] for p in d]), seed, resamples
+    )
 
 
 # -- the result ---------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from composo._agreement import RESAMPLES, bootstrap
 from composo.cli import UsageError
 from composo.cli._results import ResultsError
 
@@ -25,7 +26,6 @@ __all__ = [
     "span",
 ]
 
-RESAMPLES = 2000
 _SAME = 1e-9  # differences smaller than this count as unchanged
 
 
@@ -58,23 +58,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def bootstrap_interval(
-    diffs: list[float], seed: int = 0, resamples: int = RESAMPLES, level: float = 0.95
+    diffs: list[float], seed: int = 0, resamples: int = RESAMPLES
 ) -> tuple[float, float]:
     """Percentile bootstrap interval of the mean of ``diffs`` (same seed, same interval)."""
     import math
-    import random
 
     n = len(diffs)
     if n == 0:
         raise ValueError("no differences to resample")
     if n == 1 or max(diffs) - min(diffs) < _SAME:
         return (statistics.fmean(diffs), statistics.fmean(diffs))
-    rng = random.Random(seed)
-    means = sorted(math.fsum(rng.choices(diffs, k=n)) / n for _ in range(resamples))
-    tail = (1.0 - level) / 2.0
-    lo = means[max(0, math.floor(tail * resamples))]
-    hi = means[min(resamples - 1, math.ceil((1.0 - tail) * resamples) - 1)]
-    return (lo, hi)
+    found = bootstrap(diffs, lambda d: math.fsum(d) / n, seed, resamples)
+    assert found is not None  # a mean is always defined
+    return found
 
 
 @dataclass
