@@ -20,7 +20,15 @@ from composo._version import __version__
 from composo.server._bodies import parse_request, refusal, validation_detail
 from composo.server._config import ServerConfig
 from composo.server._devswitch import DevSwitch, FaultList
-from composo.server._gate import API_KEY_SCOPE_KEY, BODY_SCOPE_KEY, Gate, KeyCheck, RateLimiter
+from composo.server._gate import (
+    ApiKey,
+    Body,
+    Gate,
+    KeyCheck,
+    RateLimiter,
+    admitted_body,
+    admitted_key,
+)
 from composo.server._history import (
     CALLER,
     Caller,
@@ -87,8 +95,8 @@ def build_app(config: ServerConfig, received: ReceivedLog | None = None) -> ASGI
     )
 
     async def parse(request: Request, model: type[_R]) -> _R:
-        CALLER.set(Caller(request.scope.get(API_KEY_SCOPE_KEY), request.scope["path"]))
-        parsed = await parse_request(request.scope.get(BODY_SCOPE_KEY, b""), model)
+        CALLER.set(Caller(admitted_key(request), request.scope["path"]))
+        parsed = await parse_request(admitted_body(request), model)
         try:
             criterion = service.criterion(parsed)
         except UnknownEvaluatorError as exc:
@@ -120,9 +128,7 @@ def build_app(config: ServerConfig, received: ReceivedLog | None = None) -> ASGI
             return refusal(f"Idempotency-Key: 1 to {MAX_IDEMPOTENCY_KEY} characters, one per call")
         parsed = await parse(request, model)
         try:
-            task_id = await state["tasks"].submit(
-                parsed, request.scope.get(API_KEY_SCOPE_KEY), idem
-            )
+            task_id = await state["tasks"].submit(parsed, admitted_key(request), idem)
         except sqlite3.Error as exc:
             _log.warning("task database error: %s", exc)
             return refusal(f"the task database is unavailable: {exc}", 503)
@@ -144,8 +150,8 @@ def build_app(config: ServerConfig, received: ReceivedLog | None = None) -> ASGI
             )
 
     @app.get("/api/v1/evals/tasks/{task_id}")
-    async def task(task_id: str, request: Request) -> Response:
-        info = await state["tasks"].info(task_id, request.scope.get(API_KEY_SCOPE_KEY))
+    async def task(task_id: str, key: ApiKey) -> Response:
+        info = await state["tasks"].info(task_id, key)
         if info is None:
             return refusal(f"no task with id {task_id!r} on this server", 404)
         return JSONResponse(info)
@@ -207,12 +213,12 @@ def _with_request_models(make: Callable[[], dict[str, Any]]) -> Callable[[], dic
 
 def _dev_routes(app: FastAPI, dev: DevSwitch) -> None:
     @app.post("/_dev/faults")
-    async def queue_faults(request: Request) -> Response:
+    async def queue_faults(body: Body) -> Response:
         try:
-            body = FaultList.model_validate_json(request.scope.get(BODY_SCOPE_KEY, b""))
+            faults = FaultList.model_validate_json(body)
         except ValidationError as exc:
             return refusal(validation_detail(exc))
-        return JSONResponse({"queued": dev.queue(body.faults)})
+        return JSONResponse({"queued": dev.queue(faults.faults)})
 
     @app.delete("/_dev/faults")
     async def clear_faults() -> Response:

@@ -23,9 +23,9 @@ __all__ = [
 ]
 
 
-def refusal(detail: str, status: int = 422) -> Response:
+def refusal(detail: str, status: int = 422, headers: dict[str, str] | None = None) -> Response:
     """An error answer in the platform's shape."""
-    return JSONResponse({"detail": detail}, status)
+    return JSONResponse({"detail": detail}, status, headers)
 
 
 _MAX_ERRORS = 5

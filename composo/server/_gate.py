@@ -12,12 +12,15 @@ import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated
 
+from fastapi import Depends
 from starlette.requests import ClientDisconnect, Request
-from starlette.responses import JSONResponse
+from starlette.responses import Response
 
+from composo.server._bodies import refusal
 from composo.server._devswitch import DevSwitch, Fault
+from composo.server._received import with_headers
 from composo.server._redact import credential_parameter
 
 if TYPE_CHECKING:
@@ -27,9 +30,13 @@ __all__ = [
     "API_KEY_SCOPE_KEY",
     "BODY_SCOPE_KEY",
     "DISCARD_FACTOR",
+    "ApiKey",
+    "Body",
     "Gate",
     "KeyCheck",
     "RateLimiter",
+    "admitted_body",
+    "admitted_key",
     "read_body",
 ]
 
@@ -205,7 +212,7 @@ class Gate:
         client = scope.get("client")
         who = (client[0] if client else "").encode() if self.keys.open else api_key or b""
         wait = limiter.retry_after(who) if scope["method"] == "POST" else 0
-        send = _with_headers(send, limiter.headers(who))
+        send = with_headers(send, limiter.headers(who))
         if not wait:
             return send, None
         detail = (
@@ -248,6 +255,21 @@ class Gate:
             f"request body is over this server's limit of {self.max_body_bytes} bytes; "
             "send fewer or shorter messages (or start the server with a larger --max-body-bytes)"
         )
+
+
+def admitted_key(request: Request) -> bytes | None:
+    """The API key the gate admitted the request with."""
+    return request.scope.get(API_KEY_SCOPE_KEY)
+
+
+def admitted_body(request: Request) -> bytes:
+    """The body the gate read and counted."""
+    body: bytes = request.scope.get(BODY_SCOPE_KEY, b"")
+    return body
+
+
+ApiKey = Annotated[bytes | None, Depends(admitted_key)]
+Body = Annotated[bytes, Depends(admitted_body)]
 
 
 async def read_body(request: Request, limit: int) -> bytes | None:
@@ -295,23 +317,12 @@ def _no_more(receive: Receive) -> Receive:
     return rest
 
 
-def _with_headers(send: Send, extra: list[tuple[bytes, bytes]]) -> Send:
-    async def tagged(message: Message) -> None:
-        if message["type"] == "http.response.start":
-            message = {**message, "headers": [*message.get("headers", []), *extra]}
-        await send(message)
-
-    return tagged
-
-
 def _with_request_id(send: Send) -> Send:
     """Tag every answer with an ``x-request-id``, as the platform does, so errors can cite it."""
-    return _with_headers(send, [(b"x-request-id", uuid.uuid4().hex.encode())])
+    return with_headers(send, [(b"x-request-id", uuid.uuid4().hex.encode())])
 
 
 def _answer(
     status: int, detail: str, headers: dict[str, str] | None = None, close: bool = False
-) -> JSONResponse:
-    if close:
-        headers = {**(headers or {}), "connection": "close"}
-    return JSONResponse({"detail": detail}, status, headers)
+) -> Response:
+    return refusal(detail, status, {**(headers or {}), "connection": "close"} if close else headers)

@@ -21,7 +21,7 @@ from composo._platform_types import (
     EvaluationFilterRequest,
 )
 from composo.server._bodies import refusal, validation_detail
-from composo.server._gate import API_KEY_SCOPE_KEY, BODY_SCOPE_KEY
+from composo.server._gate import ApiKey, Body
 from composo.server._history import MAX_PAGE_SIZE, HistoryStore
 
 __all__ = ["mount"]
@@ -29,15 +29,13 @@ __all__ = ["mount"]
 
 def mount(app: FastAPI, history: HistoryStore) -> None:
     @app.get(USAGE_PATH)
-    async def usage(request: Request) -> Response:
-        key = request.scope.get(API_KEY_SCOPE_KEY)
+    async def usage(key: ApiKey) -> Response:
         return JSONResponse(await asyncio.to_thread(history.usage, key))
 
     @app.post(EVALUATIONS_FILTER_PATH)
-    async def filter_evaluations(request: Request) -> Response:
-        body = request.scope.get(BODY_SCOPE_KEY, b"") or b"{}"
+    async def filter_evaluations(key: ApiKey, body: Body) -> Response:
         try:
-            data = json.loads(body)
+            data = json.loads(body or b"{}")
         except ValueError:
             return refusal('body: not JSON; send a JSON object such as {"page": 1}')
         try:
@@ -46,11 +44,10 @@ def mount(app: FastAPI, history: HistoryStore) -> None:
             return refusal(validation_detail(exc, data))
         if query.page_size is not None and query.page_size > MAX_PAGE_SIZE:
             return refusal(f"page_size: at most {MAX_PAGE_SIZE} (ask for the next page instead)")
-        key = request.scope.get(API_KEY_SCOPE_KEY)
         return JSONResponse(await asyncio.to_thread(history.evaluations, key, query))
 
     @app.get(TRACES_PATH)
-    async def list_traces(request: Request) -> Response:
+    async def list_traces(request: Request, key: ApiKey) -> Response:
         params = request.query_params
         unknown = sorted(set(params) - {"page_token", "page_size", "start_date", "end_date"})
         if unknown:
@@ -67,7 +64,6 @@ def mount(app: FastAPI, history: HistoryStore) -> None:
         try:
             start = _when(params.get("start_date"), "start_date")
             end = _when(params.get("end_date"), "end_date")
-            key = request.scope.get(API_KEY_SCOPE_KEY)
             page = await asyncio.to_thread(
                 history.traces, key, params.get("page_token"), size, start, end
             )
@@ -76,12 +72,11 @@ def mount(app: FastAPI, history: HistoryStore) -> None:
         return JSONResponse(page)
 
     @app.get(TRACES_PATH + "/{trace_id}")
-    async def get_trace(trace_id: str, request: Request) -> Response:
+    async def get_trace(trace_id: str, key: ApiKey) -> Response:
         try:
             canonical = str(uuid.UUID(trace_id))
         except ValueError:
             return refusal(f"trace_id: {trace_id[:64]!r} is not a UUID")
-        key = request.scope.get(API_KEY_SCOPE_KEY)
         found = await asyncio.to_thread(history.trace, key, canonical)
         if found is None:
             return refusal(f"no trace with id {canonical!r} for this API key", 404)

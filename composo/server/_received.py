@@ -15,7 +15,14 @@ from composo._core.provenance import JUDGE_HEADER, JUDGE_MODEL_HEADER
 if TYPE_CHECKING:
     from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-__all__ = ["JUDGE_HEADER", "SECRET_HEADERS", "Received", "ReceivedLog", "judge_header_app"]
+__all__ = [
+    "JUDGE_HEADER",
+    "SECRET_HEADERS",
+    "Received",
+    "ReceivedLog",
+    "judge_header_app",
+    "with_headers",
+]
 SECRET_HEADERS = frozenset(
     {"authorization", "proxy-authorization", "api-key", "x-api-key", "cookie"}
 )
@@ -98,13 +105,22 @@ def judge_header_app(
             if message.get("type") == "http.response.start":
                 # Kept before the answer leaves, so a caller that has its answer sees the entry.
                 keep(int(message["status"]))
-                headers = [*message.get("headers", []), *named]
-                message = {**message, "headers": headers}
             await send(message)
 
         try:
-            await app(scope, recv if log is not None else receive, snd)
+            await app(scope, recv if log is not None else receive, with_headers(snd, named))
         finally:
             keep(None)
 
     return wrapped
+
+
+def with_headers(send: Send, extra: list[tuple[bytes, bytes]]) -> Send:
+    """``send`` adding ``extra`` to the answer's head."""
+
+    async def tagged(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            message = {**message, "headers": [*message.get("headers", []), *extra]}
+        await send(message)
+
+    return tagged
