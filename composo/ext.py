@@ -58,14 +58,14 @@ if TYPE_CHECKING:
         unsupported,
     )
     from composo._core.cores import LIGHTNING_MODEL_CORES
+    from composo._core.trace import input_messages as to_trace_inputs
+    from composo._core.trace import output_messages as to_trace_outputs
+    from composo._core.trace import tool_spec as to_trace_tool
     from composo._core.trace import trace_from_messages
     from composo._core.wire import check_criterion, is_binary
     from composo.tracing._agent import current_tracer, record_interaction
     from composo.tracing._instruments import Instrument, OpenInferenceInstrument
     from composo.tracing._recorder import Agent, Capture, Interaction, Step, TraceRecorder
-    from composo.tracing._spans import input_messages as to_trace_inputs
-    from composo.tracing._spans import output_messages as to_trace_outputs
-    from composo.tracing._spans import tool_spec as to_trace_tool
 
 __all__ = [
     "LIGHTNING_MODEL_CORES",
@@ -118,9 +118,9 @@ _FROM = {
     "composo.tracing._recorder": "Agent Capture Interaction Step TraceRecorder",
 }
 _RENAMED = {
-    "to_trace_inputs": "composo.tracing._spans:input_messages",
-    "to_trace_outputs": "composo.tracing._spans:output_messages",
-    "to_trace_tool": "composo.tracing._spans:tool_spec",
+    "to_trace_inputs": "composo._core.trace:input_messages",
+    "to_trace_outputs": "composo._core.trace:output_messages",
+    "to_trace_tool": "composo._core.trace:tool_spec",
 }
 __getattr__, __dir__ = lazy_exports(
     __name__, {name: m for m, names in _FROM.items() for name in names.split()} | _RENAMED

@@ -235,7 +235,7 @@ def test_lazy_exports_load_names_on_first_use(monkeypatch: pytest.MonkeyPatch) -
         "lazy_demo",
         {
             "Agent": "composo.tracing._recorder",
-            "inputs": "composo.tracing._spans:input_messages",
+            "inputs": "composo._core.trace:input_messages",
             "missing": "composo.ext",
         },
     )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -141,11 +141,24 @@ def content_text(content: Any) -> str:
     return json.dumps(content, default=str)
 
 
-def _tool_spec(tool: Mapping[str, Any]) -> ToolSpec:
-    fn = tool.get("function", tool)
+def tool_spec(tool: Mapping[str, Any]) -> ToolSpec:
+    """One tool definition (OpenAI Chat Completions or Responses, or Anthropic) as a trace tool;
+    built-in tools and remote MCP servers, which have no name, are named after their kind or
+    server label."""
+    inner = tool.get("function")
+    fn: Mapping[str, Any] = inner if isinstance(inner, Mapping) else tool
+    name = fn.get("name")
+    kind = str(tool.get("type") or "tool")
+    if not name:
+        label = tool.get("server_label")
+        name = f"mcp:{label}" if label else kind
+        described = f"built-in {kind} tool"
+        if tool.get("server_url"):
+            described = f"remote MCP server at {tool['server_url']}"
+        return ToolSpec(name=str(name), description=described, parameters="{}")
     params = fn.get("parameters", fn.get("input_schema", {}))
     return ToolSpec(
-        name=str(fn.get("name", "")),
+        name=str(name),
         description=str(fn.get("description") or ""),
         parameters=params if isinstance(params, str) else json.dumps(params),
     )
@@ -174,50 +187,114 @@ def _interactions(
     messages: Iterable[Mapping[str, Any]], tools: Iterable[Mapping[str, Any]] | None
 ) -> list[str | LLMInteraction]:
     """One LLM interaction per assistant turn, its inputs the messages before it."""
-    specs = [_tool_spec(t) for t in tools] if tools else None
+    specs = [tool_spec(t) for t in tools] if tools else None
     history: list[InputMessage] = []
     interactions: list[str | LLMInteraction] = []
     for m in messages:
-        role = m.get("role")
-        if role == "assistant":
-            outputs: list[OutputMessage] = []
-            text = content_text(m.get("content"))
-            if text:
-                outputs.append(OutputMessage(type="text", content=text))
-            for call in m.get("tool_calls") or ():
-                fn = call.get("function", {})
-                outputs.append(
-                    OutputMessage(
-                        type="tool_call",
-                        content=ToolCall(
-                            id=str(call.get("id", "")),
-                            name=str(fn.get("name", "")),
-                            parameters=str(fn.get("arguments") or "{}"),
-                        ),
-                    )
-                )
-            interactions.append(
-                LLMInteraction(
-                    input_messages=list(history), output_messages=outputs, tools_available=specs
-                )
+        if m.get("role") != "assistant":
+            history.extend(input_messages([m]))
+            continue
+        outputs = output_messages([m])
+        interactions.append(
+            LLMInteraction(
+                input_messages=list(history), output_messages=outputs, tools_available=specs
             )
-            history.extend(
-                InputMessage(role="assistant", type=o.type, content=o.content) for o in outputs
-            )
-        elif role == "tool":
-            history.append(
-                InputMessage(
-                    role="tool",
-                    type="tool_response",
-                    content=ToolResponse(
-                        id=str(m.get("tool_call_id", "")),
-                        response=content_text(m.get("content")),
-                        name=m.get("name"),
-                    ),
-                )
-            )
-        else:
-            history.append(
-                InputMessage(role=str(role), type="text", content=content_text(m.get("content")))
-            )
+        )
+        history.extend(
+            InputMessage(role="assistant", type=o.type, content=o.content) for o in outputs
+        )
     return interactions
+
+
+def chat_interaction(
+    inputs: Iterable[Mapping[str, Any]],
+    outputs: Iterable[Mapping[str, Any]],
+    tools: list[ToolSpec] | None,
+    *,
+    keep_empty: bool = False,
+) -> LLMInteraction:
+    """One model call from its chat messages (OpenAI-style dicts) and the tools offered; an
+    unnamed tool response is named after the call it answers, and ``keep_empty`` keeps an empty
+    text answer."""
+    return LLMInteraction(
+        input_messages=input_messages(inputs, name_responses=True),
+        output_messages=output_messages(outputs, keep_empty=keep_empty),
+        tools_available=tools,
+    )
+
+
+def _calls(msg: Mapping[str, Any]) -> list[ToolCall]:
+    out = []
+    for call in msg.get("tool_calls") or ():
+        fn = call.get("function") or {}
+        args = fn.get("arguments")
+        out.append(
+            ToolCall(
+                id=str(call.get("id") or ""),
+                name=str(fn.get("name") or ""),
+                parameters=args if isinstance(args, str) and args else json.dumps(args or {}),
+            )
+        )
+    return out
+
+
+def _turns(
+    messages: Iterable[Mapping[str, Any]],
+) -> Iterator[tuple[Mapping[str, Any], str, list[ToolCall] | None, str | None]]:
+    """Each message with its text and tool calls; a tool result (``None`` for calls) with the
+    name of the earlier call it answers."""
+    names: dict[str, str] = {}  # tool call id -> tool name
+    for msg in messages:
+        text = content_text(msg.get("content"))
+        if msg.get("role") in ("tool", "function"):
+            yield msg, text, None, names.get(str(msg.get("tool_call_id") or ""))
+            continue
+        calls = _calls(msg)
+        names.update((call.id, call.name) for call in calls)
+        yield msg, text, calls, None
+
+
+def input_messages(
+    messages: Iterable[Mapping[str, Any]], *, name_responses: bool = False
+) -> list[InputMessage]:
+    """Chat messages (OpenAI-style dicts) as trace inputs: tool results become tool responses,
+    assistant tool calls become one tool-call message each.
+
+    Args:
+        messages: The model call's input messages.
+        name_responses: Name an unnamed tool response after the earlier call it answers.
+    """
+    out: list[InputMessage] = []
+    for msg, text, calls, answered in _turns(messages):
+        role = str(msg.get("role") or "user")
+        if calls is None:
+            name = msg.get("name") or (answered if name_responses else None)
+            response = ToolResponse(id=str(msg.get("tool_call_id") or ""), response=text, name=name)
+            out.append(InputMessage(role="tool", type="tool_response", content=response))
+            continue
+        if text or not calls:
+            out.append(InputMessage(role=role, type="text", content=text))
+        out.extend(InputMessage(role=role, type="tool_call", content=call) for call in calls)
+    return out
+
+
+def output_messages(
+    messages: Iterable[Mapping[str, Any]], *, keep_empty: bool = False
+) -> list[OutputMessage]:
+    """The model's answer: its text and tool calls, in order. What a built-in tool returned
+    inside the same call (a ``tool`` message) is kept as text naming the tool.
+
+    Args:
+        messages: The model call's output messages (OpenAI-style dicts).
+        keep_empty: Keep an empty text answer (a message with neither text nor tool calls).
+    """
+    out: list[OutputMessage] = []
+    for msg, text, calls, answered in _turns(messages):
+        if calls is None:
+            tool = answered or msg.get("name") or "tool"
+            out.append(OutputMessage(type="text", content=f"[{tool} result] {text}"))
+            continue
+        if text or (keep_empty and not calls):
+            out.append(OutputMessage(type="text", content=text))
+        out.extend(OutputMessage(type="tool_call", content=call) for call in calls)
+    return out

@@ -6,7 +6,7 @@ Messages are read from whichever form a span carries, newest first: ``gen_ai.inp
 ``gen_ai.prompt.N.*`` / ``gen_ai.completion.N.*``, the older per-message ``gen_ai.*.message`` and
 ``gen_ai.choice`` events (or PydanticAI's JSON ``events`` attribute), then Semantic Kernel's plain
 prompt and completion. Content blocks of OpenAI, Anthropic, Gemini and Bedrock become OpenAI-style
-chat messages, converted as OpenInference's are (``_spans``). Nothing here imports OpenTelemetry.
+chat messages, converted by the core as OpenInference's are. Nothing here imports OpenTelemetry.
 """
 
 from __future__ import annotations
@@ -16,15 +16,8 @@ import logging
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from composo._core.trace import LLMInteraction, ToolSpec
-from composo.tracing._spans import (
-    EVENT_PREFIX,
-    chat_interaction,
-    indexed,
-    interaction,
-    openinference_interaction,
-    tool_spec,
-)
+from composo._core.trace import LLMInteraction, ToolSpec, chat_interaction, tool_spec
+from composo.tracing._spans import EVENT_PREFIX, indexed, interaction, openinference_interaction
 
 __all__ = [
     "Events",

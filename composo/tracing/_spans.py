@@ -1,4 +1,4 @@
-"""OpenInference model-call attributes -> ``LLMInteraction``; chat messages -> trace messages.
+"""OpenInference model-call attributes -> ``LLMInteraction`` (via the core's ``chat_interaction``).
 
 Any OpenInference instrumentor's ``llm.input_messages.*``, ``llm.output_messages.*`` (with tool
 calls) and ``llm.tools.*`` are understood (other spans are read by ``composo.tracing._genai``).
@@ -11,29 +11,19 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from composo._core import convert
-from composo._core.trace import (
-    InputMessage,
-    LLMInteraction,
-    OutputMessage,
-    ToolCall,
-    ToolResponse,
-    ToolSpec,
-    content_text,
-)
+from composo._core.trace import LLMInteraction, ToolSpec, chat_interaction, tool_spec
 from composo.errors import ComposoValidationError
 
 __all__ = [
     "EVENT_PREFIX",
     "chat_interaction",
     "indexed",
-    "input_messages",
     "interaction",
     "openinference_interaction",
-    "output_messages",
     "tool_spec",
 ]
 
@@ -70,21 +60,6 @@ def interaction(
     """Chat messages as a call, with the tools the span's attributes say were offered."""
     specs = [_tool_spec(f) for f in indexed(attributes, _TOOLS)]
     return chat_interaction(inputs, outputs, [s for s in specs if s is not None] or None)
-
-
-def chat_interaction(
-    inputs: Iterable[Mapping[str, Any]],
-    outputs: Iterable[Mapping[str, Any]],
-    tools: list[ToolSpec] | None,
-    *,
-    keep_empty: bool = False,
-) -> LLMInteraction:
-    """One model call from its chat messages (OpenAI-style dicts) and the tools offered."""
-    return LLMInteraction(
-        input_messages=input_messages(inputs, name_responses=True),
-        output_messages=output_messages(outputs, keep_empty=keep_empty),
-        tools_available=tools,
-    )
 
 
 def indexed(attributes: Mapping[str, Any], prefix: str) -> list[dict[str, Any]]:
@@ -160,36 +135,6 @@ def _tool_spec(fields: Mapping[str, Any]) -> ToolSpec | None:
     return tool_spec(tool) if isinstance(tool, Mapping) else None
 
 
-def tool_spec(tool: Mapping[str, Any]) -> ToolSpec:
-    """One tool definition (OpenAI Chat Completions or Responses, or Anthropic) as a trace tool.
-
-    Args:
-        tool: The definition, as sent to the model.
-
-    Returns:
-        The tool; built-in tools and remote MCP servers, which have no name, are named after
-        their kind or server label.
-    """
-    inner = tool.get("function")
-    fn: Mapping[str, Any] = inner if isinstance(inner, Mapping) else tool
-    name = fn.get("name")
-    kind = str(tool.get("type") or "tool")
-    if not name:
-        # Built-in tools (web search, code interpreter...) and remote MCP servers have no name.
-        label = tool.get("server_label")
-        name = f"mcp:{label}" if label else kind
-        described = f"built-in {kind} tool"
-        if tool.get("server_url"):
-            described = f"remote MCP server at {tool['server_url']}"
-        return ToolSpec(name=str(name), description=described, parameters="{}")
-    params = fn.get("parameters", fn.get("input_schema", {}))
-    return ToolSpec(
-        name=str(name),
-        description=str(fn.get("description") or ""),
-        parameters=params if isinstance(params, str) else json.dumps(params),
-    )
-
-
 def _json_value(attributes: Mapping[str, Any], key: str) -> Any:
     value = attributes.get(f"{key}.value")
     if attributes.get(f"{key}.mime_type") != _JSON or not isinstance(value, str):
@@ -222,80 +167,3 @@ def _responses_api(
             if request.get("instructions"):
                 inputs.insert(0, {"role": "system", "content": str(request["instructions"])})
     return inputs, outputs
-
-
-def _calls(msg: Mapping[str, Any]) -> list[ToolCall]:
-    out = []
-    for call in msg.get("tool_calls") or ():
-        fn = call.get("function") or {}
-        args = fn.get("arguments")
-        out.append(
-            ToolCall(
-                id=str(call.get("id") or ""),
-                name=str(fn.get("name") or ""),
-                parameters=args if isinstance(args, str) and args else json.dumps(args or {}),
-            )
-        )
-    return out
-
-
-def _turns(
-    messages: Iterable[Mapping[str, Any]],
-) -> Iterator[tuple[Mapping[str, Any], str, list[ToolCall] | None, str | None]]:
-    """Each message with its text and tool calls; a tool result (``None`` for calls) with the
-    name of the earlier call it answers."""
-    names: dict[str, str] = {}  # tool call id -> tool name
-    for msg in messages:
-        text = content_text(msg.get("content"))
-        if msg.get("role") in ("tool", "function"):
-            yield msg, text, None, names.get(str(msg.get("tool_call_id") or ""))
-            continue
-        calls = _calls(msg)
-        names.update((call.id, call.name) for call in calls)
-        yield msg, text, calls, None
-
-
-def input_messages(
-    messages: Iterable[Mapping[str, Any]], *, name_responses: bool = False
-) -> list[InputMessage]:
-    """Chat messages (OpenAI-style dicts) as trace inputs: tool results become tool responses,
-    assistant tool calls become one tool-call message each.
-
-    Args:
-        messages: The model call's input messages.
-        name_responses: Name an unnamed tool response after the earlier call it answers.
-    """
-    out: list[InputMessage] = []
-    for msg, text, calls, answered in _turns(messages):
-        role = str(msg.get("role") or "user")
-        if calls is None:
-            name = msg.get("name") or (answered if name_responses else None)
-            response = ToolResponse(id=str(msg.get("tool_call_id") or ""), response=text, name=name)
-            out.append(InputMessage(role="tool", type="tool_response", content=response))
-            continue
-        if text or not calls:
-            out.append(InputMessage(role=role, type="text", content=text))
-        out.extend(InputMessage(role=role, type="tool_call", content=call) for call in calls)
-    return out
-
-
-def output_messages(
-    messages: Iterable[Mapping[str, Any]], *, keep_empty: bool = False
-) -> list[OutputMessage]:
-    """The model's answer: its text and tool calls, in order. What a built-in tool returned
-    inside the same call (a ``tool`` message) is kept as text naming the tool.
-
-    Args:
-        messages: The model call's output messages (OpenAI-style dicts).
-        keep_empty: Keep an empty text answer (a message with neither text nor tool calls).
-    """
-    out: list[OutputMessage] = []
-    for msg, text, calls, answered in _turns(messages):
-        if calls is None:
-            tool = answered or msg.get("name") or "tool"
-            out.append(OutputMessage(type="text", content=f"[{tool} result] {text}"))
-            continue
-        if text or (keep_empty and not calls):
-            out.append(OutputMessage(type="text", content=text))
-        out.extend(OutputMessage(type="tool_call", content=call) for call in calls)
-    return out
