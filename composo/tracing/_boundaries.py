@@ -1,4 +1,4 @@
-"""Which spans begin an agent instance, and what that instance is called.
+"""A span's kind, and what it opens for the spans under it: an agent instance or a tool.
 
 The one rule for the span-tree converter (``_spantree``) and the live span processor
 (``_processor``), for OpenInference spans and GenAI-convention spans alike: a span's kind is its
@@ -9,7 +9,7 @@ attributes) gives. Nothing here imports OpenTelemetry.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from composo.tracing._spans import SPAN_KIND
 
@@ -18,11 +18,9 @@ __all__ = [
     "AGENT_NAME",
     "AGENT_SCOPE",
     "OPERATION",
-    "agent_identity",
-    "is_llm_span",
+    "Opening",
+    "opening",
     "span_kind",
-    "starts_agent",
-    "tool_name",
 ]
 
 AGENT_ID = "composo.agent.id"
@@ -82,27 +80,39 @@ def span_kind(attributes: Mapping[str, Any] | None) -> str | None:
     return None
 
 
-def is_llm_span(attributes: Mapping[str, Any] | None) -> bool:
-    """Whether the span is a model call (OpenInference ``LLM``, GenAI ``chat`` and the like)."""
-    return span_kind(attributes) == "LLM"
+class Opening(NamedTuple):
+    """What a span opens: an agent instance (``agent``), or a tool whose model calls, if any,
+    form a sub-agent with this id and name."""
+
+    agent: bool
+    id: str
+    name: str
 
 
-def starts_agent(kind: str | None, attributes: Mapping[str, Any], *, first: bool) -> bool:
-    """Whether a span begins an agent instance: an ``AGENT`` span or any span but a model call
-    naming ``agent.name``; a ``CHAIN`` span too when no agent runs where it starts (``first``),
-    so a framework's top-level run is an agent. ``gen_ai.agent.name`` only says which agent made
-    a model call or tool call, so it begins nothing."""
-    if kind == "AGENT" or (kind != "LLM" and attributes.get(AGENT_NAME)):
-        return True
-    return first and kind == "CHAIN"
+def opening(
+    kind: str | None, attributes: Mapping[str, Any], span_name: str, span_id: str, *, first: bool
+) -> Opening | None:
+    """What a span of ``kind`` opens for the spans under it (``span_id`` in hex), or ``None``.
 
-
-def agent_identity(attributes: Mapping[str, Any], span_name: str, span_id: str) -> tuple[str, str]:
-    """``(agent id, agent name)`` of the instance an agent span begins (``span_id`` in hex).
-
-    The id is the span's: a GenAI ``gen_ai.agent.id`` names the agent, which may run several
-    times in one trace, not this run of it.
+    An agent: an ``AGENT`` span, any span but a model call naming ``agent.name``, and a ``CHAIN``
+    span when no agent runs where it starts (``first``), so a framework's top-level run is an
+    agent. ``gen_ai.agent.name`` only says which agent made a model call or tool call, so it
+    begins nothing. Otherwise a ``TOOL`` span opens a tool.
     """
+    if (
+        kind == "AGENT"
+        or (kind != "LLM" and attributes.get(AGENT_NAME))
+        or (first and kind == "CHAIN")
+    ):
+        return Opening(True, *_agent_identity(attributes, span_name, span_id))
+    if kind == "TOOL":
+        return Opening(False, span_id, _tool_name(attributes, span_name))
+    return None
+
+
+def _agent_identity(attributes: Mapping[str, Any], span_name: str, span_id: str) -> tuple[str, str]:
+    """The id is the span's: a GenAI ``gen_ai.agent.id`` names the agent, which may run several
+    times in one trace, not this run of it."""
     agent_id = str(attributes.get(AGENT_ID) or span_id)
     name = (
         attributes.get(AGENT_NAME)
@@ -115,9 +125,7 @@ def agent_identity(attributes: Mapping[str, Any], span_name: str, span_id: str) 
     return agent_id, str(name)
 
 
-def tool_name(attributes: Mapping[str, Any], span_name: str) -> str:
-    """The tool a tool span runs (also the name of the sub-agent its model calls form when it
-    has no agent span of its own)."""
+def _tool_name(attributes: Mapping[str, Any], span_name: str) -> str:
     name = (
         attributes.get("tool.name")
         or attributes.get(GENAI_TOOL_NAME)

@@ -20,14 +20,7 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
 from composo._core.trace import LLMInteraction
 from composo.tracing._agent import AgentTracer, current_tracer
-from composo.tracing._boundaries import (
-    AGENT_SCOPE,
-    agent_identity,
-    is_llm_span,
-    span_kind,
-    starts_agent,
-    tool_name,
-)
+from composo.tracing._boundaries import AGENT_SCOPE, opening, span_kind
 from composo.tracing._genai import interaction_from_span
 from composo.tracing._recorder import Agent, RecordedStep, Step, Within, _ToolEvent
 
@@ -235,21 +228,19 @@ class AgentSpanProcessor(SpanProcessor):
     ) -> Within | None:
         """What the spans under ``span`` record into: a sub-agent it begins, a tool's calls, or
         where the span itself runs."""
-        attributes = span.attributes or {}
-        # never the first boundary: the tracer's own agent already runs here
-        agent = starts_agent(kind, attributes, first=False)
-        if not agent and kind != "TOOL":
-            return within
         scope = span.instrumentation_scope
         if scope is not None and scope.name == AGENT_SCOPE:
             return within  # an AgentTracer's own span: that tracer is the agent
         span_id = span.context.span_id
+        # never the first boundary: the tracer's own agent already runs here
+        attributes = span.attributes or {}
+        opened = opening(kind, attributes, span.name, format(span_id, "016x"), first=False)
+        if opened is None:
+            return within
         above = within.here if within is not None else None
-        if agent:
-            ident = agent_identity(attributes, span.name, format(span_id, "016x"))
-            return Within(span_id, tracer._agent_started(*ident, above))
-        name = tool_name(attributes, span.name)
-        return Within(span_id, None, above, format(span_id, "016x"), name)
+        if opened.agent:
+            return Within(span_id, tracer._agent_started(opened.id, opened.name, above))
+        return Within(span_id, None, above, opened.id, opened.name)
 
     def on_end(self, span: ReadableSpan) -> None:
         if not self._claimed and not self._under:
@@ -267,7 +258,7 @@ class AgentSpanProcessor(SpanProcessor):
             tracer._agent_finished(within.agent)
         if slot is None or slot.owner != span_id:
             return
-        if is_llm_span(span.attributes):
+        if span_kind(span.attributes) == "LLM":
             scope = span.instrumentation_scope
             slot.fill_span(
                 span, (scope.name if scope else "", span.start_time or 0, span.end_time or 0)

@@ -18,14 +18,7 @@ from typing import Any
 
 from composo._core.trace import InputMessage, MultiAgentTrace, ToolCall, ToolResponse
 from composo.errors import ComposoValidationError
-from composo.tracing._boundaries import (
-    AGENT_ID,
-    AGENT_NAME,
-    agent_identity,
-    span_kind,
-    starts_agent,
-    tool_name,
-)
+from composo.tracing._boundaries import opening, span_kind
 from composo.tracing._genai import (
     interaction_from_attributes,
     tool_arguments,
@@ -34,14 +27,7 @@ from composo.tracing._genai import (
 )
 from composo.tracing._recorder import Agent, TraceRecorder
 
-__all__ = [
-    "AGENT_ID",
-    "AGENT_NAME",
-    "CONTEXT_LIMIT",
-    "Converted",
-    "SpanRecord",
-    "convert_spans",
-]
+__all__ = ["CONTEXT_LIMIT", "Converted", "SpanRecord", "convert_spans"]
 
 CONTEXT_LIMIT = 4000  # characters of a context span's input or output kept in the trace
 
@@ -159,32 +145,42 @@ class _Walk:
         ]
         while stack:
             span, agent, in_llm = stack.pop()
-            kind = span.kind
-            inner_agent, inner_llm = agent, in_llm
-            if in_llm:
-                if kind == "LLM":
-                    self.skipped["model call inside another model call (counted once)"] += 1
-            elif starts_agent(kind, span.attributes, first=agent is None and self.implicit is None):
-                agent_id, name = agent_identity(span.attributes, span.name, span.span_id)
-                inner_agent = self.recorder.agent_started(agent_id, name, agent)
-            elif kind == "LLM":
-                inner_llm = True
-                self._model_call(span, self.agent_for(agent, span))
-            elif kind == "TOOL":
-                owner = self.agent_for(agent, span)
-                self._tool(span, owner)
-                if self.has_llm(span):
-                    name = tool_name(span.attributes, span.name)
-                    inner_agent = self.recorder.agent_started(span.span_id, name, owner)
-            elif kind != "CHAIN":
-                message = _context(span)
-                if message is None:
-                    self.skipped[f"{(kind or 'unlabelled').lower()} span without a payload"] += 1
-                else:
-                    self.context.setdefault(self.agent_for(agent, span), []).append(message)
-                    self.kept[(kind or "unlabelled").lower()] += 1
+            inner = self._visit(span, agent, in_llm)
             for child in reversed(self.children.get(span.span_id, [])):
-                stack.append((child, inner_agent, inner_llm))
+                stack.append((child, *inner))
+
+    def _visit(
+        self, span: SpanRecord, agent: Agent | None, in_llm: bool
+    ) -> tuple[Agent | None, bool]:
+        """Record one span; returns where the spans under it run (agent, inside a model call)."""
+        kind = span.kind
+        if in_llm:
+            if kind == "LLM":
+                self.skipped["model call inside another model call (counted once)"] += 1
+            return agent, True
+        first = agent is None and self.implicit is None
+        opened = opening(kind, span.attributes, span.name, span.span_id, first=first)
+        if opened is not None and opened.agent:
+            return self.recorder.agent_started(opened.id, opened.name, agent), False
+        if kind == "LLM":
+            self._model_call(span, self.agent_for(agent, span))
+            return agent, True
+        if opened is not None:
+            owner = self.agent_for(agent, span)
+            self._tool(span, owner, opened.name)
+            if self.has_llm(span):
+                return self.recorder.agent_started(opened.id, opened.name, owner), False
+        elif kind != "CHAIN":
+            self._as_context(span, agent, kind)
+        return agent, False
+
+    def _as_context(self, span: SpanRecord, agent: Agent | None, kind: str | None) -> None:
+        message = _context(span)
+        if message is None:
+            self.skipped[f"{(kind or 'unlabelled').lower()} span without a payload"] += 1
+        else:
+            self.context.setdefault(self.agent_for(agent, span), []).append(message)
+            self.kept[(kind or "unlabelled").lower()] += 1
 
     def _model_call(self, span: SpanRecord, agent: Agent) -> None:
         if span.error is not None:
@@ -206,9 +202,8 @@ class _Walk:
             m.content for m in call.output_messages if isinstance(m.content, ToolCall)
         ]
 
-    def _tool(self, span: SpanRecord, agent: Agent) -> None:
+    def _tool(self, span: SpanRecord, agent: Agent, name: str) -> None:
         attrs = span.attributes
-        name = tool_name(attrs, span.name)
         known = tool_call_id(attrs)
         calls = self.last_calls.get(agent, [])
         match = next((c for c in calls if known and c.id == known), None)
