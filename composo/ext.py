@@ -19,7 +19,8 @@ release. The import contract checked in CI keeps the bundled integrations to thi
   events return, :data:`Interaction` what a model call may be handed over as, and
   :class:`Capture` the base of a ``with`` / ``async with`` recording block.
   :func:`to_trace_inputs`, :func:`to_trace_outputs` and :func:`to_trace_tool` turn a model call's
-  chat messages and tool definitions (OpenAI-style dicts) into trace messages and tools.
+  chat messages and tool definitions (OpenAI-style dicts) into trace messages and tools, and
+  :func:`to_trace_interaction` the whole call into an ``LLMInteraction``, as every capture does.
   :func:`record_interaction` hands a captured model call to the running ``AgentTracer``;
   :class:`OpenInferenceInstrument` is the base of an OpenInference instrument.
 - Packaging: :func:`lazy_exports` gives a package names that load on first use.
@@ -58,6 +59,7 @@ if TYPE_CHECKING:
         unsupported,
     )
     from composo._core.cores import LIGHTNING_MODEL_CORES
+    from composo._core.trace import chat_interaction as to_trace_interaction
     from composo._core.trace import input_messages as to_trace_inputs
     from composo._core.trace import output_messages as to_trace_outputs
     from composo._core.trace import tool_spec as to_trace_tool
@@ -97,6 +99,7 @@ __all__ = [
     "to_tools",
     "to_trace",
     "to_trace_inputs",
+    "to_trace_interaction",
     "to_trace_outputs",
     "to_trace_tool",
     "trace_from_messages",
@@ -119,6 +122,7 @@ _FROM = {
 }
 _RENAMED = {
     "to_trace_inputs": "composo._core.trace:input_messages",
+    "to_trace_interaction": "composo._core.trace:chat_interaction",
     "to_trace_outputs": "composo._core.trace:output_messages",
     "to_trace_tool": "composo._core.trace:tool_spec",
 }

@@ -47,14 +47,7 @@ from llama_index.evaluation.composo.messages import (
     tool_definitions,
 )
 
-from composo.ext import (
-    Agent,
-    Capture,
-    TraceRecorder,
-    to_trace_inputs,
-    to_trace_outputs,
-    to_trace_tool,
-)
+from composo.ext import Agent, Capture, TraceRecorder, to_trace_interaction, to_trace_tool
 from composo.types import (
     InputMessage,
     LLMInteraction,
@@ -91,18 +84,6 @@ _LLM_CALLS = frozenset(
 
 def _tool_specs(tools: Any) -> list[ToolSpec] | None:
     return [to_trace_tool(d) for d in tool_definitions(tools)] if tools else None
-
-
-def chat_interaction(
-    messages: list[Any], response_message: Any, tools: list[ToolSpec] | None
-) -> LLMInteraction:
-    """One chat call (LlamaIndex ``ChatMessage`` objects) as an ``LLMInteraction``."""
-    inputs = [chat_message_dict(m, i) for i, m in enumerate(messages)]
-    return LLMInteraction(
-        input_messages=to_trace_inputs(inputs, name_responses=True),
-        output_messages=to_trace_outputs([chat_message_dict(response_message)], keep_empty=True),
-        tools_available=tools,
-    )
 
 
 def completion_interaction(prompt: str, text: str) -> LLMInteraction:
@@ -461,7 +442,9 @@ def _handle(capture: LlamaIndexTraceCapture | None, event: BaseEvent) -> None:
         nested, tools = calls.finish(event.span_id)
         if nested or event.response is None:
             return
-        interaction = chat_interaction(list(event.messages), event.response.message, tools)
+        inputs = [chat_message_dict(m, i) for i, m in enumerate(event.messages)]
+        outputs = [chat_message_dict(event.response.message)]
+        interaction = to_trace_interaction(inputs, outputs, tools, keep_empty=True)
     elif isinstance(event, LLMCompletionEndEvent):
         nested, _ = calls.finish(event.span_id)
         if nested:
