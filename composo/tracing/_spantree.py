@@ -103,17 +103,16 @@ def _context(span: SpanRecord) -> InputMessage | None:
 class _Walk:
     """The state of one conversion: the recorder, pending context per agent, what was skipped."""
 
-    def __init__(self, trace_id: str, spans: list[SpanRecord]) -> None:
-        self.trace_id = trace_id
+    def __init__(self, spans: list[SpanRecord]) -> None:
         self.recorder = TraceRecorder(kind="agent spans")
-        self.spans = {s.span_id: s for s in spans}
+        ids = {s.span_id for s in spans}
         self.children: dict[str | None, list[SpanRecord]] = {}
         for s in spans:
-            parent = s.parent_id if s.parent_id in self.spans else None
+            parent = s.parent_id if s.parent_id in ids else None
             self.children.setdefault(parent, []).append(s)
         for kids in self.children.values():
             kids.sort(key=lambda s: (s.start, s.end, s.span_id))
-        self.orphans = sum(1 for s in spans if s.parent_id and s.parent_id not in self.spans)
+        self.orphans = sum(1 for s in spans if s.parent_id and s.parent_id not in ids)
         self.context: dict[Agent, list[InputMessage]] = {}
         self.last_calls: dict[Agent, list[ToolCall]] = {}
         self.skipped: Counter[str] = Counter()
@@ -258,7 +257,7 @@ def convert_spans(trace_id: str, spans: Iterable[SpanRecord]) -> Converted:
         The trace, or the error saying why the spans form none, with notes on what was left out.
     """
     items = list(spans)
-    walk = _Walk(trace_id, items)
+    walk = _Walk(items)
     walk.run()
     notes = walk.notes()
     out = Converted(trace_id, notes=notes, spans=len(items))
