@@ -4,8 +4,9 @@ Install with ``pip install 'composo[server]'``. Importing this package is cheap:
 uvicorn load only when a server starts.
 """
 
+from composo._core.provenance import JUDGE_HEADER
 from composo.server._config import DEFAULT_MAX_BODY_BYTES, ServerConfig
 from composo.server._local import LocalServer
-from composo.server._received import JUDGE_HEADER, Received
+from composo.server._received import Received
 
 __all__ = ["DEFAULT_MAX_BODY_BYTES", "JUDGE_HEADER", "LocalServer", "Received", "ServerConfig"]

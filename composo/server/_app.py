@@ -20,15 +20,7 @@ from composo._version import __version__
 from composo.server._bodies import parse_request, refusal, validation_detail
 from composo.server._config import ServerConfig
 from composo.server._devswitch import DevSwitch, FaultList
-from composo.server._gate import (
-    ApiKey,
-    Body,
-    Gate,
-    KeyCheck,
-    RateLimiter,
-    admitted_body,
-    admitted_key,
-)
+from composo.server._gate import ApiKey, Body, Gate, KeyCheck, RateLimiter
 from composo.server._history import (
     CALLER,
     Caller,
@@ -94,9 +86,9 @@ def build_app(config: ServerConfig, received: ReceivedLog | None = None) -> ASGI
         redoc_url=None,
     )
 
-    async def parse(request: Request, model: type[_R]) -> _R:
-        CALLER.set(Caller(admitted_key(request), request.scope["path"]))
-        parsed = await parse_request(admitted_body(request), model)
+    async def parse(request: Request, model: type[_R], key: bytes | None, body: bytes) -> _R:
+        CALLER.set(Caller(key, request.scope["path"]))
+        parsed = await parse_request(body, model)
         try:
             criterion = service.criterion(parsed)
         except UnknownEvaluatorError as exc:
@@ -110,8 +102,10 @@ def build_app(config: ServerConfig, received: ReceivedLog | None = None) -> ASGI
             )
         return parsed
 
-    async def evaluate(request: Request, model: type[_R]) -> Response:
-        parsed = await parse(request, model)  # an HTTPException is answered by FastAPI
+    async def evaluate(
+        request: Request, model: type[_R], key: bytes | None, body: bytes
+    ) -> Response:
+        parsed = await parse(request, model, key, body)  # an HTTPException is answered by FastAPI
         try:
             return JSONResponse(await _run(parsed))
         except JudgeError as exc:
@@ -122,13 +116,15 @@ def build_app(config: ServerConfig, received: ReceivedLog | None = None) -> ASGI
             _log.warning("judge %s raised %s", judge.name, type(exc).__name__)
             return refusal(f"the {judge.name} judge raised {type(exc).__name__}: {exc}", 500)
 
-    async def background(request: Request, model: type[_R]) -> Response:
+    async def background(
+        request: Request, model: type[_R], key: bytes | None, body: bytes
+    ) -> Response:
         idem = request.headers.get("idempotency-key")
         if idem is not None and not 1 <= len(idem) <= MAX_IDEMPOTENCY_KEY:
             return refusal(f"Idempotency-Key: 1 to {MAX_IDEMPOTENCY_KEY} characters, one per call")
-        parsed = await parse(request, model)
+        parsed = await parse(request, model, key, body)
         try:
-            task_id = await state["tasks"].submit(parsed, admitted_key(request), idem)
+            task_id = await state["tasks"].submit(parsed, key, idem)
         except sqlite3.Error as exc:
             _log.warning("task database error: %s", exc)
             return refusal(f"the task database is unavailable: {exc}", 503)
@@ -181,10 +177,11 @@ def build_app(config: ServerConfig, received: ReceivedLog | None = None) -> ASGI
 
 
 def _endpoint(
-    handle: Callable[[Request, Any], Awaitable[Response]], model: type[BaseModel]
-) -> Callable[[Request], Awaitable[Response]]:
-    async def endpoint(request: Request) -> Response:
-        return await handle(request, model)
+    handle: Callable[[Request, Any, bytes | None, bytes], Awaitable[Response]],
+    model: type[BaseModel],
+) -> Callable[..., Awaitable[Response]]:
+    async def endpoint(request: Request, key: ApiKey, body: Body) -> Response:
+        return await handle(request, model, key, body)
 
     return endpoint
 

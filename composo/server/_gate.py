@@ -35,8 +35,6 @@ __all__ = [
     "Gate",
     "KeyCheck",
     "RateLimiter",
-    "admitted_body",
-    "admitted_key",
     "read_body",
 ]
 
@@ -257,19 +255,19 @@ class Gate:
         )
 
 
-def admitted_key(request: Request) -> bytes | None:
+def _admitted_key(request: Request) -> bytes | None:
     """The API key the gate admitted the request with."""
     return request.scope.get(API_KEY_SCOPE_KEY)
 
 
-def admitted_body(request: Request) -> bytes:
+def _admitted_body(request: Request) -> bytes:
     """The body the gate read and counted."""
     body: bytes = request.scope.get(BODY_SCOPE_KEY, b"")
     return body
 
 
-ApiKey = Annotated[bytes | None, Depends(admitted_key)]
-Body = Annotated[bytes, Depends(admitted_body)]
+ApiKey = Annotated[bytes | None, Depends(_admitted_key)]
+Body = Annotated[bytes, Depends(_admitted_body)]
 
 
 async def read_body(request: Request, limit: int) -> bytes | None:
