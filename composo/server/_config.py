@@ -56,8 +56,6 @@ class SpanSink(Protocol):
 
     def finished(self) -> list[Any]: ...
 
-    def flush(self) -> list[Any]: ...
-
 
 @dataclass(frozen=True)
 class OtlpOptions:
