@@ -35,12 +35,19 @@ from agents.tracing import (
 )
 
 from composo._core import convert
-from composo._core.trace import LLMInteraction, ToolCall, ToolResponse, ToolSpec, content_text
+from composo._core.trace import (
+    LLMInteraction,
+    ToolCall,
+    ToolResponse,
+    ToolSpec,
+    chat_interaction,
+    content_text,
+    tool_spec,
+)
 from composo.errors import ComposoValidationError
 from composo.tracing import _processor
 from composo.tracing._agent import current_tracer
 from composo.tracing._recorder import Agent, Step, TraceRecorder
-from composo.tracing._spans import chat_interaction, tool_spec
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import Span as OtelSpan

@@ -20,11 +20,9 @@ from composo.errors import ComposoValidationError
 
 __all__ = [
     "EVENT_PREFIX",
-    "chat_interaction",
     "indexed",
     "interaction",
     "openinference_interaction",
-    "tool_spec",
 ]
 
 _log = logging.getLogger("composo.tracing")
