@@ -48,9 +48,10 @@ class _Slot(Step):
         # (instrumentation scope, start ns, end ns) of that span, to recognise nested calls
         self.window: tuple[str, int, int] | None = None
 
-    def fill_span(self, span: Any, window: tuple[str, int, int]) -> None:
+    def fill_span(self, span: ReadableSpan) -> None:
         """The owner span ended as a model call; it is converted when the trace is read."""
-        self.window = window
+        scope = span.instrumentation_scope
+        self.window = (scope.name if scope else "", span.start_time or 0, span.end_time or 0)
         self.llm = True
         self.fill(functools.partial(interaction_from_span, span))
 
@@ -259,10 +260,7 @@ class AgentSpanProcessor(SpanProcessor):
         if slot is None or slot.owner != span_id:
             return
         if span_kind(span.attributes) == "LLM":
-            scope = span.instrumentation_scope
-            slot.fill_span(
-                span, (scope.name if scope else "", span.start_time or 0, span.end_time or 0)
-            )
+            slot.fill_span(span)
         else:
             slot.release()
 
