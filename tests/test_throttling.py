@@ -68,6 +68,7 @@ def test_a_batch_over_a_spent_quota_scores_every_item(limited: ServerProcess) ->
     assert (c.pace() or "").startswith("throttled")  # what a progress line shows
 
 
+@pytest.mark.slow  # waits for the spent quota to refill, as the batch above does
 async def test_an_async_stream_over_a_spent_quota_scores_every_item(limited: ServerProcess) -> None:
     spend_the_quota(limited)
     async with AsyncComposo(
@@ -244,6 +245,7 @@ def test_requests_per_minute_must_be_a_positive_number(value: object) -> None:
         AsyncComposo(api_key="k", requests_per_minute=value)  # type: ignore[arg-type]
 
 
+@pytest.mark.slow  # waits for the spent quota to refill
 @pytest.mark.parametrize("kind", ["sync", "async"])
 def test_background_evaluation_of_integrations_waits_out_throttling(
     limited: ServerProcess, kind: str
