@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import socket
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -147,16 +148,23 @@ async def test_async_single_call_refuses_a_retry_after_past_its_timeout(
             await c.evaluate(messages=QA, criteria=CRITERION)
 
 
-def answering_429_first(retry_after: str = "1") -> Loopback:
-    """Answers the first request of each item with 429 (Retry-After), every later one with a
-    verdict; records when each request arrived."""
+def answering_429_first(items: int, retry_after: str = "1") -> Loopback:
+    """Answers the first request of each of ``items`` items with 429 (Retry-After), all at once
+    when every item's has arrived, every later one with a verdict; records when each request
+    arrived."""
     first: set[str] = set()
+    all_in = threading.Event()
 
     def handler(sock: socket.socket, seen: Seen) -> None:
         seen.headers["arrived"] = repr(time.monotonic())
         item = seen.json()["messages"][1]["content"]
         if item not in first:
             first.add(item)
+            if len(first) == items:
+                all_in.set()
+            # Every worker told the same Retry-After together, on a loaded machine too (a
+            # worker that started late would otherwise meet the hold before its first request).
+            all_in.wait(10)
             answer(
                 sock, {"detail": "slow down"}, "429 Too Many Requests", {"Retry-After": retry_after}
             )
@@ -169,7 +177,7 @@ def answering_429_first(retry_after: str = "1") -> Loopback:
 @pytest.mark.slow
 def test_workers_told_the_same_retry_after_do_not_come_back_in_lockstep() -> None:
     with (
-        answering_429_first() as srv,
+        answering_429_first(8) as srv,
         Composo(api_key="k", base_url=srv.url, max_concurrent_requests=8) as c,
     ):
         results = c.evaluate_many(items(8), CRITERION, concurrency=8)
