@@ -27,7 +27,9 @@ TAIL = " (Heuristic stand-in: surface signals, not a quality judgement.)"
 def _original(terms: Iterable[str], text: str) -> list[str]:
     """The words of ``text`` behind ``terms``, as written rather than stemmed."""
     wanted = set(terms)
-    return list(dict.fromkeys(x for x in w.WORD.findall(text.lower()) if w.term(x) in wanted))
+    if not wanted:
+        return []
+    return list(dict.fromkeys(x for x in w.WORD.findall(text.lower()) if w.term_of(x) in wanted))
 
 
 def _quote(found: Iterable[str], limit: int = 4) -> str:

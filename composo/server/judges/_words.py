@@ -48,9 +48,13 @@ def term(word: str) -> str:
 _term_kept = lru_cache(maxsize=1 << 16)(term)
 
 
+def term_of(word: str) -> str:
+    """:func:`term`, remembered for the usual (short) words."""
+    return _term_kept(word) if len(word) <= 32 else term(word)
+
+
 def _terms_of(text: str) -> frozenset[str]:
-    words = WORD.findall(text.lower())
-    return frozenset(_term_kept(x) if len(x) <= 32 else term(x) for x in words) - {""}
+    return frozenset(map(term_of, WORD.findall(text.lower()))) - {""}
 
 
 _terms_kept = lru_cache(maxsize=1024)(_terms_of)
