@@ -53,7 +53,8 @@ def claude(standin: AnthropicStandIn) -> anthropic.Anthropic:
 def otlp_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     results = tmp_path_factory.mktemp("otlp") / "results.jsonl"
     args = ["--otlp", "--trace-criteria", CRITERION, "--otlp-results", str(results)]
-    args += ["--otlp-idle", "0.5"]
+    # idle long enough that a loaded machine's pause between two spans of a run never ends it
+    args += ["--otlp-idle", "2"]
     with ServerProcess(extra_args=args) as srv:
         srv.results = results  # type: ignore[attr-defined]
         yield srv
@@ -205,7 +206,7 @@ def test_endpoint_takes_otlp_json_and_finishes_a_rootless_trace_when_idle(
     for doc in docs:
         r = HTTP.post(f"{otlp_server.base_url}/v1/traces", json=doc, headers=headers)
         assert r.status_code == 200, r.text
-    entry = finished_trace(otlp_server, converted.trace_id)  # after --otlp-idle 0.5
+    entry = finished_trace(otlp_server, converted.trace_id)  # after --otlp-idle 2
     assert any("without a new span" in n for n in entry["notes"])
     # without the planner's span, the writer's and the planner's calls are separate roots
     trace = entry["trace"]
