@@ -5,6 +5,7 @@ parsed with its response models."""
 
 from __future__ import annotations
 
+import math
 import time
 import uuid
 from collections.abc import Iterator
@@ -237,12 +238,14 @@ def test_a_bad_filter_is_refused_naming_the_field(
 
 
 def test_evaluation_answers_carry_the_rate_limit(srv: ServerProcess) -> None:
-    first = reward(srv, key=KEY_B)
-    second = reward(srv, key=KEY_B)
-    assert first.headers["x-ratelimit-limit"] == "600"
-    remaining = [int(r.headers["x-ratelimit-remaining"]) for r in (first, second)]
-    assert 0 <= remaining[1] < remaining[0] <= 600
-    assert 0 <= int(second.headers["x-ratelimit-reset"]) <= 1  # 600/min: one every 0.1 s
+    started = time.monotonic()
+    answers = [reward(srv, key=KEY_B) for _ in range(5)]
+    refilled = math.ceil((time.monotonic() - started) * 10)  # 600/min: one every 0.1 s
+    assert answers[0].headers["x-ratelimit-limit"] == "600"
+    first, last = (int(r.headers["x-ratelimit-remaining"]) for r in (answers[0], answers[-1]))
+    # each answer counted; what came back meanwhile (a loaded machine is slow) made up for it
+    assert 0 <= last <= first - 4 + refilled and first <= 600
+    assert 0 <= int(answers[-1].headers["x-ratelimit-reset"]) <= 1
 
 
 def test_a_trace_keeps_its_content_and_each_agents_evaluation(srv: ServerProcess) -> None:
