@@ -117,10 +117,15 @@ def _fast_lane(config: pytest.Config) -> bool:
 
 
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
-    """The fast lane does not import the modules it leaves out whole: each worker would import
-    Ray, PySpark, Hypothesis and the rest only to deselect their tests."""
-    if _fast_lane(config) and collection_path.is_relative_to(config.rootpath):
-        return collection_path.relative_to(config.rootpath).as_posix() in _SLOW_MODULES or None
+    """A lane does not import the modules it leaves out whole: each worker would import Ray,
+    PySpark, Hypothesis and the rest only to deselect their tests."""
+    if not collection_path.is_relative_to(config.rootpath):
+        return None
+    path = collection_path.relative_to(config.rootpath).as_posix()
+    if _fast_lane(config):
+        return path in _SLOW_MODULES or None
+    if "not cluster" in (config.getoption("markexpr") or ""):
+        return path in _FIRST or None
     return None
 
 
@@ -128,6 +133,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if _is_slow(item):
             item.add_marker(pytest.mark.slow)
+        if item.nodeid.startswith(_FIRST):
+            item.add_marker(pytest.mark.cluster)
     items.sort(
         key=lambda item: not (item.nodeid.startswith(_FIRST) or item.get_closest_marker("cluster"))
     )
