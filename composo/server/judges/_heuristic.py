@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from functools import cached_property, lru_cache, partial
 from typing import Any
 
+import composo.server.judges._words as w
 from composo._core.wire import is_binary
 from composo.server._cases import Case, content_text, tool_results, tool_uses
-from composo.server.judges import Verdict
-from composo.server.judges import _words as w
+from composo.server.judges._verdict import Verdict
 
 __all__ = ["HeuristicJudge", "score_case"]
 

@@ -18,7 +18,7 @@ from composo._core.wire import is_binary
 from composo.errors import APIConnectionError, APIStatusError, status_error
 from composo.server._cases import Case, content_text, tool_uses
 from composo.server._config import JudgeOptions
-from composo.server.judges import JudgeError, Verdict
+from composo.server.judges._verdict import JudgeError, Verdict
 
 __all__ = ["DEFAULT_BASE_URL", "DEFAULT_MODEL", "OpenAIJudge"]
 
