@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import json
 import threading
 from typing import Any
 
@@ -389,3 +390,29 @@ async def test_async_requests_name_the_sdk_too(live: ServerProcess) -> None:
     (got,) = (r["headers"] for r in live.requests())
     assert got["user-agent"].startswith("composo-python/")
     assert got["accept"] == "application/json"
+
+
+def test_a_chat_becomes_a_trace_as_every_capture_converts_it() -> None:
+    """trace_from_messages and the integrations share one conversion: arguments as JSON, a
+    legacy function message as a tool response, built-in tools named by their type."""
+    from composo.ext import to_trace_interaction
+
+    call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": {"x": 1}}}
+    chat = [
+        {"role": "user", "content": "Go"},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c1", "name": "", "content": "done"},
+        {"role": "function", "name": "g", "content": "legacy"},
+        {"role": "assistant", "content": "Finished"},
+    ]
+    trace = trace_from_messages(chat, name="a", agent_id="a1", tools=[{"type": "web_search"}])
+    first, second = trace.agent_instance_by_id["a1"].interactions
+    assert not isinstance(first, str) and not isinstance(second, str)
+    (out,) = first.output_messages
+    assert out.type == "tool_call" and json.loads(out.content.parameters) == {"x": 1}
+    responses = [m.content for m in second.input_messages if m.type == "tool_response"]
+    assert [(r.response, r.name) for r in responses] == [("done", None), ("legacy", "g")]
+    assert [t.name for t in first.tools_available or []] == ["web_search"]
+    # the integrations' conversion reads the same call the same way
+    same = to_trace_interaction(chat[:1], [chat[1]], None)
+    assert same.output_messages == first.output_messages
