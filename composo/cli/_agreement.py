@@ -15,8 +15,6 @@ from composo.cli._compare import add_bootstrap_arguments, fig, span
 if TYPE_CHECKING:
     from composo._agreement import Agreement, CriterionAgreement
 
-__all__ = ["add_arguments", "render_text", "run"]
-
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("results", type=Path, metavar="RESULTS", help="`composo evaluate` output")

@@ -8,8 +8,6 @@ from pathlib import Path
 
 from composo.cli import UsageError
 
-__all__ = ["add_arguments", "run"]
-
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(

@@ -22,17 +22,6 @@ if TYPE_CHECKING:
     from composo.cli._summary import CriterionStats, Summary
     from composo.types import EvaluateOptions
 
-__all__ = [
-    "EXIT_FAILED",
-    "Run",
-    "add_connection_arguments",
-    "add_listen_arguments",
-    "add_run_arguments",
-    "from_platform",
-    "positive_int",
-    "prepare",
-]
-
 # Every command's statuses are listed once, in docs/cli.md's "Exit statuses" (see EPILOG in
 # composo/cli/__init__.py); 3 is _gates.EXIT_GATE, 4 _results.EXIT_BAD_ROWS.
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_SERVER, EXIT_INTERRUPTED = 0, 1, 2, 5, 130

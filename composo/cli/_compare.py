@@ -17,15 +17,6 @@ from composo._agreement import RESAMPLES, bootstrap
 from composo.cli import UsageError
 from composo.cli._results import ResultsError
 
-__all__ = [
-    "add_arguments",
-    "add_bootstrap_arguments",
-    "compare_rows",
-    "fig",
-    "run",
-    "span",
-]
-
 _SAME = 1e-9  # differences smaller than this count as unchanged
 
 

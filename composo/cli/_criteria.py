@@ -8,8 +8,6 @@ import sys
 import textwrap
 from collections.abc import Sequence
 
-__all__ = ["GROUPS", "add_arguments", "label", "library", "resolve", "run"]
-
 GROUPS = ("RAG", "TOOL_USE", "AGENT", "BINARY")
 
 

@@ -22,8 +22,6 @@ if TYPE_CHECKING:
     from composo._data.readers import BadRow
     from composo.types import BatchResult, EvaluateOptions
 
-__all__ = ["add_arguments", "run"]
-
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     common.add_run_arguments(

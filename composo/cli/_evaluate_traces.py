@@ -17,8 +17,6 @@ if TYPE_CHECKING:
     from composo.tracing._otlp import OtlpReader
     from composo.types import BatchResult
 
-__all__ = ["add_arguments", "run"]
-
 
 def _max_spans(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(

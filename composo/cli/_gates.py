@@ -8,8 +8,6 @@ import argparse
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["EXIT_GATE", "Gate", "GateOutcome", "add_arguments", "check_args", "item_threshold"]
-
 EXIT_GATE = 3
 # Per item, a scored criterion without a --fail-under gate fails its JUnit test case below this.
 DEFAULT_ITEM_THRESHOLD = 0.5

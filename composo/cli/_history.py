@@ -12,8 +12,6 @@ from typing import Any
 
 from composo.cli._common import EXIT_FAILED, add_connection_arguments, from_platform
 
-__all__ = ["add_arguments", "run"]
-
 
 def _tag(text: str) -> tuple[str, str]:
     key, sep, value = text.partition("=")

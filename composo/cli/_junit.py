@@ -15,8 +15,6 @@ from composo.cli._gates import item_threshold
 from composo.cli._results import item_name
 from composo.cli._summary import CriterionStats, Summary, judge_key, kind
 
-__all__ = ["write_junit", "xml_text"]
-
 # Characters XML 1.0 cannot hold at all (control characters, lone surrogates, U+FFFE/U+FFFF).
 _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 

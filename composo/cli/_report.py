@@ -23,19 +23,6 @@ from composo.cli import UsageError
 from composo.cli._results import CheckedRows, ResultsError, item_keys, load_results
 from composo.cli._summary import RunInfo, Summary
 
-__all__ = [
-    "Run",
-    "add_arguments",
-    "conversation",
-    "load_run",
-    "load_runs",
-    "page_data",
-    "page_html",
-    "page_policy",
-    "record_of",
-    "run",
-]
-
 _TEXT_CAP = 20_000  # one message's text shown up to this many characters
 _TAG_VALUES = 12  # a tag with more distinct values than this is an id, not a group
 

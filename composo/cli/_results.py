@@ -13,23 +13,6 @@ from typing import IO, Any
 
 from composo.cli import UsageError
 
-__all__ = [
-    "EXIT_BAD_ROWS",
-    "CheckedRows",
-    "ResultsError",
-    "RowProblem",
-    "RowWriter",
-    "item_keys",
-    "item_name",
-    "iter_rows",
-    "json_object",
-    "load_results",
-    "prepare_resume",
-    "read_results",
-    "row_problem",
-    "valid_score",
-]
-
 
 def json_object(line: bytes) -> dict[str, Any] | None:
     """A JSON lines file's line as the object it holds, or ``None`` (blank, torn, not an object)."""

@@ -23,8 +23,6 @@ from composo.server._config import (
     OtlpOptions,
 )
 
-__all__ = ["add_arguments", "parse_rate", "read_key_file", "run"]
-
 _RATE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(?:/\s*(s|sec|second|m|min|minute|h|hour))?\s*$")
 _UNITS = {60.0: ("s", "sec", "second"), 1.0: (None, "m", "min", "minute"), 1 / 60: ("h", "hour")}
 _PER_MINUTE = {unit: factor for factor, units in _UNITS.items() for unit in units}

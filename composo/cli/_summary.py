@@ -19,17 +19,6 @@ if TYPE_CHECKING:
     from composo.cli._gates import Gate, GateOutcome
     from composo.cli._results import RowProblem
 
-__all__ = [
-    "CriterionStats",
-    "RunInfo",
-    "Summary",
-    "judge_key",
-    "kind",
-    "md_cell",
-    "print_summary",
-    "summary_markdown",
-]
-
 _log = logging.getLogger("composo")
 _TEXTS = ("judge", "model_core", "input")  # a run record's fields of text
 BINS = 10  # the score distribution's bins (a binary criterion uses the first and the last)

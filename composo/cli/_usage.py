@@ -6,8 +6,6 @@ import argparse
 
 from composo.cli._common import add_connection_arguments, from_platform
 
-__all__ = ["add_arguments", "run"]
-
 add_arguments = add_connection_arguments
 
 

@@ -19,8 +19,6 @@ from composo.cli._results import ResultsError
 if TYPE_CHECKING:
     from composo.cli._report import Run
 
-__all__ = ["add_arguments", "append_review", "build_app", "read_reviews", "review_record", "run"]
-
 DEFAULT_PORT = 8765
 _LOOPBACK = ("127.0.0.1", "localhost", "::1")
 _MAX_REVIEW_BYTES = 64 * 1024
