@@ -1,22 +1,13 @@
 """LlamaIndex runs as Composo traces, read from LlamaIndex's instrumentation dispatcher.
 
-``LlamaIndexTraceCapture`` is a context manager (``with`` / ``async with``). While it is active in
-the current thread or task, every LLM call LlamaIndex makes becomes an ``LLMInteraction``:
-
-- each run of a workflow agent (``FunctionAgent``, ``ReActAgent``...) is an agent instance named
-  after the agent; in an ``AgentWorkflow`` each stretch handled by one agent is an instance, in
-  the order they ran (a hand-off starts a new one);
-- a workflow started inside another agent's tool is a sub-agent of that agent, referenced at the
-  point it ran; LLM calls a tool makes itself (a query engine tool) are a sub-agent named after
-  the tool;
-- tool calls are the interaction's output; their results are the next interaction's input;
-- a call offered no tools (a ``ReActAgent`` lists them in its prompt) gets the running agent's
-  own tools as ``tools_available``, and the action a ReAct step names in prose is added to its
-  output as a tool call, so tool-use criteria apply to ReAct agents too;
-- LLM calls outside any workflow belong to one instance named ``name``.
-
-One pair of handlers sits on the root dispatcher while a capture (or the tracing instrument) is in
-use; errors in them are logged, never raised into the run.
+While a ``LlamaIndexTraceCapture`` is active in the current thread or task, every LLM call
+becomes an ``LLMInteraction``. Each run of a workflow agent is an agent instance (in an
+``AgentWorkflow``, each stretch one agent handled, so a hand-off starts a new one); a workflow
+started inside a tool is a sub-agent of the caller, and LLM calls a tool makes itself a sub-agent
+named after the tool. A call offered no tools (a ReAct agent lists them in its prompt) gets the
+running agent's tools, and the action a ReAct step names in prose becomes a tool call. Calls
+outside any workflow belong to one instance named ``name``. Errors in the handlers are logged,
+never raised into the run.
 """
 
 from __future__ import annotations
@@ -37,25 +28,13 @@ from llama_index.core.instrumentation.events.llm import (
     LLMChatStartEvent,
     LLMCompletionEndEvent,
 )
-from llama_index.core.instrumentation.span import BaseSpan
-from llama_index.core.instrumentation.span_handlers import BaseSpanHandler
+from llama_index.core.instrumentation.span_handlers import NullSpanHandler
 from llama_index.core.tools.types import BaseTool
 from llama_index.core.workflow import Workflow
-from llama_index.evaluation.composo.messages import (
-    agent_tools,
-    chat_message_dict,
-    tool_definitions,
-)
+from llama_index.evaluation.composo.messages import agent_tools, chat_message_dict, tool_definitions
 
 from composo.ext import Agent, Capture, TraceRecorder, to_trace_interaction, to_trace_tool
-from composo.types import (
-    InputMessage,
-    LLMInteraction,
-    MultiAgentTrace,
-    OutputMessage,
-    ToolCall,
-    ToolSpec,
-)
+from composo.types import LLMInteraction, MultiAgentTrace, OutputMessage, ToolCall, ToolSpec
 
 __all__ = ["LlamaIndexTraceCapture"]
 
@@ -68,29 +47,10 @@ _NO_CALLS = (
     "trace: the capture saw no LLM call; run the LlamaIndex code inside "
     "`with LlamaIndexTraceCapture() as capture:` (a trace needs a model call)"
 )
-_LLM_CALLS = frozenset(
-    {
-        "chat",
-        "achat",
-        "stream_chat",
-        "astream_chat",
-        "complete",
-        "acomplete",
-        "stream_complete",
-        "astream_complete",
-    }
-)
 
 
 def _tool_specs(tools: Any) -> list[ToolSpec] | None:
     return [to_trace_tool(d) for d in tool_definitions(tools)] if tools else None
-
-
-def completion_interaction(prompt: str, text: str) -> LLMInteraction:
-    return LLMInteraction(
-        input_messages=[InputMessage(role="user", type="text", content=prompt)],
-        output_messages=[OutputMessage(type="text", content=text)],
-    )
 
 
 # -- LLM calls in flight ---------------------------------------------------------------------
@@ -160,9 +120,11 @@ class _Calls:
 
 
 def _llm_call(span_id: str, instance: Any) -> bool:
-    """A span of an LLM's call method (``"MockLLM.chat-<uuid>"``: ``chat``)."""
+    """A span of an LLM's call method: ``[a][stream_]chat`` or ``[a][stream_]complete``
+    (``"MockLLM.achat-<uuid>"``)."""
     method = span_id.split("-", 1)[0].rsplit(".", 1)[-1]
-    return isinstance(instance, BaseLLM) and method in _LLM_CALLS
+    plain = method.removeprefix("a").removeprefix("stream_")
+    return isinstance(instance, BaseLLM) and plain in ("chat", "complete")
 
 
 # -- what one capture records ----------------------------------------------------------------
@@ -449,7 +411,9 @@ def _handle(capture: LlamaIndexTraceCapture | None, event: BaseEvent) -> None:
         nested, _ = calls.finish(event.span_id)
         if nested:
             return
-        interaction = completion_interaction(event.prompt, event.response.text)
+        prompt = [{"role": "user", "content": event.prompt}]
+        answer = [{"role": "assistant", "content": event.response.text}]
+        interaction = to_trace_interaction(prompt, answer, None, keep_empty=True)
     else:
         return
     if capture is not None:
@@ -458,7 +422,7 @@ def _handle(capture: LlamaIndexTraceCapture | None, event: BaseEvent) -> None:
         _forward(interaction)
 
 
-class _SpanHandler(BaseSpanHandler[BaseSpan]):
+class _SpanHandler(NullSpanHandler):  # keeps no span objects of its own
     @classmethod
     def class_name(cls) -> str:
         return "ComposoTraceSpanHandler"
@@ -495,13 +459,3 @@ class _SpanHandler(BaseSpanHandler[BaseSpan]):
             capture._span_end(id_)
         elif _hub.forwarding:
             _hub.calls.exit(id_)
-
-    # Spans are followed in span_enter/exit above; the base class's span objects are not used.
-    def new_span(self, *args: Any, **kwargs: Any) -> BaseSpan | None:
-        return None
-
-    def prepare_to_exit_span(self, *args: Any, **kwargs: Any) -> BaseSpan | None:
-        return None
-
-    def prepare_to_drop_span(self, *args: Any, **kwargs: Any) -> BaseSpan | None:
-        return None
