@@ -1,6 +1,5 @@
 """The account and history methods of both clients: each is its client's I/O around
-:mod:`composo._platform`, loaded on first use so that importing a client stays cheap.
-"""
+:mod:`composo._platform`, loaded on first use so that importing a client stays cheap."""
 
 from __future__ import annotations
 
@@ -8,6 +7,8 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from urllib.parse import urlencode
+
+from composo._core.base_client import awaited
 
 if TYPE_CHECKING:
     from composo._core.ratelimit import RateLimits, Throttle
@@ -19,25 +20,31 @@ if TYPE_CHECKING:
     )
     from composo._platform_types import TraceRecord, Usage
 
-
-def _with_query(path: str, params: Mapping[str, str] | None) -> str:
-    return f"{path}?{urlencode(params)}" if params else path
-
-
 E = TypeVar("E")
 T = TypeVar("T")
 
 
 class _Listings(Generic[E, T]):
-    """The listings of both clients: making one sends nothing; iterating it sends the requests."""
+    """What both clients share: making a listing sends nothing; iterating it sends the requests.
+    ``_platform`` is the client's I/O (a coroutine on the async client)."""
 
     _listings: tuple[str, str]  # the classes in composo._platform: evaluations', traces'
+    _throttle: Throttle
 
     if TYPE_CHECKING:
 
-        def _platform(
-            self, method: str, path: str, params: Mapping[str, str] | None, body: Any
+        def _call(
+            self, method: str, path: str, json: Any, *, block: bool = True, patient: bool = False
         ) -> Any: ...
+
+    def _platform(self, method: str, path: str, params: Mapping[str, str] | None, body: Any) -> Any:
+        return self._call(method, f"{path}?{urlencode(params)}" if params else path, body)
+
+    def _get(self, path: str, model: type[Any], what: str) -> Any:
+        """``GET path``, the answer validated as ``model``."""
+        from composo._platform import parse
+
+        return parse(model, self._platform("GET", path, None, None), what)
 
     def list_evaluations(
         self,
@@ -98,18 +105,7 @@ class PlatformMethods(_Listings["EvaluationHistory", "TraceListing"]):
 
     _listings = ("EvaluationHistory", "TraceListing")
 
-    _throttle: Throttle
-
-    if TYPE_CHECKING:
-
-        def _call(
-            self, method: str, path: str, json: Any, *, block: bool = True, patient: bool = False
-        ) -> Any: ...
-
-    def _platform(self, method: str, path: str, params: Mapping[str, str] | None, body: Any) -> Any:
-        return self._call(method, _with_query(path, params), body)
-
-    def usage(self) -> Usage:
+    def usage(self: _Listings[Any, Any]) -> Usage:
         """This month's usage of the API key: requests and tokens per model, the monthly token
         quota and when it resets (``GET /api/v1/usage``).
 
@@ -117,10 +113,10 @@ class PlatformMethods(_Listings["EvaluationHistory", "TraceListing"]):
             APIStatusError: The server refused the request.
             APIConnectionError: The server could not be reached.
         """
-        from composo._platform import parse
         from composo._platform_types import USAGE_PATH, Usage
 
-        return parse(Usage, self._platform("GET", USAGE_PATH, None, None), "usage")
+        usage: Usage = self._get(USAGE_PATH, Usage, "usage")
+        return usage
 
     def rate_limits(self) -> RateLimits | None:
         """The rate limit the server declares for this API key, read from the
@@ -128,65 +124,43 @@ class PlatformMethods(_Listings["EvaluationHistory", "TraceListing"]):
         carried them yet); ``None`` when the server declares none. The client paces itself to
         this quota from the first answer that declares it.
         """
-        declared = self._throttle.declared()
-        if declared is None:
+        if self._throttle.declared() is None:
             self.usage()
-            declared = self._throttle.declared()
-        return declared
+        return self._throttle.declared()
 
-    def get_trace(self, trace_id: Any) -> TraceRecord:
+    def get_trace(self: _Listings[Any, Any], trace_id: Any) -> TraceRecord:
         """One trace by its UUID (``GET /api/v1/traces/{trace_id}``).
 
         Raises:
             ComposoValidationError: ``trace_id`` is not a UUID, before any request.
             NotFoundError: No such trace for this API key.
         """
-        from composo._platform import parse, trace_path
+        from composo._platform import trace_path
         from composo._platform_types import TraceRecord
 
-        body = self._platform("GET", trace_path(trace_id), None, None)
-        return parse(TraceRecord, body, "trace")
+        trace: TraceRecord = self._get(trace_path(trace_id), TraceRecord, "trace")
+        return trace
 
 
 class AsyncPlatformMethods(_Listings["AsyncEvaluationHistory", "AsyncTraceListing"]):
-    """Mixed into :class:`~composo._core.async_client.AsyncClient`: the same methods, awaited;
-    the listings are async iterables."""
+    """Mixed into :class:`~composo.AsyncComposo`: the same methods, awaited (the shared bodies
+    run on the awaited answer); the listings are async iterables."""
 
     _listings = ("AsyncEvaluationHistory", "AsyncTraceListing")
 
-    _throttle: Throttle
-
-    if TYPE_CHECKING:
-
-        async def _call(
-            self, method: str, path: str, json: Any, *, block: bool = True, patient: bool = False
-        ) -> Any: ...
-
-    async def _platform(
-        self, method: str, path: str, params: Mapping[str, str] | None, body: Any
-    ) -> Any:
-        return await self._call(method, _with_query(path, params), body)
-
-    async def usage(self) -> Usage:
-        """As :meth:`Composo.usage`, awaited."""
+    async def _get(self, path: str, model: type[Any], what: str) -> Any:
         from composo._platform import parse
-        from composo._platform_types import USAGE_PATH, Usage
 
-        body = await self._platform("GET", USAGE_PATH, None, None)
-        return parse(Usage, body, "usage")
+        return parse(model, await self._platform("GET", path, None, None), what)
+
+    usage = awaited(PlatformMethods.usage)
+    """As :meth:`Composo.usage`, awaited."""
 
     async def rate_limits(self) -> RateLimits | None:
         """As :meth:`Composo.rate_limits`, awaited."""
-        declared = self._throttle.declared()
-        if declared is None:
+        if self._throttle.declared() is None:
             await self.usage()
-            declared = self._throttle.declared()
-        return declared
+        return self._throttle.declared()
 
-    async def get_trace(self, trace_id: Any) -> TraceRecord:
-        """As :meth:`Composo.get_trace`, awaited."""
-        from composo._platform import parse, trace_path
-        from composo._platform_types import TraceRecord
-
-        body = await self._platform("GET", trace_path(trace_id), None, None)
-        return parse(TraceRecord, body, "trace")
+    get_trace = awaited(PlatformMethods.get_trace)
+    """As :meth:`Composo.get_trace`, awaited."""
