@@ -292,17 +292,11 @@ class SyncClient(BaseClient):
         except ComposoError as exc:
             if not is_retryable(exc):
                 raise
-            failed: ComposoError | None = exc
+            failed = exc
         try:
-            for attempt in self._policy.sync(deadline):
-                with attempt:
-                    if failed is not None:  # tell the policy about the first attempt
-                        first, failed = failed, None
-                        raise first
-                    return self._attempt(call, patient)
+            return self._policy.sync(deadline, failed, self._attempt, call, patient)
         except RateLimitError as exc:
             raise self._refusal(exc, deadline) from None
-        raise AssertionError("unreachable")  # pragma: no cover
 
     def _attempt(self, call: Call, patient: bool) -> Any:
         """One attempt of ``call``; a patient one waits out 429s."""

@@ -444,33 +444,26 @@ class BatchResults(list[BatchResult]):
         return _table(self, "polars")
 
 
+def frame_library(kind: str) -> Any:
+    """The ``pandas`` or ``polars`` module, imported only when a table is asked for."""
+    import importlib
+
+    try:
+        return importlib.import_module(kind)
+    except ImportError:
+        raise ImportError(f"to_{kind}() needs {kind}: pip install 'composo[{kind}]'") from None
+
+
 def _table(results: Sequence[BatchResult], kind: str) -> Any:
-    """Batch results as a long table, one row per (item, criterion); pandas or polars is
-    imported only here, when asked for."""
-    rows = [r.row() for r in results]
+    """Batch results as a long table, one row per (item, criterion)."""
+    library = frame_library(kind)
     columns = ("index", "id", "criterion", "score", "explanation", "error", "metadata")
+    rows = [r.row() for r in results]
     data = {c: [row[c] for row in rows] for c in columns}
     if kind == "pandas":
-        try:
-            import pandas as pd
-        except ImportError:
-            raise ImportError("to_pandas() needs pandas: pip install 'composo[pandas]'") from None
-        frame = pd.DataFrame(data, columns=list(columns))
+        frame = library.DataFrame(data, columns=list(columns))
         frame["score"] = frame["score"].astype("float64")
         return frame
-    try:
-        import polars as pl
-    except ImportError:
-        raise ImportError("to_polars() needs polars: pip install 'composo[polars]'") from None
-    return pl.DataFrame(
-        data,
-        schema={
-            "index": pl.Int64,
-            "id": pl.Utf8,
-            "criterion": pl.Utf8,
-            "score": pl.Float64,
-            "explanation": pl.Utf8,
-            "error": pl.Utf8,
-            "metadata": pl.Object,
-        },
-    )
+    pl = library
+    types = (pl.Int64, pl.Utf8, pl.Utf8, pl.Float64, pl.Utf8, pl.Utf8, pl.Object)
+    return pl.DataFrame(data, schema=dict(zip(columns, types, strict=True)))

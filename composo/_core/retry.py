@@ -7,7 +7,7 @@ import logging
 import math
 import random
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from composo._core.limits import BACKOFF_BASE, BACKOFF_MAX, MAX_RETRY_AFTER, RETRYABLE_STATUS
@@ -108,6 +108,31 @@ def async_retrying(num_retries: int, *, max_retry_after: float = MAX_RETRY_AFTER
     return AsyncRetrying(**_policy(num_retries, max_retry_after))
 
 
+def _replay(first: BaseException, fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn``, its first call raising ``first``: the policy counts the attempt made before it
+    loaded, and waits as that failure asks."""
+    pending = [first]
+
+    def attempt(*args: Any) -> Any:
+        if pending:
+            raise pending.pop()
+        return fn(*args)
+
+    return attempt
+
+
+def _areplay(first: BaseException, fn: Callable[..., Awaitable[Any]]) -> Callable[..., Any]:
+    """:func:`_replay` for a coroutine function."""
+    pending = [first]
+
+    async def attempt(*args: Any) -> Any:
+        if pending:
+            raise pending.pop()
+        return await fn(*args)
+
+    return attempt
+
+
 class Policy:
     """One client's retry policy, built on the first failure (tenacity loads only then) and
     copied per call: ``Retry-After`` is waited in full, never past the call's deadline."""
@@ -117,8 +142,11 @@ class Policy:
         self._sync: Retrying | None = None
         self._async: AsyncRetrying | None = None
 
-    def sync(self, deadline: float) -> Retrying:
-        """The policy for one blocking call ending by ``deadline`` (``time.monotonic()``)."""
+    def sync(
+        self, deadline: float, first: BaseException, fn: Callable[..., Any], *args: Any
+    ) -> Any:
+        """Retry ``fn(*args)``, whose first attempt failed with ``first``, by ``deadline``
+        (``time.monotonic()``)."""
         if self._sync is None:
             from tenacity import Retrying
 
@@ -126,10 +154,14 @@ class Policy:
         from composo._core.cancel import sleep  # cut short when the caller leaves
 
         left = deadline - time.monotonic()  # the retries start now
-        return self._sync.copy(stop=_stop(self.num_retries, left), sleep=sleep)
+        retrying = self._sync.copy(stop=_stop(self.num_retries, left), sleep=sleep)
+        return retrying(_replay(first, fn), *args)
 
-    def asynchronous(self, deadline: float) -> AsyncRetrying:
-        """:meth:`sync` for coroutines."""
+    async def asynchronous(
+        self, deadline: float, first: BaseException, fn: Callable[..., Awaitable[Any]], *args: Any
+    ) -> Any:
+        """:meth:`sync` for a coroutine function."""
         if self._async is None:
             self._async = async_retrying(self.num_retries, max_retry_after=math.inf)
-        return self._async.copy(stop=_stop(self.num_retries, deadline - time.monotonic()))
+        retrying = self._async.copy(stop=_stop(self.num_retries, deadline - time.monotonic()))
+        return await retrying(_areplay(first, fn), *args)
