@@ -21,14 +21,7 @@ from composo.server._bodies import parse_request, refusal, validation_detail
 from composo.server._config import ServerConfig
 from composo.server._devswitch import DevSwitch, FaultList
 from composo.server._gate import ApiKey, Body, Gate, KeyCheck, RateLimiter
-from composo.server._history import (
-    CALLER,
-    Caller,
-    HistoryStore,
-    history_path,
-    keep_flushing,
-    recorded,
-)
+from composo.server._history import CALLER, Caller, HistoryStore
 from composo.server._otlp import mount as mount_otlp
 from composo.server._platform_api import mount as mount_platform_api
 from composo.server._received import ReceivedLog, judge_header_app
@@ -50,9 +43,7 @@ def build_app(config: ServerConfig, received: ReceivedLog | None = None) -> ASGI
     judge = make_judge(config.judge, config.judge_options)
     service = EvaluationService(judge, config.latency)
     store = TaskStore(config.db, config.task_lease_seconds)
-    history = HistoryStore(
-        history_path(config.db), store.client_id, config.history_days, config.history_max_rows
-    )
+    history = HistoryStore(config.db, store.client_id, config.history_days, config.history_max_rows)
     state: dict[str, TaskManager] = {}
     dev = DevSwitch([]) if config.dev_faults else None
 
@@ -61,7 +52,7 @@ def build_app(config: ServerConfig, received: ReceivedLog | None = None) -> ASGI
         manager = TaskManager(store, _run, config.max_background)
         state["tasks"] = manager
         manager.start()
-        writer = asyncio.get_running_loop().create_task(keep_flushing(history))
+        writer = asyncio.get_running_loop().create_task(history.keep_flushing())
         try:
             yield
         finally:
@@ -76,7 +67,7 @@ def build_app(config: ServerConfig, received: ReceivedLog | None = None) -> ASGI
             return await service.trace(request)
         return await service.reward(request)
 
-    _run = recorded(history, _judge)
+    _run = history.recorded(_judge)
 
     app = FastAPI(
         title="Composo local evaluation server",

@@ -27,9 +27,10 @@ from composo.server._config import DEFAULT_HISTORY_DAYS, DEFAULT_HISTORY_ROWS
 from composo.server._store import open_database, transaction
 from composo.server.judges import JudgeError
 
-__all__ = ["CALLER", "MAX_PAGE_SIZE", "Caller", "HistoryStore", "keep_flushing", "recorded"]
+__all__ = ["CALLER", "MAX_PAGE_SIZE", "Caller", "HistoryStore"]
 
 _log = logging.getLogger("composo.server")
+Runner = Callable[[RewardRequest | TraceRequest], Awaitable[dict[str, Any]]]
 
 DEFAULT_PAGE_SIZE = 100  # the reference's example for the evaluations filter
 MAX_PAGE_SIZE = 1000  # a page of the evaluations filter holds at most this many
@@ -82,18 +83,13 @@ class _Served:
     result: dict[str, Any] | None
 
 
-def history_path(db: Path | None) -> Path | None:
-    """The history file beside the task database ``db`` (``None``: kept in memory)."""
-    return None if db is None else db.with_name(f"{db.stem}-history{db.suffix or '.sqlite3'}")
-
-
 class HistoryStore:
-    """Rows are kept under ``client_id(api_key)``, never the key; ``keep_days=0`` keeps no
-    history (usage is still counted)."""
+    """Kept beside the task database ``db`` (``None``: in memory), under ``client_id(api_key)``,
+    never the key; ``keep_days=0`` keeps no history (usage is still counted)."""
 
     def __init__(
         self,
-        path: Path | None,
+        db: Path | None,
         client_id: Callable[[bytes | None], str | None],
         keep_days: float = DEFAULT_HISTORY_DAYS,
         max_rows: int = DEFAULT_HISTORY_ROWS,
@@ -107,6 +103,7 @@ class HistoryStore:
         self._since_prune = 0  # rows written since the last pruning pass
         # Pruned at least this often (and whenever a tenth of the row budget was written).
         self._prune_every = min(_PRUNE_EVERY, max(0.5, keep_days * 86400.0 / 4))
+        path = None if db is None else db.with_name(f"{db.stem}-history{db.suffix or '.sqlite3'}")
         self._db = open_database(path, _tables)
 
     def record(
@@ -120,10 +117,6 @@ class HistoryStore:
         served = _Served(CALLER.get(), time.time(), request, status, latency_ms, result)
         with self._lock:
             self._pending.append(served)
-
-    @property
-    def pending(self) -> bool:
-        return bool(self._pending)
 
     def flush(self) -> None:
         """Write what was recorded since the last flush, in one transaction."""
@@ -362,32 +355,38 @@ class HistoryStore:
             "evaluations": [json.loads(body) for (body,) in evaluations],
         }
 
+    def recorded(self, run: Runner) -> Runner:
+        """``run`` with every answer (and every judge failure) recorded."""
+
+        async def record_run(request: RewardRequest | TraceRequest) -> dict[str, Any]:
+            started = time.perf_counter()
+            try:
+                result = await run(request)
+            except Exception as exc:
+                status = 502 if isinstance(exc, JudgeError) else 500
+                self.record(request, status, (time.perf_counter() - started) * 1000.0, None)
+                raise
+            self.record(request, 200, (time.perf_counter() - started) * 1000.0, result)
+            return result
+
+        return record_run
+
+    async def keep_flushing(self, every: float = 0.25) -> None:
+        """Write what was recorded, off the event loop, until cancelled."""
+        while True:
+            await asyncio.sleep(every)
+            if self._pending:
+                try:
+                    await asyncio.to_thread(self.flush)
+                except sqlite3.Error as exc:  # a locked or full disk: the rows wait
+                    _log.warning("history write failed: %s", exc)
+
     def close(self) -> None:
         with self._lock:
             try:
                 self._flush()
             finally:
                 self._db.close()
-
-
-def recorded(
-    history: HistoryStore,
-    run: Callable[[RewardRequest | TraceRequest], Awaitable[dict[str, Any]]],
-) -> Callable[[RewardRequest | TraceRequest], Awaitable[dict[str, Any]]]:
-    """``run`` with every answer (and every judge failure) recorded in ``history``."""
-
-    async def record_run(request: RewardRequest | TraceRequest) -> dict[str, Any]:
-        started = time.perf_counter()
-        try:
-            result = await run(request)
-        except Exception as exc:
-            status = 502 if isinstance(exc, JudgeError) else 500
-            history.record(request, status, (time.perf_counter() - started) * 1000.0, None)
-            raise
-        history.record(request, 200, (time.perf_counter() - started) * 1000.0, result)
-        return result
-
-    return record_run
 
 
 def _trace_evaluations(
@@ -472,14 +471,3 @@ def _read_token(token: str) -> tuple[float, str]:
         "page_token: not a token this server gave out; pass the next_page_token of the previous "
         "page, or leave it out for the first page"
     )
-
-
-async def keep_flushing(history: HistoryStore, every: float = 0.25) -> None:
-    """Write what ``history`` recorded, off the event loop, until cancelled."""
-    while True:
-        await asyncio.sleep(every)
-        if history.pending:
-            try:
-                await asyncio.to_thread(history.flush)
-            except sqlite3.Error as exc:  # a locked or full disk: the rows wait for the next try
-                _log.warning("history write failed: %s", exc)

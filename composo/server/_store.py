@@ -1,8 +1,6 @@
 """Background tasks in SQLite, so a server killed with tasks pending finishes them after restart.
-
-Each server (``owner``) leases the unfinished tasks it runs and, with a file, holds an OS lock the
-kernel frees however the process ends; another server takes over an expired lease or a free lock.
-Every change of state is conditional, so a finished task never runs again."""
+Each server (``owner``) leases the tasks it runs and holds an OS lock the kernel frees however the
+process ends; another takes over an expired lease or a free lock. Every change is conditional."""
 
 from __future__ import annotations
 
@@ -64,9 +62,8 @@ _LOST = (
 def open_database(
     path: Path | None, schema: Callable[[sqlite3.Connection], None]
 ) -> sqlite3.Connection:
-    """A shared autocommit connection (``None``: in memory; a file is private, in WAL mode).
-    ``schema`` runs in one transaction, tried again while other servers set up the same new file
-    (SQLite answers "locked" at once when waiting cannot help)."""
+    """A shared autocommit connection (``None``: in memory; a file is private, in WAL mode);
+    ``schema`` runs in one transaction, retried while other servers set up the same new file."""
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
     db = sqlite3.connect(
@@ -144,15 +141,13 @@ class TaskStore:
         self.path = path
         self.lease_seconds = lease_seconds
         self.owner = uuid.uuid4().hex
-        self._lock_file: IO[bytes] | None = None
         self._lock = threading.Lock()
         try:
             self._db = open_database(path, self._tables)
         except (OSError, sqlite3.Error) as exc:
             raise TaskStoreError(f"cannot open the task database {path}: {exc}") from exc
         try:
-            if path is not None:
-                self._lock_file = self._hold_owner_lock(path)
+            self._lock_file = None if path is None else self._hold_owner_lock()
         except OSError as exc:
             self._db.close()
             raise TaskStoreError(f"cannot use the task database {path}: {exc}") from exc
@@ -181,7 +176,7 @@ class TaskStore:
         assert self.path is not None
         return self.path.with_name(f".{self.path.name}.owners")
 
-    def _hold_owner_lock(self, path: Path) -> IO[bytes] | None:
+    def _hold_owner_lock(self) -> IO[bytes] | None:
         """Lock a file named after this owner for as long as the process lives."""
         if fcntl is None:  # pragma: no cover
             return None

@@ -9,19 +9,18 @@ import hashlib
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 from pydantic import ValidationError
 
 from composo._core.wire import RewardRequest, TraceRequest
+from composo.server._history import Runner
 from composo.server._store import KEEP_FINISHED_SECONDS, StoredTask, TaskStore
 
 __all__ = ["TaskManager"]
 
 _log = logging.getLogger("composo.server")
 
-Runner = Callable[[RewardRequest | TraceRequest], Awaitable[dict[str, Any]]]
 _NOT_KEPT = (
     "the result was not kept: data_retention='none' keeps results in memory only, for a limited "
     "time and number of tasks, and this one has expired or the server has restarted since"
