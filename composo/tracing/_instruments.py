@@ -75,16 +75,6 @@ def attribute_name(name: str) -> str:
     return name.strip().upper().replace("-", "_").replace(".", "_").replace(" ", "_")
 
 
-def _switch_on(instrumentor: Any, name: str, tracer_provider: Any) -> bool:
-    """Instrument with ``tracer_provider``; ``False`` when the application already had (its spans
-    reach the provider it chose, which ComposoTracer listens to when it is global)."""
-    if getattr(instrumentor, "is_instrumented_by_opentelemetry", False):
-        _log.info("%s is already instrumented; using its spans", name)
-        return False
-    instrumentor.instrument(tracer_provider=tracer_provider)
-    return True
-
-
 class OpenInferenceInstrument:
     """An OpenInference instrumentor (``module.class_name``) as an instrument: switched on for
     the given tracer provider, off again with ``uninstrument``. Integrations subclass it."""
@@ -118,8 +108,12 @@ class OpenInferenceInstrument:
 
     def instrument(self, tracer_provider: Any) -> None:
         instrumentor = self.load()()
-        if _switch_on(instrumentor, self.name, tracer_provider):
-            self._instrumentor = instrumentor
+        if getattr(instrumentor, "is_instrumented_by_opentelemetry", False):
+            # the application instrumented it: its spans reach the provider it chose
+            _log.info("%s is already instrumented; using its spans", self.name)
+            return
+        instrumentor.instrument(tracer_provider=tracer_provider)
+        self._instrumentor = instrumentor
 
     def uninstrument(self) -> None:
         if self._instrumentor is not None:
@@ -138,26 +132,20 @@ class EntryPointInstrument(OpenInferenceInstrument):
         self.install = install
 
 
-class InstrumentorInstrument:
+class InstrumentorInstrument(OpenInferenceInstrument):
     """Any OpenTelemetry/OpenInference instrumentor object (``instrument(tracer_provider=...)``,
     ``uninstrument()``) as an instrument."""
 
     def __init__(self, instrumentor: Any, name: str | None = None) -> None:
+        super().__init__()
         self.instrumentor = instrumentor
         self.name = name or type(instrumentor).__name__.removesuffix("Instrumentor").lower()
-        self._mine = False
 
     def __repr__(self) -> str:
         return f"Instruments.wrap({type(self.instrumentor).__name__}())"
 
-    def instrument(self, tracer_provider: Any) -> None:
-        if _switch_on(self.instrumentor, self.name, tracer_provider):
-            self._mine = True
-
-    def uninstrument(self) -> None:
-        if self._mine:
-            self.instrumentor.uninstrument()
-            self._mine = False
+    def load(self) -> Any:
+        return lambda: self.instrumentor
 
 
 class PydanticAIInstrument(OpenInferenceInstrument):

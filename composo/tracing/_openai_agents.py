@@ -1,14 +1,10 @@
 """``Instruments.OPENAI_AGENTS``: the OpenAI Agents SDK's own trace events as Composo traces.
 
-One trace processor (``agents.add_trace_processor``) feeds the SDK spans that start inside an
-``AgentTracer`` into its ``TraceRecorder``: agent spans are sub-agents (a hand-off chain is
-consecutive sub-agents of one parent), model calls take their place at start and are converted
-when the trace is read (Responses items through the Responses adapter, chat messages through the
-message adapters), function spans add the tool call and result the model calls lack.
-
-The SDK cannot list or remove processors, so ours is added each time the instrument is switched
-on (an event seen twice counts once) and is idle while off. While on, OpenTelemetry spans of the
-same calls are left out of the live recording.
+One trace processor feeds the SDK spans that start inside an ``AgentTracer`` into its recording:
+agent spans are sub-agents, model calls take their place at start and are converted when the
+trace is read, function spans add the tool call and result the model calls lack. The SDK cannot
+list or remove processors, so ours is added at each switch-on (an event seen twice counts once)
+and idles while off; while on, OpenTelemetry spans of the same calls are left out.
 """
 
 from __future__ import annotations
@@ -254,12 +250,15 @@ def _function_calls(items: Sequence[Any]) -> list[tuple[str, str, str]]:
     return out
 
 
+def _response_dump(output: Sequence[Any]) -> Any:
+    """The Responses ``Response`` dump a generation span's output may be instead of chat
+    messages (what the SDK's streamed Chat Completions path records), else ``None``."""
+    return output[0] if len(output) == 1 and _field(output[0], "object") == "response" else None
+
+
 def _generation_items(output: Sequence[Any]) -> Sequence[Any]:
-    """A generation span's output: chat messages, or one Responses ``Response`` dump (what the
-    SDK's streamed Chat Completions path records)."""
-    if len(output) == 1 and _field(output[0], "object") == "response":
-        return _field(output[0], "output") or ()
-    return output
+    dump = _response_dump(output)
+    return output if dump is None else (_field(dump, "output") or ())
 
 
 def _agent_tools(data: AgentSpanData | None) -> list[ToolSpec] | None:
@@ -298,12 +297,10 @@ def _from_response(
 def _from_generation(
     given: list[Any], output: list[Any] | None, agent: AgentSpanData | None
 ) -> LLMInteraction:
-    """One Chat Completions (or other provider's) call, as the SDK's generation span has it:
-    chat messages, or one Responses ``Response`` dump (the streamed Chat Completions path)."""
+    """One Chat Completions (or other provider's) call, as the SDK's generation span has it."""
     inputs = convert.to_messages(given) if given else []
-    output = output or []
-    response = len(output) == 1 and _field(output[0], "object") == "response"
-    answer = output[0] if response else output
+    dump = _response_dump(output or [])
+    answer = output if dump is None else dump
     outputs = convert.to_result_messages(answer) if answer else []
     return chat_interaction(inputs, outputs, _agent_tools(agent), keep_empty=True)
 

@@ -188,12 +188,11 @@ class AgentSpanProcessor(SpanProcessor):
             return None, False
         with self._lock:
             outer = self._claimed.get(parent.span_id)
-            if outer is None or not outer.llm:
-                return outer, False
-            # Remembered so that its own children are recognised too; only the owner span
-            # fills the slot.
-            self._claim_locked(tracer, span_id, outer, within)
-            return outer, True
+        if outer is None or not outer.llm:
+            return outer, False
+        # remembered so that its own children are recognised too; only the owner fills the slot
+        self._claim(tracer, span_id, outer, within)
+        return outer, True
 
     def _target(self, tracer: AgentTracer, within: Within | None, *, llm: bool) -> Agent | None:
         """The agent whose history a span starting under ``within`` takes a place in."""
@@ -209,20 +208,14 @@ class AgentSpanProcessor(SpanProcessor):
     def _claim(
         self, tracer: AgentTracer, span_id: int, slot: _Slot | None, within: Within | None
     ) -> None:
-        if slot is not None or within is not None:
-            with self._lock:
-                self._claim_locked(tracer, span_id, slot, within)
-
-    def _claim_locked(
-        self, tracer: AgentTracer, span_id: int, slot: _Slot | None, within: Within | None
-    ) -> None:
         """Remember the place ``span_id`` fills (or is inside) and, under a boundary, where its
-        children record (caller holds the lock)."""
-        if slot is not None:
-            self._claimed[span_id] = slot
-        if within is not None:
-            tracer._spans[span_id] = within
-            self._under[span_id] = tracer
+        children record."""
+        with self._lock:
+            if slot is not None:
+                self._claimed[span_id] = slot
+            if within is not None:
+                tracer._spans[span_id] = within
+                self._under[span_id] = tracer
 
     def _boundary(
         self, tracer: AgentTracer, span: Span, kind: str, within: Within | None

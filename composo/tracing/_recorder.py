@@ -1,10 +1,6 @@
-"""``TraceRecorder``: the one place where captured agent events become a ``MultiAgentTrace``.
-
-Every capture feeds it (``AgentTracer`` and its span processor, the LangChain callback, the
-LlamaIndex capture): agents starting and finishing, model calls recorded, or reserved when they
-start (so calls and sub-agents keep their order) and filled later, and tool calls and responses
-for frameworks whose model calls lack them. Recording is a dict insert under a lock; conversion
-happens when ``trace`` is read.
+"""``TraceRecorder``: the one place where every capture's agent events become a
+``MultiAgentTrace``. A model call's place is kept when it starts, so calls and sub-agents keep
+their order; recording is a dict insert under a lock, conversion happens when ``trace`` is read.
 """
 
 from __future__ import annotations
@@ -36,8 +32,8 @@ C = TypeVar("C", bound="Capture")
 class Capture:
     """Base of a ``with`` / ``async with`` block that records once while it is active.
 
-    Subclasses define ``_activate`` and ``_deactivate`` (a context-variable change, never I/O,
-    so the async forms run them unchanged) and may rename the states and ``_again``'s error.
+    Subclasses define ``_activate`` and ``_deactivate``: a context-variable change, never I/O,
+    so the async forms run them unchanged.
     """
 
     _again = "{self!r} has already run; create a new one for each run"
@@ -76,11 +72,8 @@ class Capture:
 
 
 class Step:
-    """One model call's place in an agent's history.
-
-    Feeds that know more about their calls (the span processor recognising a call reported twice)
-    subclass it and override :meth:`omitted`.
-    """
+    """One model call's place in an agent's history; feeds that recognise a call reported
+    twice override :meth:`omitted`."""
 
     __slots__ = ("__weakref__", "_agent", "_value")
 
@@ -121,14 +114,14 @@ class Step:
 
 
 class RecordedStep(Step):
-    """A finished model call another feed handed over (``record_interaction``), stamped with
-    when it arrived: span feeds use the stamp to recognise the same call reported by both."""
+    """A model call handed over by ``record_interaction``, stamped (``time.time_ns()``) so a
+    span of the same call is counted once."""
 
     __slots__ = ("at",)
 
     def __init__(self, value: Interaction | None = None, at: int = 0) -> None:
         super().__init__(value)
-        self.at = at  # time.time_ns() when it was recorded
+        self.at = at
 
 
 @dataclass(eq=False, slots=True)
@@ -138,8 +131,7 @@ class _ToolEvent:
 
 
 class Agent:
-    """An agent instance in a recording (``id``, ``name``), returned by
-    :meth:`TraceRecorder.agent_started` and accepted wherever an agent id is."""
+    """An agent instance in a recording, accepted wherever an agent id is."""
 
     __slots__ = ("__weakref__", "_history", "finished", "id", "name", "parent")
 
@@ -178,12 +170,10 @@ class Within:
 
 class TraceRecorder:
     """Agents and their model calls, in the order they happened, as a ``MultiAgentTrace``.
+    Safe from any thread; ``trace`` read while recording holds the calls finished so far.
 
     Args:
         kind: What the agents are called in error messages (e.g. ``"AgentTracers"``).
-
-    Every method may be called from any thread; ``trace`` can be read while recording goes on
-    (it holds the calls finished so far).
     """
 
     def __init__(self, *, kind: str = "agents") -> None:
@@ -242,15 +232,8 @@ class TraceRecorder:
         return step
 
     def record(self, agent: Agent | str, interaction: Interaction) -> Step:
-        """A model call that has ended, in ``agent``'s history from now.
-
-        Args:
-            agent: The agent that made the call.
-            interaction: The call, or a function converting it when the trace is read.
-
-        Returns:
-            Its place (``release`` takes it out again).
-        """
+        """A model call that has ended (or a function converting it when the trace is read),
+        in ``agent``'s history from now; returns its place."""
         return self.reserve(agent, Step(interaction))
 
     def tool_called(self, agent: Agent | str, call: ToolCall) -> None:
@@ -264,7 +247,7 @@ class TraceRecorder:
             self._find(agent)._history[_ToolEvent(response=response)] = None
 
     def interaction_count(self) -> int:
-        """Model calls that have ended (not converted, so the count is cheap)."""
+        """Model calls that have ended (not converted)."""
         with self._lock:
             return sum(
                 1
