@@ -207,18 +207,8 @@ class _AsyncListing(_Listing[PageT, ItemT]):
 
 def history_row(record: EvaluationRecord) -> dict[str, Any]:
     """One evaluation as a flat row (:data:`ROW_COLUMNS`)."""
-    return {
-        "id": record.id,
-        "created_at": record.created_at,
-        "criterion": record.criterion,
-        "score": record.score,
-        "tags": dict(record.tags),
-        "model": record.model_core,
-        "endpoint": record.endpoint,
-        "status_code": record.status_code,
-        "latency_ms": record.latency_ms,
-        "token_count": record.token_count,
-    }
+    row = {c: getattr(record, "model_core" if c == "model" else c) for c in ROW_COLUMNS}
+    return {**row, "tags": dict(record.tags)}
 
 
 def _pandas(rows: list[dict[str, Any]]) -> Any:
