@@ -22,8 +22,8 @@ from llama_index.evaluation.composo.messages import (
 
 from composo import AsyncComposo, Composo, ext
 from composo.errors import ComposoError, ComposoValidationError
-from composo.ext import check_criterion, check_options
-from composo.types import EvaluationResponse, MultiAgentTraceResponse
+from composo.ext import check_options, normalize_criteria
+from composo.types import MultiAgentTraceResponse
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -84,16 +84,10 @@ class ComposoEvaluator(BaseEvaluator):
         max_concurrent_requests: int | None = None,
         **options: Unpack[EvaluateOptions],
     ) -> None:
-        items = [criteria] if isinstance(criteria, str) else list(criteria)
-        if not items:
+        if criteria is None:
             raise ComposoValidationError("criteria: give at least one criterion")
-        try:
-            self.criteria = [
-                check_criterion(c, "criteria" if isinstance(criteria, str) else f"criteria[{i}]")
-                for i, c in enumerate(items)
-            ]
-        except ValueError as exc:
-            raise ComposoValidationError(str(exc)) from None
+        requests, _ = normalize_criteria(criteria, None)
+        self.criteria = [r["evaluation_criteria"] for r in requests]
         if (
             isinstance(threshold, bool)
             or not isinstance(threshold, (int, float))
@@ -101,14 +95,9 @@ class ComposoEvaluator(BaseEvaluator):
         ):
             raise ComposoValidationError(f"threshold: a number between 0 and 1, got {threshold!r}")
         self._options = check_options(options, type(self).__name__)
-        settings: dict[str, Any] = {
-            "api_key": api_key,
-            "base_url": base_url,
-            "timeout": timeout,
-            "num_retries": num_retries,
-            "max_concurrent_requests": max_concurrent_requests,
-        }
-        settings = {k: v for k, v in settings.items() if v is not None}  # else the client's
+        given: dict[str, Any] = {"api_key": api_key, "base_url": base_url, "timeout": timeout}
+        given |= {"num_retries": num_retries, "max_concurrent_requests": max_concurrent_requests}
+        settings = {k: v for k, v in given.items() if v is not None}  # else the client's
         if client is not None:
             if not isinstance(client, (Composo, AsyncComposo)):
                 raise ComposoValidationError(
@@ -369,11 +358,8 @@ class ComposoEvaluator(BaseEvaluator):
         notes: list[str] = []
         answers = out if isinstance(out, list) else [out]  # one criterion: one response
         for criterion, ans in zip(self.criteria, answers, strict=True):
-            if isinstance(ans, MultiAgentTraceResponse):
-                score, text = ans.overall_score, ans.explanation
-            else:
-                assert isinstance(ans, EvaluationResponse)
-                score, text = ans.score, ans.explanation
+            score = ans.overall_score if isinstance(ans, MultiAgentTraceResponse) else ans.score
+            text = ans.explanation
             if score is not None:
                 scores.append(score)
             verdict = "not applicable" if score is None else f"{score:.2f}"
