@@ -10,7 +10,10 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from composo.cli import UsageError
 from composo.cli._compare import add_bootstrap_arguments, fig, span
+from composo.cli._criteria import label
+from composo.cli._results import EXIT_BAD_ROWS
 
 if TYPE_CHECKING:
     from composo._agreement import Agreement, CriterionAgreement
@@ -35,8 +38,6 @@ def _span(interval: tuple[float, float] | None) -> str:
 
 
 def _criterion_lines(c: CriterionAgreement, worst: int) -> list[str]:
-    from composo.cli._criteria import label
-
     lines = [f"{label(c.criterion, 72)}  ({c.kind}, n={c.n})"]
     if c.kind == "reward":
         lines.append(f"  Spearman {fig(c.spearman, True)}{_span(c.spearman_interval)}")
@@ -74,8 +75,6 @@ def render_text(result: Agreement, worst: int) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from composo._agreement import LabelError, agreement
-    from composo.cli import UsageError
-    from composo.cli._results import EXIT_BAD_ROWS
 
     if not args.results.is_file():
         raise UsageError(f"no such file: {args.results}")

@@ -7,6 +7,7 @@ import argparse
 from pathlib import Path
 
 from composo.cli import UsageError
+from composo.errors import ComposoValidationError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -57,7 +58,6 @@ def _age(seconds: float) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from composo._cache import ResultCache, parse_age, parse_size
-    from composo.errors import ComposoValidationError
 
     if args.action != "prune" and (args.max_size or args.max_age):
         raise UsageError("--max-size and --max-age go with prune")

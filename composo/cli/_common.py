@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import itertools
 import os
 import sys
 from collections.abc import Callable, Generator, Iterable, Iterator
@@ -15,11 +16,25 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from composo._core.limits import DEFAULT_TIMEOUT
 from composo.cli import UsageError
+from composo.cli._criteria import resolve
+from composo.cli._gates import EXIT_GATE, check_args
+from composo.cli._gates import add_arguments as add_gate_arguments
+from composo.cli._results import EXIT_BAD_ROWS, RowWriter, iter_rows, prepare_resume
+from composo.cli._summary import CriterionStats, RunInfo, Summary, print_summary, summary_markdown
+from composo.errors import (
+    APIConnectionError,
+    APIStatusError,
+    APITimeoutError,
+    AuthenticationError,
+    ComposoError,
+    ComposoValidationError,
+    NotFoundError,
+    PermissionDeniedError,
+)
 
 if TYPE_CHECKING:
     from composo import Composo
     from composo._core.plan import BatchResult
-    from composo.cli._summary import CriterionStats, Summary
     from composo.types import EvaluateOptions
 
 # Every command's statuses are listed once, in docs/cli.md's "Exit statuses" (see EPILOG in
@@ -49,8 +64,6 @@ def add_run_arguments(
     own: Callable[[argparse.ArgumentParser], object] | None = None,
 ) -> None:
     """A scoring run's flags, the command's ``own``, then the quality gates'."""
-    from composo.cli._gates import add_arguments as add_gate_arguments
-
     parser.add_argument("input", metavar=metavar, help=input_help)
     parser.add_argument(
         "-c",
@@ -116,24 +129,18 @@ def add_listen_arguments(
     )
 
 
-def platform_client(args: argparse.Namespace) -> Composo:
-    """The client the connection flags describe. Raises ``UsageError``."""
+def from_platform(args: argparse.Namespace, ask: Callable[[Composo], T]) -> T | int:
+    """``ask(client)``, or its failure said on stderr and its exit status (5 or 1); a bad
+    ``--base-url`` or ``--timeout`` is a ``UsageError``."""
     from composo import Composo
-    from composo.errors import ComposoValidationError
 
     check_judge(args)
     try:
-        return Composo(api_key=args.api_key, base_url=args.base_url, timeout=args.timeout)
-    except ComposoValidationError as exc:  # a bad --base-url or --timeout
+        client = Composo(api_key=args.api_key, base_url=args.base_url, timeout=args.timeout)
+    except ComposoValidationError as exc:
         raise UsageError(str(exc)) from None
-
-
-def from_platform(args: argparse.Namespace, ask: Callable[[Composo], T]) -> T | int:
-    """``ask(client)``, or its failure said on stderr and its exit status (5 or 1)."""
-    from composo.errors import ComposoError
-
     try:
-        with platform_client(args) as client:
+        with client:
             return ask(client)
     except ComposoError as exc:
         stop = refusal(args, exc)
@@ -143,13 +150,6 @@ def from_platform(args: argparse.Namespace, ask: Callable[[Composo], T]) -> T | 
 
 def refusal(args: argparse.Namespace, error: BaseException | None) -> str | None:
     """Why no request can succeed and what to change; ``None`` for an item's own failure."""
-    from composo.errors import (
-        APIConnectionError,
-        AuthenticationError,
-        NotFoundError,
-        PermissionDeniedError,
-    )
-
     env_url = os.environ.get("COMPOSO_BASE_URL") and not args.base_url
     url = "COMPOSO_BASE_URL" if env_url else "--base-url"
     if isinstance(error, (AuthenticationError, PermissionDeniedError)):
@@ -171,9 +171,6 @@ def prepare(
     args: argparse.Namespace, source: Path | None, name: str
 ) -> tuple[list[str], EvaluateOptions]:
     """The run's criteria and the options each item is sent with. Raises ``UsageError``."""
-    from composo.cli._criteria import resolve
-    from composo.cli._gates import check_args
-
     check_args(args)  # the gates and CI files first: they name the flag at fault
     try:
         criteria = resolve(args.criteria)
@@ -216,8 +213,6 @@ def results(
 ) -> Generator[BatchResult, None, None]:
     """The run's results, its first request alone: a wrong key, URL or server is refused once,
     not once per request in flight."""
-    import itertools
-
     stream = iter(items)
     head = next(stream, None)
     if head is None:
@@ -247,8 +242,6 @@ class Guard:
         self.unreachable = 0  # failed connections in a row
 
     def stops(self, error: BaseException | None) -> bool:
-        from composo.errors import APIConnectionError, APIStatusError, APITimeoutError
-
         lost = isinstance(error, APIConnectionError)
         self.unreachable = self.unreachable + 1 if lost else 0
         self.answered |= error is None or isinstance(error, APIStatusError)
@@ -273,9 +266,6 @@ class Run:
 
     def __init__(self, args: argparse.Namespace, criteria: list[str], source: Path | None) -> None:
         """Raises ``UsageError``: nothing to evaluate with, or ``-o`` cannot be written."""
-        from composo.cli._results import RowWriter, prepare_resume
-        from composo.cli._summary import RunInfo
-
         check_judge(args)
         out = args.output
         try:
@@ -336,7 +326,6 @@ class Run:
     def write(self, result: BatchResult) -> dict[str, Any] | None:
         """The result's row, written; ``None`` when it stops the run (a re-run sends it again)."""
         from composo._core.provenance import PLATFORM
-        from composo.cli._summary import CriterionStats
 
         if self.guard.stops(result.error):
             return None
@@ -369,7 +358,6 @@ class Run:
         from composo import Composo
         from composo._core.connections import Connections
         from composo._core.network import Network
-        from composo.errors import ComposoValidationError
 
         args = self.args
         try:
@@ -432,9 +420,6 @@ class Run:
     ) -> int:
         """The exit status, and what the run says: one line when stopped before any row; else
         the summary, ``then`` (the command's own closing), and the gates of a finished run."""
-        from composo.cli._results import iter_rows
-        from composo.cli._summary import RunInfo, Summary, print_summary
-
         args, out, stop = self.args, self.args.output, self.guard.reason
         if stop is not None and not self.written:  # nothing to sum up: the one line says why
             print(f"composo {args.command}: {stop}", file=sys.stderr)
@@ -458,9 +443,6 @@ class Run:
 
     def _gates(self, summary: Summary) -> int:
         """Check the gates, say their outcomes and write the CI files; the exit status."""
-        from composo.cli._gates import EXIT_GATE
-        from composo.cli._results import EXIT_BAD_ROWS, iter_rows
-
         args = self.args
         summary.check(args.gates)
         for outcome in summary.outcomes:
@@ -487,8 +469,6 @@ class Run:
             write_junit(args.junit_xml, iter_rows(args.output), summary)
             print(f"wrote {args.junit_xml}", file=sys.stderr)
         if args.summary_md is not None:
-            from composo.cli._summary import summary_markdown
-
             with args.summary_md.open("a", encoding="utf-8") as f:
                 f.write(summary_markdown(summary))
             print(f"wrote {args.summary_md}", file=sys.stderr)

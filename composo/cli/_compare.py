@@ -6,6 +6,7 @@ regressed most. ``--fail-on-regression TOL`` turns a real drop into the gate exi
 from __future__ import annotations
 
 import argparse
+import math
 import statistics
 import sys
 from collections.abc import Iterable
@@ -15,7 +16,10 @@ from typing import Any
 
 from composo._agreement import RESAMPLES, bootstrap
 from composo.cli import UsageError
-from composo.cli._results import ResultsError
+from composo.cli._criteria import label
+from composo.cli._gates import EXIT_GATE
+from composo.cli._results import EXIT_BAD_ROWS, ResultsError, item_name, load_results
+from composo.cli._summary import Summary, kind, md_cell
 
 _SAME = 1e-9  # differences smaller than this count as unchanged
 
@@ -52,8 +56,6 @@ def bootstrap_interval(
     diffs: list[float], seed: int = 0, resamples: int = RESAMPLES
 ) -> tuple[float, float]:
     """Percentile bootstrap interval of the mean of ``diffs`` (same seed, same interval)."""
-    import math
-
     n = len(diffs)
     if n == 0:
         raise ValueError("no differences to resample")
@@ -143,8 +145,6 @@ def compare_rows(
     """Pair the two runs' rows and compare them criterion by criterion. Items pair by their
     ``id`` when every row of both runs has a unique one, otherwise by line. Raises
     :class:`ResultsError` when no criterion or no item is shared."""
-    from composo.cli._summary import Summary
-
     base, new = _table(base_rows), _table(new_rows)
     shared = _shared(base, new)
     by_id = _unique_ids(base) and _unique_ids(new)
@@ -185,9 +185,6 @@ def _shared(base: dict[str, Any], new: dict[str, Any]) -> list[str]:
 
 def _pairs(base: list[dict[str, Any]], new: list[dict[str, Any]], by_id: bool) -> list[Pair]:
     """One criterion's items scored in both runs, in key order."""
-    from composo.cli._results import item_name
-    from composo.cli._summary import kind
-
     old = {item_name(r, by_id): r for r in base}
     keyed = ((item_name(r, by_id), r) for r in new if kind(r) == "scored")
     pairs = [Pair(k, old[k], r) for k, r in keyed if k in old and kind(old[k]) == "scored"]
@@ -213,8 +210,6 @@ def _one_line(text: Any, width: int = 160) -> str:
 
 
 def render_text(result: Comparison, worst: int, tolerance: float | None) -> str:
-    from composo.cli._criteria import label
-
     lines: list[str] = []
     for c in result.criteria:
         lines += [
@@ -242,9 +237,6 @@ def render_text(result: Comparison, worst: int, tolerance: float | None) -> str:
 
 
 def render_markdown(result: Comparison, tolerance: float | None) -> str:
-    from composo.cli._criteria import label
-    from composo.cli._summary import md_cell
-
     lines = [
         "### Composo comparison",
         "",
@@ -264,8 +256,6 @@ def render_markdown(result: Comparison, tolerance: float | None) -> str:
 
 def load(path: Path, name: str) -> tuple[list[dict[str, Any]], int]:
     """A results file's usable rows and how many it set aside (said on stderr)."""
-    from composo.cli._results import load_results
-
     rows, checked = load_results(path, name)
     if rows:  # a file of no results at all is one usage error, said by the caller
         checked.report("compare")
@@ -273,8 +263,6 @@ def load(path: Path, name: str) -> tuple[list[dict[str, Any]], int]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from composo.cli._gates import EXIT_GATE
-
     if args.fail_on_regression is not None and not 0.0 <= args.fail_on_regression <= 1.0:
         raise UsageError(f"--fail-on-regression: {args.fail_on_regression:g} is outside 0 to 1")
     if args.resamples < 100:
@@ -284,8 +272,6 @@ def run(args: argparse.Namespace) -> int:
     base, base_bad = load(args.base, "BASE")  # a ResultsError: exit 2
     new, new_bad = load(args.new, "NEW")
     result = compare_rows(base, new, args.seed, args.resamples)
-    from composo.cli._criteria import label
-
     for name, missing in (("BASE", result.only_base), ("NEW", result.only_new)):
         for criterion in missing:
             print(f"note: only {name} has {label(criterion, 60)!r}; not compared", file=sys.stderr)
@@ -294,8 +280,6 @@ def run(args: argparse.Namespace) -> int:
     if args.summary_md is not None:
         with args.summary_md.open("a", encoding="utf-8") as f:
             f.write(render_markdown(result, args.fail_on_regression))
-    from composo.cli._results import EXIT_BAD_ROWS
-
     clean = EXIT_BAD_ROWS if base_bad or new_bad else 0
     if args.fail_on_regression is None:
         return clean

@@ -8,6 +8,8 @@ import sys
 import textwrap
 from collections.abc import Sequence
 
+from composo.cli import UsageError
+
 GROUPS = ("RAG", "TOOL_USE", "AGENT", "BINARY")
 
 
@@ -84,8 +86,6 @@ def run(args: argparse.Namespace) -> int:
     groups: Sequence[str] = GROUPS
     if args.group:
         if args.group.upper() not in GROUPS:
-            from composo.cli import UsageError
-
             raise UsageError(f"no group {args.group!r}; use one of {', '.join(GROUPS)}")
         groups = (args.group.upper(),)
     named = {text: name for name, text in library().items()}

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any
 from composo.cli import UsageError
 from composo.cli import _common as common
 from composo.cli._common import EXIT_FAILED
+from composo.cli._results import iter_rows
+from composo.errors import ComposoValidationError
 
 if TYPE_CHECKING:
     from composo import Composo
@@ -98,7 +100,6 @@ class _Run(common.Run):
     def __init__(self, args: argparse.Namespace, criteria: list[str], source: Path | None) -> None:
         from composo._data.frames import FILE_ROLES
         from composo._data.readers import UnreadableInput, open_records
-        from composo.errors import ComposoValidationError
 
         self.fatal: str | None = None  # the input stopped being readable
         self.bar: Progress | None = None
@@ -158,7 +159,6 @@ class _Run(common.Run):
     def finish(self) -> None:
         """Say how many answers came from the cache; write the Parquet file once all is done."""
         from composo._data.writers import write_parquet
-        from composo.cli._results import iter_rows
 
         if self.caching is not None:
             hits, sent = self.caching.hits, self.caching.sent
@@ -237,7 +237,6 @@ class _Run(common.Run):
             yield {**item, "criteria": wanted}
 
     def _bad(self, index: int, wanted: list[str], bad: BadRow) -> None:
-        from composo.errors import ComposoValidationError
         from composo.types import BatchResult
 
         self.say(bad.message, index)

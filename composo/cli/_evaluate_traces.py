@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from composo.cli import _common as common
+from composo.errors import ComposoValidationError
 
 if TYPE_CHECKING:
     from composo.tracing._otlp import OtlpReader
@@ -60,7 +61,6 @@ class _Run(common.Run):
     unusable = 0
 
     def items(self, reader: OtlpReader) -> Iterator[dict[str, Any]]:
-        from composo.errors import ComposoValidationError
         from composo.types import BatchResult
 
         for item in reader:

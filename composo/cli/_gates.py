@@ -8,6 +8,9 @@ import argparse
 from dataclasses import dataclass
 from pathlib import Path
 
+from composo.cli import UsageError
+from composo.cli._criteria import GROUPS, label, library, resolve
+
 EXIT_GATE = 3
 # Per item, a scored criterion without a --fail-under gate fails its JUnit test case below this.
 DEFAULT_ITEM_THRESHOLD = 0.5
@@ -68,8 +71,6 @@ class GateOutcome:
     passed: bool
 
     def describe(self) -> str:
-        from composo.cli._criteria import label
-
         gate = self.gate
         said = f"{gate.option}: {label(gate.criterion, 48)}"
         if self.value is None:
@@ -103,7 +104,6 @@ def parse_threshold(text: str, what: str, percent: bool = False) -> float:
 def _resolve_name(name: str, criteria: list[str], option: str) -> list[str]:
     """A gate's criterion (``*``, a name, a group, the text) as criteria of the run."""
     from composo import criteria as library_criteria
-    from composo.cli._criteria import GROUPS, label, library
 
     key = name.strip()
     if key == "*":
@@ -159,9 +159,6 @@ def parse_gates(fail_under: list[str], min_pass_rate: list[str], criteria: list[
 
 def check_args(args: argparse.Namespace) -> None:
     """Check the gate and CI-file flags, leaving the gates on ``args.gates``; ``UsageError``."""
-    from composo.cli import UsageError
-    from composo.cli._criteria import resolve
-
     args.gates = []
     try:
         criteria = resolve(args.criteria)

@@ -20,8 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from composo.cli import UsageError
-from composo.cli._results import CheckedRows, ResultsError, item_keys, load_results
-from composo.cli._summary import RunInfo, Summary
+from composo.cli._compare import compare_rows
+from composo.cli._criteria import label
+from composo.cli._results import EXIT_BAD_ROWS, CheckedRows, ResultsError, item_keys, load_results
+from composo.cli._summary import CriterionStats, RunInfo, Summary, kind
 
 _TEXT_CAP = 20_000  # one message's text shown up to this many characters
 _TAG_VALUES = 12  # a tag with more distinct values than this is an id, not a group
@@ -221,8 +223,6 @@ def conversation(record: dict[str, Any] | None, cap: int = _TEXT_CAP) -> dict[st
 
 def _run_data(run: Run) -> dict[str, Any]:
     """A run as the page shows it: its summary, the dataset's note and the means by tag."""
-    from composo.cli._summary import CriterionStats, kind
-
     by_tag: dict[str, dict[str, dict[str, CriterionStats]]] = {}
     for r in run.rows:
         tags = run.dataset.get(int(r["index"]), {}).get("tags")
@@ -244,8 +244,6 @@ _COMPARED = ("criterion", "base_mean", "new_mean", "improved", "regressed", "unc
 
 def _changes(runs: list[Run]) -> list[dict[str, Any]]:
     """Each later run against the first, as ``composo compare`` measures it."""
-    from composo.cli._compare import compare_rows
-
     out: list[dict[str, Any]] = []
     for run in runs[1:]:
         try:
@@ -294,7 +292,6 @@ def page_data(
     (the report; the viewer sends one when it is opened); ``lowest``: the lowest-scoring items
     listed per criterion."""
     from composo._core.wire import is_binary
-    from composo.cli._criteria import label
 
     criteria = list(dict.fromkeys(c for run in runs for c in run.summary.criteria))
     at = {c: i for i, c in enumerate(criteria)}
@@ -428,8 +425,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from composo.cli._results import EXIT_BAD_ROWS
-
     if args.lowest < 0:
         raise UsageError("--lowest must be 0 or more")
     paths = [args.results] if args.baseline is None else [args.baseline, args.results]

@@ -12,6 +12,8 @@ from pathlib import Path
 
 from composo.cli import UsageError
 from composo.cli._common import add_listen_arguments
+from composo.cli._criteria import resolve
+from composo.errors import ComposoValidationError
 from composo.server._config import (
     DEFAULT_HISTORY_DAYS,
     DEFAULT_HISTORY_ROWS,
@@ -198,8 +200,6 @@ def _otlp_options(args: argparse.Namespace) -> OtlpOptions | None:
         raise UsageError(
             "--otlp needs at least one --trace-criteria CRITERION to evaluate traces against"
         )
-    from composo.cli._criteria import resolve
-    from composo.errors import ComposoValidationError
     from composo.tracing._collector import TraceCollector
     from composo.tracing._otlp import MAX_SPANS_PER_TRACE
 

@@ -4,20 +4,23 @@ summaries (here), JUnit, the page and ``composo compare`` render from it."""
 
 from __future__ import annotations
 
+import html
 import json
 import logging
 import os
 import statistics
+import sys
+import textwrap
 from array import array
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from composo.cli._gates import Gate, GateOutcome
-    from composo.cli._results import RowProblem
+from composo.cli._criteria import label
+from composo.cli._gates import Gate, GateOutcome
+from composo.cli._results import RowProblem, valid_score
 
 _log = logging.getLogger("composo")
 _TEXTS = ("judge", "model_core", "input")  # a run record's fields of text
@@ -85,8 +88,6 @@ class CriterionStats:
 def kind(row: Mapping[str, Any]) -> str:
     """What a row counts as: ``error``, ``n/a``, ``scored`` or ``set aside`` (a score that is
     not a number from 0 to 1)."""
-    from composo.cli._results import valid_score
-
     score = row.get("score")
     if row.get("error") is not None:
         return "error"
@@ -112,13 +113,12 @@ class RunInfo:
     so that the report and the viewer can say it too."""
 
     judge: str | None = None  # the run's one judge (see judges), else what a server named
+    judges: dict[str, int] = field(default_factory=dict)  # judge -> scores in the results
+    sources: dict[str, int] = field(default_factory=dict)  # fresh / cache / resumed -> scores
     local: bool = False  # the CLI started its own local server (--local)
     model_core: str | None = None
     criteria: list[str] = field(default_factory=list)
     input: str | None = None  # the dataset, for the page's conversations and tags
-
-    judges: dict[str, int] = field(default_factory=dict)  # judge -> scores in the results
-    sources: dict[str, int] = field(default_factory=dict)  # fresh / cache / resumed -> scores
 
     def account(
         self,
@@ -147,10 +147,9 @@ class RunInfo:
         return results.with_name(results.name + ".run.json")
 
     def save(self, results: Path) -> None:
-        names = ("judge", "judges", "sources", "local", "model_core", "criteria", "input")
-        data = {name: getattr(self, name) for name in names}
         try:
-            self.sidecar(results).write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+            text = json.dumps(asdict(self), indent=1) + "\n"
+            self.sidecar(results).write_text(text, encoding="utf-8")
         except OSError as exc:  # the results are what matter; say so and go on
             _log.warning("could not write %s: %s", self.sidecar(results), exc)
 
@@ -223,8 +222,6 @@ class Summary:
 
     def check(self, gates: list[Gate]) -> None:
         """Each gate against the figures: the criterion's mean or its pass rate."""
-        from composo.cli._gates import GateOutcome
-
         for gate in gates:
             s = self.criteria.get(gate.criterion) or CriterionStats()
             value = s.mean if gate.kind == "fail-under" else s.pass_rate()
@@ -273,7 +270,6 @@ class Summary:
     def page(self, problems_shown: int = 200) -> dict[str, Any]:
         """The summary as the page's script reads it (plain JSON)."""
         from composo._core.wire import is_binary
-        from composo.cli._criteria import label
 
         criteria = [
             {"text": c, "label": label(c, 60), "binary": is_binary(c), **s.page()}
@@ -337,7 +333,6 @@ def _fmt(value: float | None, none: str = "-") -> str:
 
 def _table(summary: Summary) -> list[list[str]]:
     from composo._core.wire import is_binary
-    from composo.cli._criteria import label
 
     rows = []
     for criterion, s in summary.criteria.items():
@@ -354,10 +349,6 @@ def _table(summary: Summary) -> list[list[str]]:
 
 def _legend(criteria: Iterable[str], width: int) -> list[str]:
     """Each criterion's full sentence under its short name."""
-    import textwrap
-
-    from composo.cli._criteria import label
-
     wrap = textwrap.TextWrapper(max(40, width - 6), " " * 6, " " * 6)
     lines: list[str] = []
     for criterion in criteria:
@@ -369,8 +360,6 @@ def _legend(criteria: Iterable[str], width: int) -> list[str]:
 def print_summary(summary: Summary, written_to: str, command: str) -> None:
     """The closing screen on stderr: who judged, the table, the criteria in full, and where the
     results went (rich's table, or plain text on a core install without it)."""
-    import sys
-
     out = sys.stderr
     rows = _table(summary)
     width = int(os.environ.get("COLUMNS", "100") or 100)
@@ -410,8 +399,6 @@ def print_summary(summary: Summary, written_to: str, command: str) -> None:
 
 def md_cell(text: object) -> str:
     """``text`` safe inside a markdown table cell: one line, pipes and HTML characters escaped."""
-    import html
-
     flat = " ".join(str(text).split())
     return html.escape(flat, quote=False).replace("|", "\\|").replace("`", "\\`")
 
@@ -451,7 +438,6 @@ def _md_judges(summary: Summary) -> list[str]:
 
 def _md_row(summary: Summary, criterion: str) -> str:
     from composo._core.wire import is_binary
-    from composo.cli._criteria import label
 
     s = summary.criteria[criterion]
     f = s.figures()

@@ -12,9 +12,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from composo.cli import UsageError
 from composo.cli import _report as report  # the page it writes, its data and conversations
 from composo.cli._common import add_listen_arguments
-from composo.cli._results import ResultsError
+from composo.cli._results import ResultsError, RowWriter, json_object, valid_score
 
 if TYPE_CHECKING:
     from composo.cli._report import Run
@@ -108,8 +109,6 @@ def build_app(runs: "list[Run]", title: str, hosts: list[str]) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
-    from composo.cli import UsageError
-
     if not 0 <= args.port <= 65535:
         raise UsageError(f"--port {args.port}: use 0 to 65535")
     try:
@@ -163,8 +162,6 @@ def reviews_path(results: Path) -> Path:
 
 def read_reviews(results: Path) -> dict[str, dict[str, dict[str, Any]]]:
     """key -> criterion -> the latest review (a later line replaces an earlier one)."""
-    from composo.cli._results import json_object
-
     out: dict[str, dict[str, dict[str, Any]]] = {}
     path = reviews_path(results)
     if not path.is_file():
@@ -203,8 +200,6 @@ def review_record(run: "Run", body: dict[str, Any]) -> dict[str, Any]:
 
 def _review_fields(body: dict[str, Any]) -> tuple[Any, Any, str]:
     """The review's verdict, score and comment, checked."""
-    from composo.cli._results import valid_score
-
     verdict = body.get("verdict")
     if verdict is not None and verdict not in VERDICTS:
         raise ResultsError(f"verdict {verdict!r}: use 'agree', 'disagree' or null")
@@ -231,8 +226,6 @@ def _label(score: Any, verdict: Any, judged: Any, criterion: str) -> float | Non
 
 def append_review(run: "Run", record: dict[str, Any]) -> None:
     """One line, one write, appended and synced: a review is on disk once the page says so."""
-    from composo.cli._results import RowWriter
-
     writer = RowWriter(reviews_path(run.path))
     try:
         writer.write(record, sync=True)
