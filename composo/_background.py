@@ -1,9 +1,6 @@
-"""Evaluations beside the user's program: framework hooks must return in microseconds.
-
-One daemon thread per process runs one event loop shared by every evaluator, so a handler made
-per request costs no thread; an evaluator runs the async batch engine on it only while it has
-work, so a dropped one is collected. Failures become records, never exceptions in the caller;
-the backlog is bounded, and what does not fit is recorded as an error, not dropped silently.
+"""Evaluations beside the user's program (framework hooks must return in microseconds): one
+daemon thread's event loop serves every evaluator of the process, each running the async batch
+engine on it only while it has work. Failures and a full backlog become records, never raises.
 """
 
 from __future__ import annotations
@@ -30,6 +27,7 @@ from composo._core.options import OPTION_NAMES
 from composo._core.plan import BatchResult, Job, Plan
 from composo._core.responses import EvaluationResponse, MultiAgentTraceResponse
 from composo._core.wire import CRITERION_PREFIXES
+from composo._siblings import check_client
 from composo.errors import ComposoError, ComposoValidationError
 
 _log = logging.getLogger("composo")
@@ -48,13 +46,9 @@ class EvaluationRecord:
 
     ``score`` and ``explanation`` come from ``response`` (for a trace, its ``overall_score``);
     when the evaluation failed, ``error`` holds the exception and ``response`` is ``None``.
-
-    ``name`` is the run's name (for a trace, its root agent), ``summary`` one short line saying
-    what was sent (the question and the answer, or the agents of a trace), and ``evaluated`` the
-    arguments the request was built from (``messages``, ``result``, ``tools`` or ``trace``): the
-    same objects, not copies, so keeping records costs no conversion. Both are ``None`` when the
-    run could not be prepared or was skipped. :attr:`criterion_kind` says which kind of criterion
-    it was.
+    ``name`` is the run's name (for a trace, its root agent), ``summary`` one line on what was
+    sent, and ``evaluated`` the arguments the request was built from (the same objects, not
+    copies); both are ``None`` when the run could not be prepared or was skipped.
     """
 
     run_id: str
@@ -192,8 +186,8 @@ class _Prepared:
 
 
 class _Worker:
-    """The process's one background thread and its event loop, started on first use; blocking
-    clients' calls go to the loop's default executor (``POOL_THREADS``, shared)."""
+    """The process's background thread and event loop, started on first use; blocking clients'
+    calls go to the loop's default executor."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -202,8 +196,7 @@ class _Worker:
         self._pid = 0
         forks.register(self)
 
-    def _after_fork(self) -> None:
-        """The parent's loop has no thread in a child, and its lock may be held: start afresh."""
+    def _after_fork(self) -> None:  # the parent's loop has no thread here; its lock may be held
         forks.leave_behind(self._loop)
         self._lock = threading.Lock()
         self._loop = self._thread = None
@@ -226,7 +219,7 @@ class _Worker:
             return loop
 
     def running_loop(self) -> asyncio.AbstractEventLoop | None:
-        """The loop, if its thread runs in this process (never starts it)."""
+        """The loop, if its thread runs in this process."""
         thread = self._thread
         if thread is not None and thread.is_alive() and self._pid == os.getpid():
             return self._loop
@@ -297,11 +290,8 @@ class BackgroundEvaluator:
         options: Mapping[str, Any] | None = None,
         name: str = "composo-background",
     ) -> None:
-        if client is not None and not isinstance(client, (Composo, AsyncComposo)):
-            raise ComposoValidationError(
-                "client: expected a composo.Composo or composo.AsyncComposo, "
-                f"got {type(client).__name__}"
-            )
+        if client is not None:
+            check_client(client)
         given = dict(options or {})
         evaluate_options = {k: v for k, v in given.items() if k in OPTION_NAMES}
         if evaluate_options.get("model_core") is None and client is not None:
@@ -317,12 +307,9 @@ class BackgroundEvaluator:
         self.max_pending = max_pending
         self._results: collections.deque[EvaluationRecord] = collections.deque(maxlen=max_results)
         self._errors: collections.deque[EvaluationRecord] = collections.deque(maxlen=100)
-        self._completed = 0
-        self._failed = 0
+        self._completed = self._failed = self._skipped = 0
         self._fresh()
-        self._closed = False
-        self._exiting = False
-        self._skipped = 0
+        self._closed = self._exiting = False
         self._finalizer = (
             weakref.finalize(self, _close_owned, self._client)
             if isinstance(self._client, AsyncComposo) and self._owns_client

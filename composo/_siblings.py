@@ -50,6 +50,15 @@ def settings_of(holder: object, api_key: str) -> dict[str, Any]:
     return {**{name: getattr(holder, name) for name in names}, "api_key": api_key}
 
 
+def check_client(client: object) -> None:
+    """Refuse anything but a :class:`~composo.Composo` or :class:`~composo.AsyncComposo`."""
+    if not isinstance(client, Siblings):
+        kind = type(client).__name__
+        raise ComposoValidationError(
+            f"client: expected a composo.Composo or composo.AsyncComposo, got {kind}"
+        )
+
+
 class Siblings:
     """Mixed into both faces: what they make alike (their settings, their own transport)."""
 
@@ -97,11 +106,7 @@ class Siblings:
         Raises:
             ComposoValidationError: ``client`` is not a Composo client, or a change is unusable.
         """
-        if not isinstance(client, Siblings):
-            raise ComposoValidationError(
-                "client: expected a composo.Composo or composo.AsyncComposo, "
-                f"got {type(client).__name__}"
-            )
+        check_client(client)
         settings = client._settings(same_kind=type(client) is cls)
         settings.update(changes)
         maker: Any = cls
