@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import difflib
 import os
 import sys
 import textwrap
 from collections.abc import Sequence
 
+from composo import criteria
 from composo.cli import UsageError
 
 GROUPS = ("RAG", "TOOL_USE", "AGENT", "BINARY")
@@ -19,8 +21,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def library() -> dict[str, str]:
     """Criterion name -> text, in the order the library lists them."""
-    from composo import criteria
-
     out: dict[str, str] = {}
     for group in GROUPS:
         for text in getattr(criteria, group):
@@ -40,8 +40,6 @@ def label(text: str, width: int = 60) -> str:
 def _close_name(value: str, named: dict[str, str]) -> str | None:
     """The ready-made name (or group) ``value`` looks like a typo of: one word, no spaces, so a
     criterion written out is never mistaken for one."""
-    import difflib
-
     if not value or " " in value:
         return None
     choices = [*named, *GROUPS, "ALL"]
@@ -52,7 +50,6 @@ def _close_name(value: str, named: dict[str, str]) -> str | None:
 
 def resolve(values: Sequence[str]) -> list[str]:
     """``-c`` values (names, groups, criteria written out) as texts; ``ValueError`` if bad."""
-    from composo import criteria
     from composo._core.wire import check_criterion
 
     named = library()
@@ -80,7 +77,6 @@ def resolve(values: Sequence[str]) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from composo import criteria
     from composo._core.wire import is_binary
 
     groups: Sequence[str] = GROUPS

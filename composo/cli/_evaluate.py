@@ -5,6 +5,7 @@ are cached unless ``--no-cache``; a ``.parquet`` ``-o`` is written once the run 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import sys
 import time
@@ -195,8 +196,6 @@ class _Run(common.Run):
             )
 
     def _progress(self, source: Path | None) -> Progress | None:
-        import importlib.util
-
         from composo._core.plan import Progress
 
         if not sys.stderr.isatty() or importlib.util.find_spec("rich") is None:

@@ -8,6 +8,7 @@ import argparse
 from dataclasses import dataclass
 from pathlib import Path
 
+from composo import criteria as library_criteria
 from composo.cli import UsageError
 from composo.cli._criteria import GROUPS, label, library, resolve
 
@@ -103,7 +104,6 @@ def parse_threshold(text: str, what: str, percent: bool = False) -> float:
 
 def _resolve_name(name: str, criteria: list[str], option: str) -> list[str]:
     """A gate's criterion (``*``, a name, a group, the text) as criteria of the run."""
-    from composo import criteria as library_criteria
 
     key = name.strip()
     if key == "*":

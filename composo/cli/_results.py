@@ -5,7 +5,10 @@ say is counted in :mod:`composo.cli._summary`."""
 from __future__ import annotations
 
 import json
+import math
 import os
+import sys
+from collections import Counter
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -148,8 +151,6 @@ _PROBLEMS_KEPT = 1000  # listed in full up to this many; beyond it only counted
 
 def valid_score(value: Any) -> bool:
     """A score a results row may hold: a finite number from 0 to 1 (not a bool)."""
-    import math
-
     return (
         isinstance(value, (int, float))
         and not isinstance(value, bool)
@@ -226,8 +227,6 @@ class CheckedRows:
 
     def report(self, command: str, shown: int = 10) -> None:
         """Say on stderr how many rows were set aside, and the first few."""
-        import sys
-
         if not self.bad:
             return
         out = sys.stderr
@@ -292,7 +291,5 @@ def item_name(row: Mapping[str, Any], by_id: bool = True) -> str:
 def item_keys(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     """Each row's :func:`item_name`, by line when another item of its criterion has the same id
     (two items are never merged under one name)."""
-    from collections import Counter
-
     seen = Counter((r.get("id"), r["criterion"]) for r in rows if r.get("id") is not None)
     return [item_name(r, seen[(r.get("id"), r["criterion"])] == 1) for r in rows]
