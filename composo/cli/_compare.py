@@ -1,7 +1,5 @@
 """``composo compare BASE.jsonl NEW.jsonl``: did quality move between two runs, and is the move
-more than noise? Per criterion the mean of each run, the paired difference over the items scored in
-both with a seeded bootstrap 95% interval, how many items improved or regressed, and the items that
-regressed most. ``--fail-on-regression TOL`` turns a real drop into the gate exit status."""
+more than noise (a seeded bootstrap interval of the paired difference, per criterion)?"""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""``composo evaluate-traces``: score the traces of an OTLP/JSON export against criteria, one
-row per trace and criterion (``index``: the trace's position, ``id``: its trace id); a trace id
-that forms no trace gets an error row per criterion saying why. The rest is ``evaluate``'s."""
+"""``composo evaluate-traces``: score an OTLP/JSON export's traces, one row per trace and criterion
+(``index``: the trace's position, ``id``: its trace id); the rest is ``evaluate``'s."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""JUnit XML from a results file: one test suite per criterion, one test case per item. The
-suites, their counts and thresholds come from the run's :class:`~composo.cli._summary.Summary`;
-the cases from the rows the summary counts."""
+"""JUnit XML from a results file: one test suite per criterion (counted by the run's summary), one
+test case per item."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
 """``composo report`` and the one page it writes, which ``composo view`` serves. The page's data
-is plain JSON: each run's :class:`~composo.cli._summary.Summary`, the means by tag, every item's
-scores, what changed between runs as ``composo compare`` measures it, and the conversations (the
-report inlines them all, so it works from ``file://``). The page's own script and style, inlined
-under a content security policy, are all that runs; the data is drawn as text."""
+is plain JSON (the report inlines the conversations too, so it works from ``file://``); its own
+script and style, under a content security policy, are all that runs."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""``composo view RESULTS...``: serves the page ``composo report`` writes
-(:mod:`composo.cli._report`) on loopback, for one or more results files, with what a file cannot
-do: each conversation sent when its item is opened, and human reviews saved beside the results
-(``RESULTS.reviews.jsonl``, which ``composo agreement --labels`` reads)."""
+"""``composo view RESULTS...``: serves the report's page on loopback, with what a file cannot do:
+conversations sent as items open, reviews saved beside the results (for ``composo agreement``)."""
 
 # No `from __future__ import annotations`: FastAPI reads the routes' annotations at runtime,
 # and the classes they name are imported inside build_app.
