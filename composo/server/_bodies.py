@@ -29,22 +29,20 @@ def refusal(detail: str, status: int = 422, headers: dict[str, str] | None = Non
 
 
 _MAX_ERRORS = 5
+# What a field expects, by the kinds of pydantic error that say it does not hold one.
 _EXPECTED = {
-    "string_type": "a string",
-    "model_type": "an object",
-    "model_attributes_type": "an object",
-    "dict_type": "an object",
-    "list_type": "a list",
-    "int_type": "an integer",
-    "int_parsing": "an integer",
-    "int_from_float": "an integer",
-    "float_type": "a number",
-    "float_parsing": "a number",
-    "bool_type": "true or false",
-    "bool_parsing": "true or false",
-    "none_required": "null",
-    "uuid_type": "a UUID",
-    "uuid_parsing": "a UUID",
+    kind: expected
+    for expected, kinds in {
+        "a string": "string_type",
+        "an object": "model_type model_attributes_type dict_type",
+        "a list": "list_type",
+        "an integer": "int_type int_parsing int_from_float",
+        "a number": "float_type float_parsing",
+        "true or false": "bool_type bool_parsing",
+        "null": "none_required",
+        "a UUID": "uuid_type uuid_parsing",
+    }.items()
+    for kind in kinds.split()
 }
 _Path = tuple[str | int, ...]
 
@@ -152,10 +150,17 @@ async def parse_request(body: bytes, model: type[R]) -> R:
 
 def _validate(body: bytes, model: type[R]) -> R:
     try:
-        return _validate_body(body, model)
+        try:
+            parsed = model.model_validate_json(body)
+        except ValidationError as exc:
+            raise HTTPException(422, validation_detail(exc, _loads_or_nothing(body))) from None
+        if isinstance(parsed, TraceRequest):
+            agents = parsed.trace.agent_instance_by_id
+            _check_counts(len(agents), sum(len(a.interactions) for a in agents.values()))
     except (TypeError, AttributeError, KeyError, IndexError, RecursionError) as exc:
         # A validator meeting a shape it did not expect: still the client's body, never a 500.
         raise HTTPException(422, _unreadable(body, exc)) from None
+    return parsed
 
 
 def _unreadable(body: bytes, exc: Exception) -> str:
@@ -168,17 +173,6 @@ def _unreadable(body: bytes, exc: Exception) -> str:
     )
 
 
-def _validate_body(body: bytes, model: type[R]) -> R:
-    try:
-        parsed = model.model_validate_json(body)
-    except ValidationError as exc:
-        raise HTTPException(422, validation_detail(exc, _loads_or_nothing(body))) from None
-    if isinstance(parsed, TraceRequest):
-        agents = parsed.trace.agent_instance_by_id
-        _check_counts(len(agents), sum(len(a.interactions) for a in agents.values()))
-    return parsed
-
-
 def _loads_or_nothing(body: bytes) -> Any:
     try:
         return json.loads(body)
@@ -187,15 +181,13 @@ def _loads_or_nothing(body: bytes) -> Any:
 
 
 def _check_counts(agents: int, interactions: int) -> None:
-    if agents > MAX_TRACE_AGENTS:
-        raise HTTPException(
-            413,
-            f"trace.agent_instance_by_id: {agents} agent instances; this server evaluates at "
-            f"most {MAX_TRACE_AGENTS} in one trace: split the run into several traces",
-        )
-    if interactions > MAX_TRACE_INTERACTIONS:
-        raise HTTPException(
-            413,
-            f"trace: {interactions} interactions; this server evaluates at most "
-            f"{MAX_TRACE_INTERACTIONS} in one trace: split the run into several traces",
-        )
+    for where, count, most, what in (
+        ("trace.agent_instance_by_id", agents, MAX_TRACE_AGENTS, "agent instances"),
+        ("trace", interactions, MAX_TRACE_INTERACTIONS, "interactions"),
+    ):
+        if count > most:
+            raise HTTPException(
+                413,
+                f"{where}: {count} {what}; this server evaluates at most {most} in one trace: "
+                "split the run into several traces",
+            )

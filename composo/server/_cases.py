@@ -16,7 +16,6 @@ __all__ = [
     "ToolUse",
     "agent_case",
     "content_text",
-    "json_text",
     "reward_case",
     "tool_results",
     "tool_uses",
@@ -212,20 +211,10 @@ def reward_case(request: RewardRequest, criterion: str) -> Case:
 
 def _input_message(role: str, content: str | ToolCall | ToolResponse) -> dict[str, Any]:
     if isinstance(content, ToolCall):
-        return {
-            "role": "assistant",
-            "content": None,
-            "tool_calls": [_openai_call(content)],
-        }
+        return {"role": "assistant", "content": None, "tool_calls": [_openai_call(content)]}
     if isinstance(content, ToolResponse):
-        msg: dict[str, Any] = {
-            "role": "tool",
-            "tool_call_id": content.id,
-            "content": content.response,
-        }
-        if content.name:
-            msg["name"] = content.name
-        return msg
+        named = {"name": content.name} if content.name else {}
+        return {"role": "tool", "tool_call_id": content.id, "content": content.response, **named}
     return {
         "role": role if role in ("system", "user", "assistant", "tool") else "user",
         "content": content,
@@ -282,14 +271,8 @@ def agent_case(agent: AgentInstance, criterion: str, names: Mapping[str, str]) -
                 params = json.loads(spec.parameters)
             except ValueError:
                 params = {}
-            tools[spec.name] = {
-                "type": "function",
-                "function": {
-                    "name": spec.name,
-                    "description": spec.description,
-                    "parameters": params,
-                },
-            }
+            fn = {"name": spec.name, "description": spec.description, "parameters": params}
+            tools[spec.name] = {"type": "function", "function": fn}
     if not any_llm:
         return None
     return Case(

@@ -18,7 +18,7 @@ from composo.server.judges._verdict import Judge, JudgeError, JudgeFactory, Verd
 if TYPE_CHECKING:
     import pluggy
 
-__all__ = ["Judge", "JudgeError", "JudgeFactory", "Verdict", "available_judges", "make_judge"]
+__all__ = ["Judge", "JudgeError", "JudgeFactory", "Verdict", "make_judge"]
 
 BUILTIN_JUDGES_PLUGIN = "composo.server.judges"
 _lock = threading.Lock()
@@ -55,18 +55,13 @@ def _plugin_manager() -> pluggy.PluginManager:
     return pm
 
 
-def available_judges() -> dict[str, JudgeFactory]:
-    """Every judge known to the plugin manager; plugins may override the built-in names."""
-    found: dict[str, JudgeFactory] = {}
+def make_judge(name: str, options: JudgeOptions) -> Judge:
+    """The judge ``name`` from every judge the plugins offer; they may override built-in names."""
+    judges: dict[str, JudgeFactory] = {}
     # Results come last-registered first and built-ins run last: apply in reverse so plugins win.
     for mapping in reversed(_plugin_manager().hook.composo_judges()):
         if isinstance(mapping, Mapping):
-            found.update(mapping)
-    return found
-
-
-def make_judge(name: str, options: JudgeOptions) -> Judge:
-    judges = available_judges()
+            judges.update(mapping)
     if name not in judges:
         raise ValueError(f"judge {name!r} is unknown; available: {', '.join(sorted(judges))}")
     return judges[name](options)

@@ -485,13 +485,11 @@ _INLINE_CHARS = 64 * 1024
 
 
 def _size(case: Case) -> int:
-    plain = [m["content"] for m in case.messages if _plain(m)]
-    rest = [str(m) for m in case.messages if not _plain(m)]
-    return len(case.system or "") + sum(map(len, plain)) + sum(map(len, rest))
-
-
-def _plain(m: Mapping[str, Any]) -> bool:
-    return isinstance(m.get("content"), str) and not m.get("tool_calls")
+    texts = (
+        m["content"] if isinstance(m.get("content"), str) and not m.get("tool_calls") else str(m)
+        for m in case.messages
+    )
+    return len(case.system or "") + sum(map(len, texts))
 
 
 class HeuristicJudge:
@@ -499,8 +497,7 @@ class HeuristicJudge:
 
     name = "heuristic"
 
-    def judge_sync(self, case: Case) -> Verdict:
-        """For a large trace's agents, judged in one go in a worker thread."""
+    def judge_sync(self, case: Case) -> Verdict:  # a large trace's agents, in a worker thread
         return score_case(case)
 
     async def judge(self, case: Case) -> Verdict:
