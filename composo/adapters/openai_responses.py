@@ -1,9 +1,6 @@
-"""OpenAI Responses API: the ``input`` of ``responses.create()``, the ``Response`` it returns and
-its ``tools``, as chat messages and tool definitions in the wire's (Chat Completions) shape.
-
-Tool calls become assistant ``tool_calls``, what a built-in tool returned the ``tool`` message that
-follows, citations a list of sources. ``openai`` objects are read through ``model_dump``, so this
-module never imports it.
+"""OpenAI Responses API: ``input`` items, a ``Response`` and its ``tools`` as chat messages and tool
+definitions in the wire's (Chat Completions) shape. ``openai`` objects are read through
+``model_dump``, so this module never imports it.
 """
 
 from __future__ import annotations
@@ -86,10 +83,8 @@ def _tool(call_id: str, content: str) -> Message:
 def _error_text(error: Any) -> str:
     if isinstance(error, Mapping):
         if error.get("message"):
-            code = error.get("code")
-            return (
-                f"{error['message']} (code {code})" if code is not None else str(error["message"])
-            )
+            code = f" (code {error['code']})" if error.get("code") is not None else ""
+            return f"{error['message']}{code}"
         if "content" in error:
             content = error["content"]
             return content if isinstance(content, str) else _dumps(content)
@@ -245,12 +240,8 @@ def _mcp_approval_request(item: Json, where: str) -> list[Message]:
 def _mcp_approval_response(item: Json, where: str) -> list[Message]:
     verdict = "Approved" if item.get("approve") else "Denied"
     reason = f": {item['reason']}" if item.get("reason") else ""
-    return [
-        {
-            "role": "user",
-            "content": f"{verdict} MCP approval request {item.get('approval_request_id')}{reason}",
-        }
-    ]
+    text = f"{verdict} MCP approval request {item.get('approval_request_id')}{reason}"
+    return [{"role": "user", "content": text}]
 
 
 def _computer_call(item: Json, where: str) -> list[Message]:
@@ -410,11 +401,8 @@ def _mcp(tool: Json) -> list[Message]:
     names = allowed.get("tool_names") if isinstance(allowed, Mapping) else allowed
     if isinstance(names, list) and names:
         return [_function(str(n), about, None, None) for n in names]
-    return [
-        _function(
-            f"mcp_{label}", f"{about}; its calls are named after the server's tools", None, None
-        )
-    ]
+    about += "; its calls are named after the server's tools"
+    return [_function(f"mcp_{label}", about, None, None)]
 
 
 def responses_tool(tool: Json, where: str) -> list[Message]:
@@ -425,14 +413,8 @@ def responses_tool(tool: Json, where: str) -> list[Message]:
             return [dict(tool)]
         if not tool.get("name"):
             raise ValueError(f"{where}: a function tool needs a 'name'")
-        return [
-            _function(
-                str(tool["name"]),
-                tool.get("description"),
-                tool.get("parameters"),
-                tool.get("strict"),
-            )
-        ]
+        about, parameters = tool.get("description"), tool.get("parameters")
+        return [_function(str(tool["name"]), about, parameters, tool.get("strict"))]
     if kind == "custom" and "custom" not in tool:  # free-text input, sent as {"input": ...}
         fmt = tool.get("format")
         about = tool.get("description") or ""
@@ -503,25 +485,20 @@ def convert_tools(tools: Sequence[Any]) -> list[Message]:
     return out
 
 
+def _is_response(obj: Any) -> bool:
+    """A ``Response``, as an object or its dict."""
+    if isinstance(obj, Mapping):
+        return obj.get("object") == "response"
+    return is_openai_object(obj) and getattr(obj, "object", None) == "response"
+
+
 @hookimpl(trylast=True)
 def composo_result_tools(result: Any) -> Sequence[Any] | None:
     """The tools a ``Response`` (object or dict) was offered, or ``None``."""
-    if isinstance(result, Mapping):
-        tools = result.get("tools") if result.get("object") == "response" else None
-    elif is_openai_object(result) and getattr(result, "object", None) == "response":
-        tools = getattr(result, "tools", None)
-    else:
+    if not _is_response(result):
         return None
+    tools = result.get("tools") if isinstance(result, Mapping) else getattr(result, "tools", None)
     return tools if isinstance(tools, Sequence) and tools else None
-
-
-def _response_dict(obj: Any) -> Json | None:
-    if isinstance(obj, Mapping):
-        return obj if obj.get("object") == "response" else None
-    if is_openai_object(obj) and getattr(obj, "object", None) == "response":
-        dumped: dict[str, Any] = obj.model_dump(mode="json", exclude_none=True)
-        return dumped
-    return None
 
 
 @hookimpl(trylast=True)
@@ -564,9 +541,9 @@ def composo_convert_result(obj: Any) -> list[Message] | None:
         return out or [{"role": "assistant", "content": "(no output items)"}]
     if _is_single_output_item(obj):
         return items_to_messages([obj], "result")
-    resp = _response_dict(obj)
-    if resp is None:
+    if not _is_response(obj):
         return None
+    resp = _plain(obj)
     messages = items_to_messages(resp.get("output") or [], "result.output")
     if not messages:
         # Say what happened rather than send an empty answer.
@@ -592,20 +569,18 @@ def composo_convert_tools(obj: Any) -> list[Message] | None:
 
 @hookimpl
 def composo_supported_types(kind: str) -> list[str] | None:
-    if kind == "tools":
-        return [
+    return {
+        "tools": [
             "openai Responses tools (response.tools: FunctionTool, WebSearchTool, "
             "FileSearchTool, Mcp...) or Chat Completions tools, as objects or dicts"
-        ]
-    if kind == "input":
-        return [
+        ],
+        "input": [
             "a string (the user's request)",
             "a list of OpenAI Responses input items (role messages, function calls and their "
             "outputs, earlier output items), as dicts or openai objects",
-        ]
-    if kind == "result":
-        return [
+        ],
+        "result": [
             'an openai Responses Response (or its dict, with "object": "response")',
             "a Response's output list (response.output) or one of its items",
-        ]
-    return None
+        ],
+    }.get(kind)
