@@ -168,16 +168,18 @@ def _loads(value: Any) -> Any:
     return value
 
 
+def _objects(value: Any) -> list[Mapping[str, Any]]:
+    """The objects of a list (or of its JSON text), each given as is or as JSON text."""
+    value = _loads(value)
+    items = (_loads(item) for item in value) if isinstance(value, list) else ()
+    return [item for item in items if isinstance(item, Mapping)]
+
+
 def _messages_in(sources: Iterable[Mapping[str, Any]], key: str) -> list[Message]:
     for attrs in sources:
         value = _loads(attrs.get(key))
         if isinstance(value, list) and value:
-            out: list[Message] = []
-            for item in value:
-                item = _loads(item)  # an array of JSON strings, one message each
-                if isinstance(item, Mapping):
-                    out.extend(_message(item))
-            return out
+            return [m for item in _objects(value) for m in _message(item)]
     return []
 
 
@@ -212,14 +214,8 @@ def _indexed_messages(attributes: Mapping[str, Any], prefix: str, role: str) -> 
 
 def _events_attribute(attributes: Mapping[str, Any]) -> Events:
     """PydanticAI's version 1 form: the events as a JSON list in the span attribute ``events``."""
-    value = _loads(attributes.get("events"))
-    if not isinstance(value, list):
-        return ()
-    return [
-        (str(item["event.name"]), item)
-        for item in value
-        if isinstance(item, Mapping) and isinstance(item.get("event.name"), str)
-    ]
+    items = _objects(attributes.get("events"))
+    return [(item["event.name"], item) for item in items if isinstance(item.get("event.name"), str)]
 
 
 def _event_messages(events: Events, *, output: bool) -> list[Message]:
@@ -421,14 +417,8 @@ def _text_of(parts: list[Any]) -> str:
 
 
 def _openai_calls(value: Any) -> list[Part]:
-    calls = _loads(value)
-    if not isinstance(calls, list):
-        return []
     out = []
-    for call in calls:
-        call = _loads(call)
-        if not isinstance(call, Mapping):
-            continue
+    for call in _objects(value):
         inner = call.get("function")
         fn: Mapping[str, Any] = inner if isinstance(inner, Mapping) else call
         out.append(_call(call.get("id"), fn.get("name"), fn.get("arguments", fn.get("args"))))
@@ -455,13 +445,7 @@ def _dump(value: Any) -> str:
 
 
 def _tools(attributes: Mapping[str, Any]) -> list[ToolSpec]:
-    out: list[ToolSpec] = []
-    value = _loads(attributes.get("gen_ai.tool.definitions"))
-    if isinstance(value, list):
-        for item in value:
-            item = _loads(item)
-            if isinstance(item, Mapping):
-                out.append(tool_spec(item))
+    out = [tool_spec(item) for item in _objects(attributes.get("gen_ai.tool.definitions"))]
     for fields in indexed(attributes, "llm.request.functions."):
         if fields.get("name"):
             params = _loads(fields.get("parameters"))

@@ -1,9 +1,7 @@
-"""OTLP trace exports -> span records -> one ``MultiAgentTrace`` per trace id.
-
-Reads OTLP/JSON (the Collector's file exporter's lines, or one document; ids hex or base64) and,
-for the OTLP/HTTP endpoint, protobuf (``opentelemetry-proto`` is imported only then). Memory stays
-bounded: a file of lines is read twice, first to learn where each trace id ends, then to convert
-each trace once its last line is read; a trace id over ``max_spans`` keeps only a count.
+"""OTLP trace exports (OTLP/JSON lines or one document; protobuf for the OTLP/HTTP endpoint)
+-> span records -> one ``MultiAgentTrace`` per trace id. Memory stays bounded: a file of lines is
+read twice, first to learn where each trace id ends, then to convert each trace once its last line
+is read; a trace id over ``max_spans`` keeps only a count.
 """
 
 from __future__ import annotations
@@ -40,8 +38,7 @@ _HEX = re.compile(r"[0-9a-fA-F]+")
 
 
 def _hex_id(value: Any, width: int) -> str | None:
-    """A span or trace id as lower-case hex (OTLP/JSON writes hex, protobuf's JSON mapping
-    base64)."""
+    """A span or trace id as lower-case hex (OTLP/JSON writes hex, protobuf's mapping base64)."""
     if not isinstance(value, str) or not value:
         return None
     if len(value) == width and _HEX.fullmatch(value):
@@ -176,8 +173,7 @@ def _json_attributes(items: Any) -> dict[str, Any]:
 
 
 def records_from_protobuf(data: bytes) -> Iterator[SpanRecord]:
-    """The spans of one protobuf-encoded ``ExportTraceServiceRequest``, read through its JSON
-    mapping (protobuf's ``MessageToDict``) by :func:`records_from_json`.
+    """The spans of one protobuf-encoded ``ExportTraceServiceRequest``, through its JSON mapping.
 
     Raises:
         ImportError: ``opentelemetry-proto`` is not installed (the message names the extra).
@@ -259,9 +255,8 @@ class OtlpTrace:
 class OtlpReader:
     """Read an OTLP/JSON export (a path, a parsed document or a list of them) trace by trace.
 
-    Iterating yields :class:`OtlpTrace` items; ``index`` numbers trace ids in the order they first
-    appear, so a re-run matches results to traces. After iterating, ``problems`` lists damage
-    that belongs to no trace id.
+    ``index`` numbers trace ids in the order they first appear, so a re-run matches results to
+    traces; after iterating, ``problems`` lists damage that belongs to no trace id.
     """
 
     def __init__(self, source: Any, *, max_spans: int = MAX_SPANS_PER_TRACE) -> None:

@@ -1,11 +1,9 @@
-"""Span trees -> ``MultiAgentTrace``: the one converter behind OTLP files, the OTLP endpoint and
-``AgentTracer``'s exported agent spans, for OpenInference and GenAI-convention spans alike.
+"""Span trees (OTLP files, the OTLP endpoint) -> ``MultiAgentTrace``.
 
-Spans are walked in start order into a ``TraceRecorder``, by the kinds ``_boundaries`` gives:
-agent spans start agents (one inside another is a sub-agent), an LLM span inside another counts
-once, tool spans answer the last model call's tool call (model calls inside a tool are a
-sub-agent named after it), and any other span with a payload is context for the next model call.
-What could not be used is said in ``Converted.notes``; no model call gives ``Converted.error``.
+Spans are walked in start order into a ``TraceRecorder`` by the kinds ``_boundaries`` gives: an
+LLM span inside another counts once, tool spans answer the last model call's tool call, and any
+other span with a payload is context for the next model call. What could not be used is said in
+``Converted.notes``.
 """
 
 from __future__ import annotations
@@ -247,15 +245,8 @@ class _Walk:
 
 
 def convert_spans(trace_id: str, spans: Iterable[SpanRecord]) -> Converted:
-    """Convert one trace id's spans into a trace.
-
-    Args:
-        trace_id: The trace id the spans share (used in messages).
-        spans: Its finished spans, in any order.
-
-    Returns:
-        The trace, or the error saying why the spans form none, with notes on what was left out.
-    """
+    """One trace id's finished spans (in any order) as a trace, or the error saying why they
+    form none, with notes on what was left out."""
     items = list(spans)
     walk = _Walk(items)
     walk.run()
