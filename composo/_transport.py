@@ -1,22 +1,17 @@
-"""What the faces hand down to the core: their own connections
-(:mod:`composo._core.connections`), with the result cache over them (:mod:`composo._cache`); the
-core calls what is handed to it and knows nothing of either.
-"""
+"""What the faces hand down to the core: their own connections with the result cache over them;
+the core calls what is handed to it and knows nothing of either."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING
 
-from composo._core.connections import Connections
+from composo._cache import AsyncCachingTransport, CachingTransport, ResultCache
+from composo._core.connections import AsyncShards, Connections
 from composo._core.network import Network, ProxyOption, VerifyOption
 from composo.errors import ComposoValidationError
 
 if TYPE_CHECKING:
     import httpx
-
-    from composo._cache import ResultCache
-
-T = TypeVar("T")
 
 
 def network(
@@ -48,24 +43,13 @@ def sync_transport(
     connections: int, settings: Network, cache: ResultCache | None
 ) -> httpx.BaseTransport:
     """Connections on ``settings``, with the result cache over them when there is one."""
-    return _cached(Connections(connections, network=settings), cache, "CachingTransport")
+    inner = Connections(connections, network=settings)
+    return inner if cache is None else CachingTransport(inner, cache)
 
 
 def async_transport(
     connections: int, settings: Network, cache: ResultCache | None
 ) -> httpx.AsyncBaseTransport:
     """As :func:`sync_transport`, for the async client (made once per event loop)."""
-    from composo._core.connections import AsyncShards
-
-    return _cached(AsyncShards(connections, network=settings), cache, "AsyncCachingTransport")
-
-
-def _cached(transport: T, cache: ResultCache | None, kind: str) -> T:
-    """``transport``, under the result cache's transport of that ``kind`` when there is a cache
-    (:mod:`composo._cache` loads only then)."""
-    if cache is None:
-        return transport
-    import composo._cache as caching
-
-    cached: T = getattr(caching, kind)(transport, cache)
-    return cached
+    inner = AsyncShards(connections, network=settings)
+    return inner if cache is None else AsyncCachingTransport(inner, cache)
