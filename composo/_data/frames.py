@@ -322,12 +322,6 @@ def _kind(frame: Any) -> str:
     )
 
 
-def _columns_of(frame: Any, kind: str) -> list[str]:
-    if kind == "datasets":
-        return list(frame.column_names)
-    return [str(c) for c in frame.columns]
-
-
 def _column_values(frame: Any, kind: str, column: str) -> list[Any]:
     if kind == "pandas":
         return list(frame[column].tolist())
@@ -385,7 +379,7 @@ class FrameJob:
     ) -> FrameJob:
         """Check the table's columns and the result columns' names before any request."""
         kind = _kind(frame)
-        available = _columns_of(frame, kind)
+        available = list(frame.column_names if kind == "datasets" else map(str, frame.columns))
         mapping = ColumnMap.resolve(columns, available)
         labels = list(criteria)
         chosen = prefixes(labels, names)
@@ -457,7 +451,9 @@ def attach(frame: Any, kind: str, data: Mapping[str, list[Any]]) -> Any:
         import pandas as pd
 
         new = {
-            name: pd.Series(values, index=frame.index, dtype=_pandas_dtype(name))
+            name: pd.Series(
+                values, index=frame.index, dtype="float64" if name.endswith("_score") else "object"
+            )
             for name, values in data.items()
         }
         return frame.assign(**new)
@@ -474,10 +470,6 @@ def attach(frame: Any, kind: str, data: Mapping[str, list[Any]]) -> Any:
     for name, values in data.items():
         out = out.add_column(name, values)
     return out
-
-
-def _pandas_dtype(name: str) -> str:
-    return "float64" if name.endswith("_score") else "object"
 
 
 def _named(value: Any) -> tuple[Any, dict[str, str] | None]:
@@ -514,14 +506,8 @@ def prepare(
     checked before a request."""
     criteria, evaluator_name, names, labels = plan_frame(criteria, evaluator_name, options)
     job = FrameJob.create(frame, labels, columns, names)
-    call = {
-        "criteria": criteria,
-        "evaluator_name": evaluator_name,
-        "concurrency": concurrency,
-        "progress": progress,
-        **options,
-    }
-    return job, call
+    call = dict(criteria=criteria, evaluator_name=evaluator_name, **options)
+    return job, {**call, "concurrency": concurrency, "progress": progress}
 
 
 def evaluate_frame(client: Any, *arguments: Any) -> Any:
