@@ -51,8 +51,7 @@ class AsyncClient(BaseClient):
         forks.register(self)
 
     def _after_fork(self) -> None:
-        """In a forked child: the parent's connections and pace stay the parent's (left
-        untouched, never closed here); the child builds its own on next use."""
+        """In a forked child the parent's connections and pace stay the parent's, unclosed."""
         forks.leave_behind(self._loops)
         self._loops = {}
         self._loops_lock = threading.Lock()
@@ -95,15 +94,13 @@ class AsyncClient(BaseClient):
         return AsyncShards(max(self.max_concurrent_requests, 10))
 
     async def aclose(self) -> None:
-        """Close the connections this client opened on the running loop (a supplied
-        ``http_client`` stays open)."""
+        """Close this client's connections on the running loop (a supplied ``http_client``
+        stays open)."""
         loop = asyncio.get_running_loop()
         with self._loops_lock:
             state = self._loops.pop(loop, None)
         if self._owns_http and state is not None:
             await state[0].aclose()
-        # Connections opened under another loop cannot be closed from this one; they go with
-        # that loop.
 
     close = aclose
 
@@ -161,7 +158,7 @@ class AsyncClient(BaseClient):
         return self._many(items, criteria, evaluator_name, concurrency, progress, options)[1]
 
     def _many(self, items: Any, *args: Any) -> tuple[Plan, AsyncIterator[BatchResult]]:
-        """Check everything now, then stream the results through the task engine."""
+        """Check everything now, then stream the results through tasks."""
         from composo._core import batch_async
 
         plan, window, bar = self._plan(items, *args)
@@ -176,8 +173,7 @@ class AsyncClient(BaseClient):
         return list(await asyncio.gather(*(self._request(r, block) for r in requests)))
 
     async def _request(self, request: Request, block: bool = True, patient: bool = False) -> Any:
-        """One request; an impatient one (a call's, not a batch's) counts a 429 among its
-        ``num_retries``."""
+        """One request; an impatient one (not a batch's) counts a 429 among its retries."""
         path = self._path(request, block)
         body = await self._call("POST", path, request.wire(), block=block, patient=patient)
         return self._parse(request, body, block)
@@ -204,7 +200,7 @@ class AsyncClient(BaseClient):
             raise self._refusal(exc, deadline) from None
 
     async def _attempt(self, call: Call, patient: bool) -> Any:
-        """One attempt of ``call``; a patient one waits out 429s."""
+        """One attempt; a patient one waits out 429s."""
         waits = 0
         while True:
             try:
@@ -237,8 +233,7 @@ class AsyncClient(BaseClient):
     async def _exchange(
         self, method: str, url: str, json: Any, headers: RequestHeaders, deadline: float
     ) -> tuple[httpx.Response, dict[str, str], bytes]:
-        """Wait for a request slot and the client's pace, send, then read the answer as it
-        arrives, within the limits of the body's size."""
+        """Wait for a request slot and the client's pace, send, read the answer (bounded)."""
         http, slots = self._bind()
         if deadline <= time.monotonic():
             raise self._timed_out()

@@ -77,7 +77,7 @@ def awaited(
     method: Callable[Concatenate[C, P], Any],
 ) -> Callable[Concatenate[C, P], Coroutine[Any, Any, Any]]:
     """``method`` (which returns a coroutine) as a coroutine function with its signature and
-    documentation: its arguments are checked when awaited, as any coroutine's body runs."""
+    documentation."""
 
     async def coroutine(self: C, /, *args: P.args, **kwargs: P.kwargs) -> Any:
         return await method(self, *args, **kwargs)
@@ -86,8 +86,7 @@ def awaited(
 
 
 class Answer(dict[str, Any]):
-    """A success's JSON object and where it came from, read from its headers as it is decoded
-    (once per answer); the result built from it keeps the provenance."""
+    """A success's JSON object and its provenance, read from its headers once."""
 
     __slots__ = ("provenance",)
 
@@ -97,8 +96,7 @@ class Answer(dict[str, Any]):
 
 
 class Settings(TypedDict, total=False):
-    """The settings both core clients take by name, each as :class:`~composo.Composo`
-    documents it."""
+    """The settings both core clients take by name (:class:`~composo.Composo` documents them)."""
 
     base_url: str | None
     num_retries: int
@@ -135,10 +133,7 @@ class BaseClient:
         _check_numbers(given["num_retries"], given["timeout"], given["max_concurrent_requests"])
         self.base_url = _base_url(given.get("base_url"))
         self.num_retries = given["num_retries"]
-        try:
-            self.model_core = check_model_core(given.get("model_core"))
-        except ValueError as exc:
-            raise ComposoValidationError(str(exc)) from None
+        self.model_core = check_model_core(given.get("model_core"), ComposoValidationError)
         self.timeout = float(given["timeout"])
         self.max_concurrent_requests = given["max_concurrent_requests"]
         self.requests_per_minute = check_requests_per_minute(given.get("requests_per_minute"))
@@ -160,7 +155,6 @@ class BaseClient:
         self._policy = Policy(self.num_retries)
 
     def _connections(self) -> Any:
-        """The client's own connections (sync or async)."""
         raise NotImplementedError
 
     @property
@@ -197,8 +191,7 @@ class BaseClient:
         explanation_cleaning: ExplanationCleaning | None,
         data_retention: DataRetention | None,
     ) -> dict[str, Any]:
-        """The options ``evaluate`` and ``evaluate_trace`` name (so no name to check), with the
-        client's ``model_core`` as default."""
+        """The options ``evaluate`` and ``evaluate_trace`` name, ``model_core`` defaulted."""
         return {
             "model_core": self.model_core if model_core is None else model_core,
             "tags": tags,
@@ -208,8 +201,7 @@ class BaseClient:
         }
 
     def _run_all(self, requests: Sequence[Any], block: bool) -> Any:
-        """One request's answer, or several as a list in request order (the async client's is
-        a coroutine)."""
+        """One request's answer, or several as a list (the async client's is a coroutine)."""
         raise NotImplementedError
 
     @keywords_checked
@@ -334,8 +326,7 @@ class BaseClient:
         return self._run_all(requests, block)
 
     def _plan(self, items: Any, *args: Any) -> tuple[Plan, int, Progress | None]:
-        """What ``evaluate_many`` checks before the first request; ``args`` are its criteria,
-        evaluator_name, concurrency, progress and options."""
+        """What ``evaluate_many`` checks before the first request (``args``: its arguments)."""
         from composo._core import plan
 
         *named, options = args
@@ -362,8 +353,7 @@ class BaseClient:
         headers: RequestHeaders,
         timeout: float,
     ) -> httpx.Request:
-        """The request as ``http`` builds it, then ``headers`` set on it one by one (cheaper than
-        httpx's merge of a second header set into its defaults, with the same result)."""
+        """``headers`` set one by one: cheaper than httpx's merge into its defaults."""
         request = http.build_request(method, url, json=json, timeout=timeout)
         if headers:
             own = request.headers
@@ -404,8 +394,8 @@ class BaseClient:
 
     @staticmethod
     def _inflater(response: httpx.Response) -> tuple[Inflater, dict[str, str]]:
-        """The bounded reader of ``response``'s body, and its headers by lower-case name, read
-        once (each lookup in ``httpx.Headers`` scans and decodes them all)."""
+        """The bounded reader of the body, and the headers as a dict (each lookup in
+        ``httpx.Headers`` scans them all)."""
         headers = dict(response.headers.items())
         if response.is_stream_consumed:
             inflater = Inflater(None)
@@ -416,8 +406,7 @@ class BaseClient:
         return inflater, headers
 
     def _decode(self, response: httpx.Response, headers: dict[str, str], raw: bytes) -> Any:
-        """The JSON body of a success (an object as an :class:`Answer`, with its provenance);
-        raises the status's error for anything else."""
+        """The JSON body of a success (an object as an :class:`Answer`); else the status's error."""
         try:
             body = jsonlib.loads(raw)
         except ValueError:
@@ -441,8 +430,8 @@ class BaseClient:
         raise exc
 
     def _hint(self, response: httpx.Response) -> str:
-        """Besides the server's words: for a 401 where the key came from (never the key), for a
-        404 the URL asked for and whether base_url holds the API's path already."""
+        """For a 401 where the key came from (never the key), for a 404 the URL and whether
+        base_url holds the API's path already."""
         if response.status_code == 401:
             return f" (the key came from {self._key_source}; check it, it is not shown here)"
         request = response.request
@@ -456,17 +445,16 @@ class BaseClient:
         return out
 
     def _admit(self, deadline: float) -> float:
-        """Whether an attempt holding a request slot may be sent: ``0.0`` (it may, and counts
-        as started), else the seconds to wait before asking again; raises when the client's
-        pace would hold it past ``deadline``."""
+        """``0.0``: the attempt may go; else the seconds to wait; raises when the pace would hold
+        it past ``deadline``."""
         wait = self._throttle.admit(deadline)
         if wait is None:
             raise self._paced_out()
         return wait
 
     def _throttled(self, exc: RateLimitError, deadline: float, patient: bool, waits: int) -> float:
-        """A 429: the seconds a patient attempt sleeps before going again (0.0 when the
-        client's hold is its wait), or raised (an impatient call counts it among its retries)."""
+        """A 429: the seconds a patient attempt sleeps (0.0 when the client's hold is its wait),
+        or raised (an impatient call counts it among its retries)."""
         wait = self._throttle.throttled_by(exc.retry_after, waits)
         if not patient or waits >= MAX_THROTTLE_WAITS:
             raise exc
@@ -478,8 +466,7 @@ class BaseClient:
         return wait
 
     def _refusal(self, exc: RateLimitError, deadline: float) -> RateLimitError:
-        """The 429 to raise: ``exc``, or one saying its ``Retry-After`` ends past the call's
-        timeout."""
+        """``exc``, or one saying its ``Retry-After`` ends past the call's timeout."""
         wait, left = exc.retry_after, deadline - time.monotonic()
         if wait is None or wait <= left:
             return exc
@@ -520,9 +507,8 @@ class BaseClient:
         criterion: str | None = None,
         provenance: Provenance | None = None,
     ) -> EvaluationResponse | MultiAgentTraceResponse:
-        """A success body as its response model, with ``provenance`` noted on it; a body
-        without the model's own field is an error, never a result (an empty ``{}`` must not
-        read as "not applicable", which is an explicit ``"score": null``)."""
+        """A success body as its response model; one without the model's field is an error (an
+        empty ``{}`` must not read as "not applicable", an explicit ``"score": null``)."""
         import composo._core.responses as responses
 
         field = "results_by_agent_name" if trace else "score"
@@ -544,7 +530,7 @@ class BaseClient:
 
     @staticmethod
     def _polls(task_id: str, timeout: float | None, poll_interval: float) -> Iterator[float]:
-        """The waits between a task's polls, until another would pass ``timeout``."""
+        """The waits between polls, until another would pass ``timeout``."""
         deadline = None if timeout is None else time.monotonic() + timeout
         while deadline is None or time.monotonic() + poll_interval <= deadline:
             yield poll_interval
@@ -552,7 +538,7 @@ class BaseClient:
 
     @staticmethod
     def _task_outcome(info: TaskInfo) -> EvaluationResponse | MultiAgentTraceResponse | None:
-        """The task's result when it is finished, ``None`` while it runs; raises if it failed."""
+        """The task's result, ``None`` while it runs; raises if it failed."""
         if info.status == "failed":
             raise TaskFailedError(
                 f"task {info.task_id} failed: {info.error}", response_body=info.error
@@ -579,7 +565,7 @@ class BaseClient:
         )
 
     def _attempt_timeout(self, deadline: float) -> float:
-        """The seconds left for an attempt (one number: httpx applies it to every phase)."""
+        """The seconds left (httpx applies one number to every phase)."""
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             raise APITimeoutError(f"timeout of {self.timeout}s reached")
@@ -624,8 +610,7 @@ def _check_numbers(num_retries: Any, timeout: Any, max_concurrent_requests: Any)
 
 
 def _header_safe(key: str | None) -> str:
-    """``key`` stripped, if there is one and an HTTP header can carry it: httpx would refuse it
-    with the key in its message, so it is refused here without the key."""
+    """``key`` stripped and refused here if a header cannot carry it (httpx's error shows it)."""
     key = (key or "").strip()
     if not key:
         raise ComposoValidationError(
@@ -655,9 +640,7 @@ _LOOPBACK = ("localhost", "127.0.0.1", "::1")
 
 
 def _connect_hint(exc: BaseException, url: str) -> str:
-    """What a failed connection most likely means, from the causes it carries: TLS spoken to a
-    plain-http server, nothing listening (on this machine: no `composo serve` running), a host
-    name that does not resolve."""
+    """What a failed connection most likely means, from the causes it carries."""
     import socket
     import ssl
 

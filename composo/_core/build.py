@@ -62,7 +62,7 @@ def normalize_tags(tags: Any) -> dict[str, str] | None:
 
 def check_model_core(model_core: Any) -> str | None:
     """``model_core`` if it is one of :data:`~composo._core.cores.MODEL_CORES`, else refused."""
-    return _refused(cores.check_model_core, model_core)
+    return cores.check_model_core(model_core, ComposoValidationError)
 
 
 def check_options(options: Mapping[str, Any], where: str, *, trace: bool = False) -> dict[str, Any]:

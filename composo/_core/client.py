@@ -1,5 +1,4 @@
-"""The synchronous client. Several criteria run at once on a small thread pool, so it needs no event
-loop and works the same in scripts, threads, Jupyter and async frameworks."""
+"""The synchronous client: several criteria run at once on a small thread pool, no event loop."""
 
 from __future__ import annotations
 
@@ -34,8 +33,7 @@ if TYPE_CHECKING:  # the model modules and the thread pool load on first use
 
 
 def _slots(count: int) -> SimpleQueue[None]:
-    """``count`` request slots: one is taken from the queue for each request in flight and
-    put back after (a C queue: a semaphore in Python costs microseconds on every request)."""
+    """``count`` request slots (a C queue: a Python semaphore costs microseconds a request)."""
     slots: SimpleQueue[None] = SimpleQueue()
     for _ in range(count):
         slots.put(None)
@@ -58,8 +56,7 @@ class SyncClient(BaseClient):
         **settings: Unpack[Settings],
     ) -> None:
         super().__init__(api_key, settings, http_client, transport)
-        # An owned httpx.Client is built on the first request (see _http): building one loads
-        # the CA bundle, tens of milliseconds that a client made and never used should not pay.
+        # An owned httpx.Client is built on the first request: it loads the CA bundle (tens of ms).
         self._http_client = http_client
         self._http_lock = threading.Lock()
         self._closed = False
@@ -70,8 +67,7 @@ class SyncClient(BaseClient):
         forks.register(self)
 
     def _after_fork(self) -> None:
-        """In a forked child, the parent's connections, threads, locks and pace stay its own
-        (a supplied ``http_client`` is the caller's to replace)."""
+        """In a forked child, the parent's connections, threads, locks and pace stay its own."""
         if self._owns_http:
             forks.leave_behind(self._http_client)
             self._http_client = None
@@ -201,7 +197,7 @@ class SyncClient(BaseClient):
     # -- machinery ----------------------------------------------------------------------------
 
     def _many(self, items: Any, *args: Any) -> tuple[Plan, Generator[BatchResult, None, None]]:
-        """Check everything now, then stream the results through the thread engine."""
+        """Check everything now, then stream the results through threads."""
         from composo._core.batch import stream
         from composo._core.plan import jobs_from
 
@@ -210,7 +206,6 @@ class SyncClient(BaseClient):
 
     @property
     def _http(self) -> httpx.Client:
-        """The ``http_client`` given, else the client's own, built on first use."""
         http = self._http_client
         if http is None:
             with self._http_lock:
@@ -255,8 +250,7 @@ class SyncClient(BaseClient):
         return results
 
     def _request(self, request: Request, block: bool = True, patient: bool = False) -> Any:
-        """One request; an impatient one (a call's, not a batch's) counts a 429 among its
-        ``num_retries``."""
+        """One request; an impatient one (not a batch's) counts a 429 among its retries."""
         path = self._path(request, block)
         body = self._call("POST", path, request.wire(), block=block, patient=patient)
         return self._parse(request, body, block)
@@ -299,7 +293,7 @@ class SyncClient(BaseClient):
             raise self._refusal(exc, deadline) from None
 
     def _attempt(self, call: Call, patient: bool) -> Any:
-        """One attempt of ``call``; a patient one waits out 429s."""
+        """One attempt; a patient one waits out 429s."""
         waits = 0
         while True:
             try:
@@ -314,7 +308,7 @@ class SyncClient(BaseClient):
         self, method: str, url: str, json: Any, headers: RequestHeaders, deadline: float
     ) -> Any:
         """Take a request slot, wait for the pace, send, read the answer, all by ``deadline``
-        (our connections end every socket wait by it; on any transport, checked per chunk)."""
+        (our connections end every socket wait by it; any transport: checked per chunk)."""
         http = self._http
         try:
             self._slots.get(timeout=max(0.0, deadline - time.monotonic()))
@@ -347,8 +341,7 @@ class SyncClient(BaseClient):
         return self._decode(response, seen, raw)
 
     def _turn(self, deadline: float) -> Any:
-        """Wait (holding a request slot) until the client's pace lets this attempt go; a hold
-        that starts meanwhile is waited out too. Returns the cluster permit taken, if any."""
+        """Wait (holding a slot) for the client's pace; returns the cluster permit taken, if any."""
         permits = self._throttle.permits
         while True:
             cancel.check()

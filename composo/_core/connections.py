@@ -49,8 +49,8 @@ def _cap(timeout: float | None, kind: type[Exception]) -> float | None:
 
 
 class _Stream(httpcore.NetworkStream):
-    """A connection's stream: every wait capped by the thread's deadline, and registered with
-    the thread's cancellation scope while it blocks (so cancelling the work shuts it)."""
+    """A stream whose every wait is capped by the thread's deadline, and which the thread's
+    cancellation scope can shut while it blocks."""
 
     __slots__ = ("_inner",)
 
@@ -58,7 +58,6 @@ class _Stream(httpcore.NetworkStream):
         self._inner = inner
 
     def _blocking(self, kind: type[Exception], op: Callable[..., T], *args: Any) -> T:
-        """``op(*args)`` with this stream registered in the thread's scope while it blocks."""
         scope = cancel.current()
         if scope is None:
             return op(*args)
@@ -80,8 +79,7 @@ class _Stream(httpcore.NetworkStream):
         self._blocking(httpcore.WriteError, self._inner.write, buffer, cap)
 
     def abort(self) -> None:
-        """End a read or write blocked on this stream in another thread, at once: the socket
-        is shut down (closing a descriptor does not wake a thread blocked on it)."""
+        """Shut the socket: closing a descriptor does not wake a thread blocked on it."""
         sock = self._inner.get_extra_info("socket")
         if sock is not None:
             with contextlib.suppress(OSError):
@@ -136,11 +134,10 @@ _ERRORS = (
     httpcore.ProxyError,
     httpcore.UnsupportedProtocol,
 )
-"""httpcore's transport failures (its exceptions have no common base of their own)."""
 
 
 def _httpx_error(exc: Exception) -> httpx.TransportError:
-    """httpcore's exception as httpx's class of the same name (httpx mirrors them)."""
+    """httpcore's exception as httpx's class of the same name."""
     for cls in type(exc).__mro__:
         mirror = getattr(httpx, cls.__name__, None)
         if isinstance(mirror, type) and issubclass(mirror, httpx.TransportError):
@@ -149,8 +146,6 @@ def _httpx_error(exc: Exception) -> httpx.TransportError:
 
 
 class _Body(httpx.SyncByteStream):
-    """A response body from the pool; its errors as httpx's."""
-
     def __init__(self, stream: Iterable[bytes]) -> None:
         self._stream = stream
 
@@ -167,8 +162,8 @@ class _Body(httpx.SyncByteStream):
 
 
 def _via(proxy: httpx.Proxy, context: ssl.SSLContext, **pool: Any) -> httpcore.ConnectionPool:
-    """httpcore's pool through ``proxy`` (HTTP or SOCKS); an https proxy trusts what the servers'
-    context trusts unless the ``httpx.Proxy`` brings its own."""
+    """httpcore's pool through ``proxy`` (HTTP or SOCKS), trusting ``context`` unless the proxy
+    brings its own."""
     url = proxy.url
     where = httpcore.URL(scheme=url.raw_scheme, host=url.raw_host, port=url.port, target=b"/")
     if url.scheme.startswith("socks"):
@@ -244,8 +239,6 @@ class Connections(httpx.BaseTransport):
 
 
 class _Counted(httpx.AsyncByteStream):
-    """A response body that gives its pool's place back once it is closed."""
-
     def __init__(self, stream: httpx.AsyncByteStream, load: list[int], index: int) -> None:
         self._stream, self._load, self._index = stream, load, index
 
@@ -263,7 +256,7 @@ class _Counted(httpx.AsyncByteStream):
 
 
 class _Shards:
-    """Small pools of one route and the requests in progress on each, until their body closes."""
+    """One route's small pools, and the requests in progress on each."""
 
     def __init__(self, pools: list[httpx.AsyncHTTPTransport]) -> None:
         self.pools = pools

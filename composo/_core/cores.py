@@ -19,10 +19,10 @@ MODEL_CORES: tuple[str, ...] = ModelCore.__args__  # type: ignore[attr-defined]
 LIGHTNING_MODEL_CORES = frozenset(c for c in MODEL_CORES if "lightning" in c)
 
 
-def check_model_core(model_core: object) -> str | None:
-    """``None`` or one of :data:`MODEL_CORES`, or ``ValueError`` listing them."""
+def check_model_core(model_core: object, error: type[Exception] = ValueError) -> str | None:
+    """``None`` or one of :data:`MODEL_CORES`, or ``error`` listing them."""
     if model_core is not None and model_core not in MODEL_CORES:
-        raise ValueError(
+        raise error(
             f"model_core: {model_core!r} is not a model core; use one of {', '.join(MODEL_CORES)}"
         )
     return None if model_core is None else str(model_core)

@@ -26,7 +26,7 @@ _MAX_ROUTES = 64  # hosts whose route is remembered (a client talks to one or tw
 
 
 def _shown(url: httpx.URL | str) -> str:
-    """A proxy URL fit for a message: scheme, host and port, never its credentials."""
+    """A proxy URL without its credentials."""
     try:
         parsed = httpx.URL(url)
     except Exception:
@@ -37,7 +37,7 @@ def _shown(url: httpx.URL | str) -> str:
 
 def _proxy(value: Any, where: str) -> httpx.Proxy:
     """``value`` as an ``httpx.Proxy`` (a bare ``host:port`` is an http proxy, as httpx reads
-    the environment), or a clear error naming ``where`` it came from."""
+    it), or an error naming ``where``."""
     if isinstance(value, httpx.Proxy):
         proxy = value
     elif isinstance(value, (str, httpx.URL)):
@@ -172,8 +172,8 @@ class Network:
                 ) from None
 
     def _check_verify(self, verify: Any) -> tuple[str, str | None, str | None] | None:
-        """The CA source: ``(kind, file, dir)``, kind ``default``, ``env``, ``path`` or ``off``;
-        ``None`` for a context given."""
+        """``(kind, file, dir)``, kind ``default``, ``env``, ``path`` or ``off``; ``None``: a
+        context."""
         if isinstance(verify, bool):
             if not verify:
                 return ("off", None, None)

@@ -58,11 +58,8 @@ def rate_limit_reset(headers: Mapping[str, str]) -> float | None:
     remaining = headers.get("x-ratelimit-remaining")
     if remaining is None or remaining.strip() not in ("0", "0.0"):
         return None
-    try:
-        reset = float(headers.get("x-ratelimit-reset") or "")
-    except ValueError:
-        return None
-    if reset != reset or reset < 0:  # NaN or negative
+    reset = _number(headers.get("x-ratelimit-reset"))
+    if reset is None:
         return None
     if reset > 365 * 86400.0:
         reset -= time.time()
@@ -114,7 +111,7 @@ class Throttle:
         self.reset()
 
     def reset(self) -> None:
-        """A fresh limiter (also in a forked child, where a parent thread's lock stays held)."""
+        """A fresh limiter (also in a forked child, where a parent thread's lock may be held)."""
         self.rate: float | None = self.ceiling
         self.throttled = 0
         self._lock = threading.Lock()
@@ -140,10 +137,8 @@ class Throttle:
         with self._lock:
             if self._quota is None:
                 return None
-            rate, cap = self._quota
-            now = time.monotonic()
-            left = min(cap, self._tokens + (now - self._quota_at) * rate)
-            return RateLimits(rate * 60.0, max(0.0, left), self._reset_header)
+            left = self._bucket(time.monotonic())
+            return RateLimits(self._quota[0] * 60.0, max(0.0, left), self._reset_header)
 
     def status(self) -> str | None:
         """A short description while pacing (``None`` otherwise), for progress displays."""
@@ -160,9 +155,8 @@ class Throttle:
         return f"paced: {pace}"
 
     def admit(self, deadline: float) -> float | None:
-        """``0.0``: the request starts now (and is counted); else the seconds to wait before
-        asking again; ``None``: a hold, the quota or ``requests_per_minute`` keep it past
-        ``deadline``."""
+        """``0.0``: the request starts now (and is counted); else the seconds to wait; ``None``: a
+        hold, the quota or ``requests_per_minute`` keep it past ``deadline``."""
         if (
             self.rate is None
             and self._hold == 0.0
@@ -186,10 +180,9 @@ class Throttle:
                 start = hard
             tokens = 0.0
             if self._quota is not None:
-                rate, cap = self._quota
-                tokens = min(cap, self._tokens + max(0.0, now - self._quota_at) * rate)
+                tokens = self._bucket(now)
                 if tokens < 1.0:  # wait for the bucket to hold the request's share
-                    start = max(start, now + (1.0 - tokens) / rate)
+                    start = max(start, now + (1.0 - tokens) / self._quota[0])
             if start > deadline:
                 return None
             if start > now:
@@ -241,9 +234,8 @@ class Throttle:
             self.rate = rate if self.ceiling is None else min(rate, self.ceiling)
 
     def learn(self, headers: Mapping[str, str]) -> bool:
-        """Take a declared quota: the first answer starts our copy of the bucket, later ones only
-        lower it (an answer read late predates requests started since). ``False``: none
-        declared."""
+        """Take a declared quota (``False``: none): the first answer starts our copy of the bucket,
+        later ones only lower it (an answer read late predates requests started since)."""
         limit = _number(headers.get("x-ratelimit-limit"))
         remaining = _number(headers.get("x-ratelimit-remaining"))
         if not limit or remaining is None:
@@ -259,14 +251,15 @@ class Throttle:
                 self._quota, self._quota_at = (rate, cap), now
                 self._tokens = min(remaining, cap) - owed
                 return True
-            if self._quota_at < now:  # refill the copy up to now
-                self._tokens = min(cap, self._tokens + (now - self._quota_at) * rate)
-                self._quota_at = now
-            # The copy as of now: lowered to what the server reports.
-            mine = self._tokens + (now - self._quota_at) * rate
-            if remaining < mine:
-                self._tokens -= mine - remaining
+            # The copy as of now, lowered to what the server reports.
+            self._tokens, self._quota_at = min(self._bucket(now), remaining), now
         return True
+
+    def _bucket(self, now: float) -> float:
+        """What our copy of the declared quota holds at ``now`` (under the lock)."""
+        assert self._quota is not None
+        rate, cap = self._quota
+        return min(cap, self._tokens + max(0.0, now - self._quota_at) * rate)
 
     def _hold_for(self, now: float, seconds: float) -> None:
         """No request of this client for ``seconds`` (stretched at random by a little)."""
