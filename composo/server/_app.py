@@ -20,7 +20,7 @@ from composo._version import __version__
 from composo.server._bodies import parse_request, refusal, validation_detail
 from composo.server._config import ServerConfig
 from composo.server._devswitch import DevSwitch, FaultList
-from composo.server._gate import ApiKey, Body, Gate, KeyCheck, RateLimiter
+from composo.server._gate import ApiKey, Body, Gate
 from composo.server._history import CALLER, Caller, HistoryStore
 from composo.server._otlp import mount as mount_otlp
 from composo.server._platform_api import mount as mount_platform_api
@@ -154,17 +154,10 @@ def build_app(config: ServerConfig, received: ReceivedLog | None = None) -> ASGI
     mount_otlp(app, config, lambda: state["tasks"])
     mount_platform_api(app, history)
 
-    gate = Gate(
-        app,
-        keys=KeyCheck(config.api_keys),
-        max_body_bytes=config.max_body_bytes,
-        limiter=None
-        if config.rate_limit_per_minute is None
-        else RateLimiter(config.rate_limit_per_minute, burst=config.rate_limit_burst),
-        dev=dev,
-    )
     named = getattr(judge, "model", None)  # a judge that runs a model names it
-    return judge_header_app(gate, config.judge, received, named if isinstance(named, str) else None)
+    return judge_header_app(
+        Gate(app, config, dev), config.judge, received, named if isinstance(named, str) else None
+    )
 
 
 def _endpoint(

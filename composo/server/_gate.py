@@ -19,6 +19,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
 from composo.server._bodies import refusal
+from composo.server._config import ServerConfig
 from composo.server._devswitch import DevSwitch, Fault
 from composo.server._received import with_headers
 from composo.server._redact import credential_parameter
@@ -26,20 +27,10 @@ from composo.server._redact import credential_parameter
 if TYPE_CHECKING:
     from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-__all__ = [
-    "API_KEY_SCOPE_KEY",
-    "BODY_SCOPE_KEY",
-    "DISCARD_FACTOR",
-    "ApiKey",
-    "Body",
-    "Gate",
-    "KeyCheck",
-    "RateLimiter",
-    "read_body",
-]
+__all__ = ["ApiKey", "Body", "Gate", "KeyCheck", "RateLimiter", "read_body"]
 
-BODY_SCOPE_KEY = "composo.body"
-API_KEY_SCOPE_KEY = "composo.api_key"
+_BODY_KEY = "composo.body"
+_API_KEY = "composo.api_key"
 _API_PREFIX = "/api/v1/"
 _DEV_PREFIX = "/_dev/"
 _EVAL_PREFIX = "/api/v1/evals/"
@@ -140,20 +131,12 @@ _Refusal = tuple[int, str, dict[str, str]]
 
 
 class Gate:
-    def __init__(
-        self,
-        app: ASGIApp,
-        *,
-        keys: KeyCheck,
-        max_body_bytes: int,
-        limiter: RateLimiter | None,
-        dev: DevSwitch | None,
-    ) -> None:
-        self.app = app
-        self.keys = keys
-        self.max_body_bytes = max_body_bytes
-        self.limiter = limiter
-        self.dev = dev
+    def __init__(self, app: ASGIApp, config: ServerConfig, dev: DevSwitch | None) -> None:
+        self.app, self.dev = app, dev
+        self.keys = KeyCheck(config.api_keys)
+        self.max_body_bytes = config.max_body_bytes
+        rate = config.rate_limit_per_minute
+        self.limiter = None if rate is None else RateLimiter(rate, burst=config.rate_limit_burst)
 
     def _guards(self, path: str) -> bool:
         return path.startswith(_API_PREFIX) or (
@@ -166,11 +149,13 @@ class Gate:
             return
         leaked = credential_parameter(scope.get("query_string", b""), self.keys.keys)
         head = _Head.of(scope["headers"])  # h11 has refused a Content-Length that is no number
-        if leaked is None and not self._guards(scope["path"]):
-            await self._unguarded(scope, receive, send, head.declared or 0)
+        guarded = leaked is not None or self._guards(scope["path"])
+        # A route that counts its own body (OTLP): only a declared length is checked first.
+        if not guarded and (head.declared or 0) <= self.max_body_bytes:
+            await self.app(scope, receive, send)
             return
         send = _with_request_id(send)
-        refusal = self._refusal(scope, head, leaked)
+        refusal = self._refusal(scope, head, leaked) if guarded else (413, self._too_large(), {})
         if refusal is None and self.limiter is not None:
             send, refusal = self._rate(scope, head.api_key, send, self.limiter)
         if refusal is not None:
@@ -181,7 +166,7 @@ class Gate:
         try:
             await self._admitted(scope, receive, send, head)
         finally:
-            scope.pop(BODY_SCOPE_KEY, None)  # a kept-alive connection's scope outlives the answer
+            scope.pop(_BODY_KEY, None)  # a kept-alive connection's scope outlives the answer
 
     def _refusal(self, scope: Scope, head: _Head, leaked: str | None) -> _Refusal | None:
         """400 for a credential in the URL, 401 for the key, 413 for a declared length."""
@@ -218,15 +203,6 @@ class Gate:
         )
         return send, (429, detail, {"retry-after": str(wait)})
 
-    async def _unguarded(self, scope: Scope, receive: Receive, send: Send, declared: int) -> None:
-        """A route that counts its own body (OTLP): a declared length is still checked first."""
-        if declared > self.max_body_bytes:
-            close = declared > DISCARD_FACTOR * self.max_body_bytes
-            answer = _answer(413, self._too_large(), close=close)
-            await answer(scope, receive, _with_request_id(send))
-            return
-        await self.app(scope, receive, send)
-
     async def _admitted(self, scope: Scope, receive: Receive, send: Send, head: _Head) -> None:
         path: str = scope["path"]
         try:
@@ -244,8 +220,8 @@ class Gate:
             fault = self.dev.take(path)
             if fault is not None and await _fault(fault, scope, receive, send):
                 return
-        scope[BODY_SCOPE_KEY] = body
-        scope[API_KEY_SCOPE_KEY] = head.api_key
+        scope[_BODY_KEY] = body
+        scope[_API_KEY] = head.api_key
         await self.app(scope, _no_more(receive), send)
 
     def _too_large(self) -> str:
@@ -256,13 +232,11 @@ class Gate:
 
 
 def _admitted_key(request: Request) -> bytes | None:
-    """The API key the gate admitted the request with."""
-    return request.scope.get(API_KEY_SCOPE_KEY)
+    return request.scope.get(_API_KEY)
 
 
 def _admitted_body(request: Request) -> bytes:
-    """The body the gate read and counted."""
-    body: bytes = request.scope.get(BODY_SCOPE_KEY, b"")
+    body: bytes = request.scope.get(_BODY_KEY, b"")
     return body
 
 
