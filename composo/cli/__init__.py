@@ -31,7 +31,9 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
 }
 
 # The exit statuses, the same for every command (docs/cli.md, "Exit statuses", says which
-# command gives which); every command's --help ends with this.
+# command gives which); every command's --help ends with EPILOG.
+EXIT_FAILED, EXIT_USAGE, EXIT_GATE, EXIT_BAD_ROWS, EXIT_SERVER = 1, 2, 3, 4, 5
+EXIT_INTERRUPTED = 130
 EPILOG = (
     "exit status: 0 done, 1 items failed, 2 bad command line or input, 3 a quality gate failed, "
     "4 rows set aside, 5 the server refused the key or could not be reached, 130 interrupted "
@@ -111,7 +113,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     unknown = _unknown_command(words)
     if unknown is not None:
         print(unknown, file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     command = words[0] if words and words[0] in SUBCOMMANDS else None
     parser, own = build_parser(command)
     # a mistyped flag is answered by the command it was given to
@@ -121,14 +123,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         typo = _unknown_flag(parser, words, "composo")
     if typo is not None:
         print(typo, file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help(sys.stderr)
-        return 2
+        return EXIT_USAGE
     try:
         code: int = importlib.import_module(SUBCOMMANDS[args.command][0]).run(args)
     except UsageError as exc:
         print(f"composo {args.command}: error: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     return code

@@ -10,10 +10,9 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from composo.cli import UsageError
+from composo.cli import EXIT_BAD_ROWS, UsageError
 from composo.cli._compare import add_bootstrap_arguments, fig, span
 from composo.cli._criteria import label
-from composo.cli._results import EXIT_BAD_ROWS
 
 if TYPE_CHECKING:
     from composo._agreement import Agreement, CriterionAgreement

@@ -15,11 +15,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from composo._core.limits import DEFAULT_TIMEOUT
-from composo.cli import UsageError
+from composo.cli import (
+    EXIT_BAD_ROWS,
+    EXIT_FAILED,
+    EXIT_GATE,
+    EXIT_INTERRUPTED,
+    EXIT_SERVER,
+    UsageError,
+)
 from composo.cli._criteria import resolve
-from composo.cli._gates import EXIT_GATE, check_args
 from composo.cli._gates import add_arguments as add_gate_arguments
-from composo.cli._results import EXIT_BAD_ROWS, RowWriter, iter_rows, prepare_resume
+from composo.cli._gates import check_args
+from composo.cli._results import RowWriter, iter_rows, prepare_resume
 from composo.cli._summary import CriterionStats, RunInfo, Summary, print_summary, summary_markdown
 from composo.errors import (
     APIConnectionError,
@@ -37,9 +44,6 @@ if TYPE_CHECKING:
     from composo._core.plan import BatchResult
     from composo.types import EvaluateOptions
 
-# Every command's statuses are listed once, in docs/cli.md's "Exit statuses" (see EPILOG in
-# composo/cli/__init__.py); 3 is _gates.EXIT_GATE, 4 _results.EXIT_BAD_ROWS.
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_SERVER, EXIT_INTERRUPTED = 0, 1, 2, 5, 130
 T = TypeVar("T")
 SHOWN_ERRORS = 20  # problems said on stderr before the rest are left to the rows
 
@@ -348,11 +352,8 @@ class Run:
 
     @contextlib.contextmanager
     def client(self, transport: Any = None) -> Iterator[Composo]:
-        """The run's client: to ``--base-url`` (or the platform), or to a local server with the
-        heuristic judge started for the run (``--local``). ``--concurrency`` requests at once, on
-        as many kept-alive connections; ``transport``: the run's own (the caching one). The
-        results file is closed after it, Ctrl-C ends the run (``interrupted``) and a setting the
-        client refuses is a ``UsageError``."""
+        """The run's client (to a local heuristic server with ``--local``), ``--concurrency``
+        connections kept alive; Ctrl-C ends the run and the results file is closed after it."""
         import httpx
 
         from composo import Composo

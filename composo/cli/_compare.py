@@ -13,10 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from composo._agreement import RESAMPLES, bootstrap
-from composo.cli import UsageError
+from composo.cli import EXIT_BAD_ROWS, EXIT_GATE, UsageError
 from composo.cli._criteria import label
-from composo.cli._gates import EXIT_GATE
-from composo.cli._results import EXIT_BAD_ROWS, ResultsError, item_name, load_results
+from composo.cli._results import ResultsError, item_name, load_results
 from composo.cli._summary import Summary, kind, md_cell
 
 _SAME = 1e-9  # differences smaller than this count as unchanged

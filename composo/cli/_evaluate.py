@@ -13,9 +13,8 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from composo.cli import UsageError
+from composo.cli import EXIT_FAILED, UsageError
 from composo.cli import _common as common
-from composo.cli._common import EXIT_FAILED
 from composo.cli._results import iter_rows
 from composo.errors import ComposoValidationError
 
@@ -120,12 +119,9 @@ class _Run(common.Run):
 
                 self.cache = ResultCache(args.cache_dir)
             super().__init__(args, criteria, source)
-        except ComposoValidationError as exc:  # COMPOSO_CACHE_MAX_SIZE / _MAX_AGE
+        except (ComposoValidationError, UsageError) as exc:  # or COMPOSO_CACHE_MAX_SIZE / _AGE
             self.close()
             raise UsageError(str(exc)) from None
-        except UsageError:
-            self.close()
-            raise
 
     @staticmethod
     def _parquet(args: argparse.Namespace) -> Path | None:

@@ -1,5 +1,5 @@
 """Quality gates (``--fail-under``, ``--min-pass-rate``) and the CI files' flags of a scoring
-run. A failed gate exits :data:`EXIT_GATE`, so CI can tell "quality dropped" from "requests
+run. A failed gate exits 3, so CI can tell "quality dropped" from "requests
 failed" (1) and "bad command line" (2)."""
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ from composo import criteria as library_criteria
 from composo.cli import UsageError
 from composo.cli._criteria import GROUPS, label, library, resolve
 
-EXIT_GATE = 3
 # Per item, a scored criterion without a --fail-under gate fails its JUnit test case below this.
 DEFAULT_ITEM_THRESHOLD = 0.5
 

@@ -10,7 +10,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from composo.cli._common import EXIT_FAILED, add_connection_arguments, from_platform
+from composo.cli import EXIT_FAILED
+from composo.cli._common import add_connection_arguments, from_platform
 
 
 def _tag(text: str) -> tuple[str, str]:

@@ -17,10 +17,10 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from composo.cli import UsageError
+from composo.cli import EXIT_BAD_ROWS, UsageError
 from composo.cli._compare import compare_rows
 from composo.cli._criteria import label
-from composo.cli._results import EXIT_BAD_ROWS, CheckedRows, ResultsError, item_keys, load_results
+from composo.cli._results import CheckedRows, ResultsError, item_keys, load_results
 from composo.cli._summary import CriterionStats, RunInfo, Summary, kind
 
 _TEXT_CAP = 20_000  # one message's text shown up to this many characters

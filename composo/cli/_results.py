@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from composo.cli import UsageError
+from composo.cli import EXIT_BAD_ROWS, UsageError
 
 
 def json_object(line: bytes) -> dict[str, Any] | None:
@@ -143,9 +143,6 @@ class RowWriter:
 
 # -- reading a results file defensively (report, compare, view, agreement) ---------------------
 
-# A results file with rows set aside exits with this, after doing what it could with the rest:
-# 1 is "requests failed", 2 "bad command line", 3 "a quality gate failed".
-EXIT_BAD_ROWS = 4
 _PROBLEMS_KEPT = 1000  # listed in full up to this many; beyond it only counted
 
 
