@@ -1,10 +1,8 @@
 """A result cache that survives re-runs: the same request to the same server is answered from disk.
 
-The key hashes the base URL, the path, the model core and the canonical body, so any change is
-another entry. Only successes are stored, never for ``data_retention="none"``, each with its
-provenance headers (:mod:`composo._core.provenance`), replayed marked as the cache's. One SQLite
-file in WAL mode (several processes may share it), bounded in size and age. It sits in the HTTP
-transport, so the clients, retries and batch engines are unchanged by it.
+Keyed by base URL, path, model core and canonical body; only successes are stored (never for
+``data_retention="none"``), with their provenance headers. One SQLite file in WAL mode, shared by
+processes, bounded in size and age; it sits in the HTTP transport, so nothing above it changes.
 """
 
 from __future__ import annotations
@@ -47,8 +45,7 @@ CACHE_ROW_OVERHEAD = 100  # bytes counted per answer for SQLite's row and index 
 
 
 def default_cache_dir() -> Path:
-    """``COMPOSO_CACHE_DIR``, else the user's cache directory (platformdirs when installed, else
-    ``XDG_CACHE_HOME`` or the platform's usual place) with a ``composo`` folder."""
+    """``COMPOSO_CACHE_DIR``, else ``composo`` in the user's cache directory."""
     explicit = os.environ.get("COMPOSO_CACHE_DIR", "").strip()
     if explicit:
         return Path(explicit).expanduser()
@@ -69,9 +66,8 @@ def _fallback_cache_root() -> Path:
 
 @dataclass(frozen=True)
 class CacheInfo:
-    """What :meth:`ResultCache.info` reports: the SQLite ``path``, its ``entries``, its
-    ``size_bytes`` on disk (with the write-ahead log), the ``stored_bytes`` counted against
-    ``max_bytes``, and ``max_age`` in seconds."""
+    """What :meth:`ResultCache.info` reports; ``size_bytes`` is on disk (with the write-ahead
+    log), ``stored_bytes`` what counts against ``max_bytes``."""
 
     path: Path
     entries: int
@@ -221,8 +217,7 @@ class ResultCache:
         forks.register(self)
 
     def _after_fork(self) -> None:
-        """In a forked child: the parent's connection is never used or closed here (SQLite
-        connections must not cross a fork); the child opens its own."""
+        """SQLite connections must not cross a fork: the child opens its own."""
         forks.leave_behind(self._db)
         self._db = None
         self._lock = threading.Lock()
@@ -258,8 +253,7 @@ class ResultCache:
         return self._db
 
     def _evict(self, db: sqlite3.Connection, target: int, max_age: float | None = None) -> int:
-        """Remove what is past ``max_age`` (default: the cache's) and the oldest answers past
-        ``target`` bytes (:data:`_EVICT`); how many went."""
+        """:data:`_EVICT` down to ``target`` bytes; how many answers went."""
         oldest = time.time() - (self.max_age if max_age is None else max_age)
         rows = max(0, _total(db) - target) // CACHE_ROW_OVERHEAD + 1
         found = {"oldest": oldest, "target": target, "rows": rows}
@@ -274,8 +268,7 @@ class ResultCache:
         return hashlib.sha256(material.encode()).hexdigest()
 
     def get(self, key: str) -> tuple[bytes, dict[str, str]] | None:
-        """The stored answer and its provenance headers; ``None`` if there is none within
-        ``max_age``."""
+        """The stored answer and its provenance headers, if there is one within ``max_age``."""
         query = "SELECT body, headers FROM answers WHERE key = ? AND stored >= ?"
         with self._lock:
             row = self._connect().execute(query, (key, time.time() - self.max_age)).fetchone()
@@ -341,7 +334,6 @@ class ResultCache:
 
     @staticmethod
     def _compact(db: sqlite3.Connection) -> None:
-        """Give the file's free pages back to the disk, and its log too."""
         db.execute("VACUUM")
         db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
@@ -359,7 +351,6 @@ class ResultCache:
 
 
 def _total(db: sqlite3.Connection) -> int:
-    """What the stored answers count for against the cap (kept by the triggers)."""
     (total,) = db.execute("SELECT bytes FROM total").fetchone()
     return int(total)
 
@@ -392,8 +383,7 @@ def open_cache(cache: CacheOption, http_client: object = None) -> ResultCache | 
 
 
 def _lookup_key(request: httpx.Request) -> str | None:
-    """The request's key, or ``None`` if it must not be cached (not an evaluation, a background
-    submission, or ``data_retention="none"``)."""
+    """The request's key, or ``None`` if it must not be cached."""
     if request.method != "POST" or request.url.path not in EVALUATION_PATHS:
         return None
     try:
@@ -441,20 +431,15 @@ def decoded(request: httpx.Request, response: httpx.Response, body: bytes) -> ht
 
 
 def _inflater(response: httpx.Response) -> Inflater:
-    """The bounded reader for a body the cache must hold whole: the response limit applies
-    here too, before anything is inflated in memory."""
+    """A bounded reader: the response limit applies to what the cache holds whole too."""
     inflater = Inflater(response.headers.get("content-encoding"))
     inflater.check_length(response.headers.get("content-length"))
     return inflater
 
 
 class _Caching:
-    """What both caching transports share: the cache, its counts, the lookup and the store.
-
-    ``hits`` and ``misses`` count lookups; ``sent`` counts the requests handed to the server,
-    every attempt and every path (a lookup that missed, and anything the cache does not keep:
-    an unknown path, a task, a retry), unless the connection failed.
-    """
+    """What both caching transports share. ``hits`` and ``misses`` count lookups; ``sent``
+    counts every request handed to the server (any path, every attempt) that reached it."""
 
     def __init__(self, cache: ResultCache) -> None:
         self.cache = cache
@@ -462,7 +447,6 @@ class _Caching:
         self._lock = threading.Lock()
 
     def _lookup(self, request: httpx.Request) -> tuple[str | None, httpx.Response | None]:
-        """The request's key (``None``: not cached) and the stored answer, if any."""
         key = _lookup_key(request)
         if key is None:
             return None, None
@@ -476,7 +460,6 @@ class _Caching:
 
     @contextlib.contextmanager
     def _sending(self) -> Iterator[None]:
-        """Counts the request handed on inside, unless it never reached the server."""
         reached = True
         try:
             yield
@@ -491,10 +474,9 @@ class _Caching:
     def _kept(
         self, key: str, request: httpx.Request, response: httpx.Response, body: bytes
     ) -> httpx.Response:
-        """The answer, decoded within the response limit, stored with its provenance when it is
-        a success; handed on decoded (the client's own bounded reader then takes it as it is)."""
+        """The answer, decoded, stored with its provenance when it is a success."""
         answer = decoded(request, response, body)
-        if _storable(answer):  # with who judged it and with which model (none: the platform)
+        if _storable(answer):
             found = {name: answer.headers.get(name) for name in JUDGE_HEADERS}
             self.cache.put(key, body, {k: v for k, v in found.items() if v is not None})
         return answer
