@@ -171,10 +171,10 @@ class PydanticAIInstrument(OpenInferenceInstrument):
 
 
 _OI = "openinference.instrumentation."
+_PACKAGE = "openinference-instrumentation-"
 
-# Where each member's instrument comes from: its instrumentor ("module:Class", OpenInference's or
-# a capture of Composo's own with the same interface), or None when a plugin (Composo's
-# integration package) provides it; and what to install.
+# Each member's instrumentor ("module:Class"), or None when Composo's integration package
+# provides it as a plugin; and what to install.
 _SOURCES: dict[str, tuple[str | None, str]] = {
     "OPENAI": (_OI + "openai:OpenAIInstrumentor", "composo[tracing]"),
     "ANTHROPIC": (_OI + "anthropic:AnthropicInstrumentor", "composo[anthropic]"),
@@ -184,18 +184,12 @@ _SOURCES: dict[str, tuple[str | None, str]] = {
     "LITELLM": (_OI + "litellm:LiteLLMInstrumentor", "composo[litellm]"),
     # the SDK's own trace processors, not OpenInference's (composo/tracing/_openai_agents.py)
     "OPENAI_AGENTS": ("composo.tracing._openai_agents:AgentsSDKCapture", "composo[agents]"),
-    "GOOGLE_ADK": (
-        _OI + "google_adk:GoogleADKInstrumentor",
-        "openinference-instrumentation-google-adk",
-    ),
-    "CREWAI": (_OI + "crewai:CrewAIInstrumentor", "openinference-instrumentation-crewai"),
-    "DSPY": (_OI + "dspy:DSPyInstrumentor", "openinference-instrumentation-dspy"),
-    "SMOLAGENTS": (
-        _OI + "smolagents:SmolagentsInstrumentor",
-        "openinference-instrumentation-smolagents",
-    ),
-    "BEDROCK": (_OI + "bedrock:BedrockInstrumentor", "openinference-instrumentation-bedrock"),
-    "HAYSTACK": (_OI + "haystack:HaystackInstrumentor", "openinference-instrumentation-haystack"),
+    "GOOGLE_ADK": (_OI + "google_adk:GoogleADKInstrumentor", _PACKAGE + "google-adk"),
+    "CREWAI": (_OI + "crewai:CrewAIInstrumentor", _PACKAGE + "crewai"),
+    "DSPY": (_OI + "dspy:DSPyInstrumentor", _PACKAGE + "dspy"),
+    "SMOLAGENTS": (_OI + "smolagents:SmolagentsInstrumentor", _PACKAGE + "smolagents"),
+    "BEDROCK": (_OI + "bedrock:BedrockInstrumentor", _PACKAGE + "bedrock"),
+    "HAYSTACK": (_OI + "haystack:HaystackInstrumentor", _PACKAGE + "haystack"),
     # the framework's own GenAI-convention spans, switched on by Composo (_OWN below)
     "PYDANTIC_AI": ("pydantic_ai:Agent", "composo[pydantic-ai]"),
 }
@@ -282,14 +276,11 @@ class Instruments(Enum):
         Returns:
             Name -> instrument; any of them can be passed to ``init`` as is or by name.
         """
-        openai = member_instrument("OPENAI")
-        assert openai is not None
-        found: dict[str, Instrument] = {"OPENAI": openai}
-        for key in _OWN:
-            module = _SOURCES[key][0] or ""
-            if importlib.util.find_spec(module.partition(":")[0]) is not None:
-                own = member_instrument(key)
-                assert own is not None
+        found: dict[str, Instrument] = {}
+        for key in ("OPENAI", *_OWN):
+            own = member_instrument(key)
+            module = (_SOURCES[key][0] or "").partition(":")[0]
+            if own is not None and (key == "OPENAI" or importlib.util.find_spec(module)):
                 found[key] = own
         for answer in get_plugin_manager().hook.composo_instruments():
             for inst in answer or ():

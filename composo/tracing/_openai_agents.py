@@ -195,34 +195,34 @@ _warned = False
 
 def _call_ended(span: Span[Any], step: Step, run: _Run) -> None:
     global _warned
-    if span.error is not None:
-        step.release()  # a failed call: nothing the model answered
+    failed = span.error is not None  # nothing the model answered
+    found = None if failed else _reading(span.span_data, run)
+    if found is not None:
+        step.fill(found)
         return
-    data = span.span_data
+    step.release()
+    if not failed and not _warned:
+        _warned = True
+        _log.warning(_NO_DATA)
+
+
+def _reading(data: Any, run: _Run) -> Callable[[], LLMInteraction | None] | None:
+    """What converts a model call span when the trace is read (``None``: it has no messages);
+    the tool calls it made wait for their function spans."""
     if isinstance(data, ResponseSpanData):
         response, given = data.response, data.input
         if response is None:
-            found = None
-        else:
-            run.pending = _function_calls(getattr(response, "output", None) or ())
-            given = given if isinstance(given, str) or given is None else list(given)
-            found = functools.partial(_read, _from_response, response, given, run.data)
-    else:
-        assert isinstance(data, GenerationSpanData)
-        output = list(data.output) if data.output is not None else None
-        if output is None and data.input is None:
-            found = None
-        else:
-            run.pending = _function_calls(_generation_items(output or []))
-            given_messages = list(data.input) if data.input is not None else []
-            found = functools.partial(_read, _from_generation, given_messages, output, run.data)
-    if found is None:
-        if not _warned:
-            _warned = True
-            _log.warning(_NO_DATA)
-        step.release()
-        return
-    step.fill(found)
+            return None
+        run.pending = _function_calls(getattr(response, "output", None) or ())
+        given = given if isinstance(given, str) or given is None else list(given)
+        return functools.partial(_read, _from_response, response, given, run.data)
+    assert isinstance(data, GenerationSpanData)
+    output = list(data.output) if data.output is not None else None
+    if output is None and data.input is None:
+        return None
+    run.pending = _function_calls(_generation_items(output or []))
+    given_messages = list(data.input) if data.input is not None else []
+    return functools.partial(_read, _from_generation, given_messages, output, run.data)
 
 
 def _field(item: Any, name: str) -> Any:
@@ -235,13 +235,10 @@ def _function_calls(items: Sequence[Any]) -> list[tuple[str, str, str]]:
     out = []
     for item in items:
         if _field(item, "type") == "function_call":
-            out.append(
-                (
-                    str(_field(item, "call_id") or ""),
-                    str(_field(item, "name") or ""),
-                    str(_field(item, "arguments") or ""),
-                )
+            call_id, name, args = (
+                str(_field(item, k) or "") for k in ("call_id", "name", "arguments")
             )
+            out.append((call_id, name, args))
         for call in _field(item, "tool_calls") or ():
             fn = _field(call, "function")
             if fn is not None:
@@ -281,12 +278,10 @@ def _from_response(
     """One Responses API call: the instructions and input items it was sent, the response."""
     inputs = convert.to_input_messages(given) if given else []
     instructions = getattr(response, "instructions", None)
-    if isinstance(instructions, str) and instructions:
-        inputs.insert(0, {"role": "system", "content": instructions})
-    elif instructions:  # instructions given as input items
-        said = content_text(
-            [m.get("content") for m in convert.to_input_messages(list(instructions))]
-        )
+    if instructions:  # text, or input items
+        said = instructions
+        if not isinstance(said, str):
+            said = content_text([m.get("content") for m in convert.to_input_messages(list(said))])
         inputs.insert(0, {"role": "system", "content": said})
     outputs = convert.to_result_messages(response)
     offered = getattr(response, "tools", None)
