@@ -8,6 +8,8 @@ beyond chance (accuracy, Cohen's kappa, a confusion table). Standard library onl
 
 from __future__ import annotations
 
+import bisect
+import contextlib
 import math
 import random
 import statistics
@@ -32,17 +34,8 @@ class LabelError(ValueError):
 
 def _ranks(values: Sequence[float]) -> list[float]:
     """Ranks from 1, ties sharing their average rank."""
-    order = sorted(range(len(values)), key=values.__getitem__)
-    ranks = [0.0] * len(values)
-    i = 0
-    while i < len(order):
-        j = i
-        while j + 1 < len(order) and values[order[j + 1]] == values[order[i]]:
-            j += 1
-        for k in range(i, j + 1):
-            ranks[order[k]] = (i + j) / 2.0 + 1.0
-        i = j + 1
-    return ranks
+    order = sorted(values)
+    return [(bisect.bisect_left(order, v) + bisect.bisect_right(order, v) + 1) / 2 for v in values]
 
 
 def spearman(x: Sequence[float], y: Sequence[float]) -> float | None:
@@ -59,8 +52,8 @@ def _tied_pairs(values: Iterable[Any]) -> int:
 
 
 def kendall_tau(x: Sequence[float], y: Sequence[float]) -> float | None:
-    """Kendall's tau-b (ties in either side accounted for), in O(n log n): pairs sorted by
-    ``x`` then ``y``, the discordant ones counted as the swaps of a merge sort on ``y``."""
+    """Kendall's tau-b (ties in either side accounted for): pairs sorted by ``x`` then ``y``, the
+    discordant ones counted as the swaps that would sort ``y``."""
     n = len(x)
     if n < 2:
         return None
@@ -69,7 +62,7 @@ def kendall_tau(x: Sequence[float], y: Sequence[float]) -> float | None:
     ties_x = _tied_pairs(p[0] for p in pairs)
     ties_y = _tied_pairs(p[1] for p in pairs)
     ties_xy = _tied_pairs(pairs)
-    swaps = _merge_swaps([p[1] for p in pairs])
+    swaps = _swaps([p[1] for p in pairs])
     denominator = math.sqrt((total - ties_x) * (total - ties_y))
     if denominator == 0.0:
         return None
@@ -77,26 +70,13 @@ def kendall_tau(x: Sequence[float], y: Sequence[float]) -> float | None:
     return max(-1.0, min(1.0, concordant_minus_discordant / denominator))
 
 
-def _merge_swaps(values: list[float]) -> int:
-    """How many pairs are out of order (strictly), counted by a bottom-up merge sort."""
-    swaps, width, n = 0, 1, len(values)
-    data, spare = list(values), [0.0] * n
-    while width < n:
-        for lo in range(0, n, 2 * width):
-            mid, hi = min(lo + width, n), min(lo + 2 * width, n)
-            i, j, k = lo, mid, lo
-            while i < mid and j < hi:
-                if data[j] < data[i]:
-                    spare[k] = data[j]
-                    swaps += mid - i
-                    j += 1
-                else:
-                    spare[k] = data[i]
-                    i += 1
-                k += 1
-            spare[k:hi] = data[i:mid] if i < mid else data[j:hi]
-        data, spare = spare, data
-        width *= 2
+def _swaps(values: list[float]) -> int:
+    """How many pairs are out of order (strictly): each value against the sorted ones before it."""
+    seen: list[float] = []
+    swaps = 0
+    for value in values:
+        swaps += len(seen) - bisect.bisect_right(seen, value)
+        bisect.insort(seen, value)
     return swaps
 
 
@@ -212,12 +192,8 @@ def _label_value(raw: Any, where: str) -> float | None:
             return 1.0
         if word in _FALSE:
             return 0.0
-        try:
+        with contextlib.suppress(ValueError):  # else refused below, as it was written
             raw = float(word)
-        except ValueError:
-            raise LabelError(
-                f"{where}: label {raw!r} is not a score from 0 to 1 or pass/fail"
-            ) from None
     if not isinstance(raw, (int, float)) or not math.isfinite(raw) or not 0.0 <= raw <= 1.0:
         raise LabelError(f"{where}: label {raw!r} is not a score from 0 to 1 or pass/fail")
     return float(raw)
