@@ -257,30 +257,25 @@ class ComposoCallback(BaseCallbackHandler):
     ) -> None:
         self._start(run_id, "chain", serialized, kwargs)
 
-    # Ends: a finished root is evaluated, and so is a root that raised (with its error); a
-    # cancelled run is not. (``parent_run_id`` and the rest arrive in ``kwargs``.)
+    # Ends: a finished root is evaluated (its output is not needed), and so is a root that
+    # raised (with its error); a cancelled run is not. A retriever only ends.
 
-    def on_chain_end(self, outputs: Any, *, run_id: UUID, **kwargs: Any) -> None:
-        self._ended(run_id)
+    def on_chain_end(self, *_: Any, run_id: UUID, **kwargs: Any) -> None:
+        run = self._end(run_id)
+        if run is not None and run.parent is None:
+            self._submit_trace(run)
 
-    def on_tool_end(self, output: Any, *, run_id: UUID, **kwargs: Any) -> None:
-        self._ended(run_id)
+    on_tool_end = on_chain_end
 
-    def on_retriever_end(self, documents: Any, *, run_id: UUID, **kwargs: Any) -> None:
+    def on_retriever_end(self, *_: Any, run_id: UUID, **kwargs: Any) -> None:
         self._end(run_id)
+
+    on_retriever_error = on_retriever_end
 
     def on_chain_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
         self._failed(run_id, error)
 
     on_llm_error = on_tool_error = on_chain_error
-
-    def on_retriever_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
-        self._end(run_id)
-
-    def _ended(self, run_id: UUID) -> None:
-        run = self._end(run_id)
-        if run is not None and run.parent is None:
-            self._submit_trace(run)
 
     def _failed(self, run_id: UUID, error: BaseException) -> None:
         run = self._end(run_id)

@@ -1,9 +1,6 @@
-"""What the callback remembers about a run, and how a run tree records itself as a trace.
-
-In ``mode="trace"`` the root run, each agent (``lc_agent_name``) and each LangGraph graph starts an
-agent instance in the tree's :class:`~composo.ext.TraceRecorder`; a model call keeps its place
-from its start. Recording only keeps references; conversion happens on the background thread.
-"""
+"""What the callback remembers about a run, and how a run tree records itself as a trace: the
+root, each agent (``lc_agent_name``) and each LangGraph graph is an agent instance; a model call
+keeps its place from its start, and is converted on the background thread."""
 
 from __future__ import annotations
 
@@ -145,17 +142,11 @@ def _inputs(run: Run) -> list[dict[str, Any]]:
 
 
 def _output(run: Run) -> list[dict[str, Any]]:
-    out = run.output
-    if not isinstance(out, LLMResult):
-        return []
-    return result_messages(out) or []
+    return (result_messages(run.output) or []) if isinstance(run.output, LLMResult) else []
 
 
 def _tools(run: Run) -> list[dict[str, Any]] | None:
-    tools = run.tools
-    if not tools or not isinstance(tools, Sequence):
-        return None
-    return openai_tools(tools)
+    return openai_tools(run.tools) if run.tools and isinstance(run.tools, Sequence) else None
 
 
 def llm_evaluation(run: Run) -> dict[str, Any]:
@@ -193,12 +184,9 @@ def error_note(error: BaseException) -> str:
 
 
 def trace_of(root: Run) -> MultiAgentTrace:
-    """The finished tree's trace: its agents, each with its model calls in the order they
-    started (agents that called no model are left out).
-
-    A root that raised keeps what ran before the failure, and its exception is added as a last
-    output of the root agent's last model call (type ``"error"``), so the judge sees the run
-    failed and why.
+    """The finished tree's trace: its agents (those that called a model), each with its model
+    calls in the order they started. A root that raised keeps what ran before, and its exception
+    is a last output (type ``"error"``) of the root agent's last model call.
 
     Raises:
         ValueError: The run was not recorded as a tree, or made no model call.
@@ -206,23 +194,21 @@ def trace_of(root: Run) -> MultiAgentTrace:
     if root.recorder is None or root.agent is None:
         raise ValueError(f"{root!r} was not recorded as a tree")
     trace = root.recorder.trace(root.agent, drop_empty=True)
-    if root.error is None:
-        return trace
-    return _with_error(trace, root.error)
+    if root.error is not None:
+        _note_error(trace, root.error)
+    return trace
 
 
-def _with_error(trace: MultiAgentTrace, error: BaseException) -> MultiAgentTrace:
+def _note_error(trace: MultiAgentTrace, error: BaseException) -> None:
     agents = trace.agent_instance_by_id
     # The root's last model call; when only sub-agents called models, the last of those.
-    for root in (agents[trace.root_agent_instance_id], *reversed(agents.values())):
-        calls = [i for i, s in enumerate(root.interactions) if isinstance(s, LLMInteraction)]
+    for agent in (agents[trace.root_agent_instance_id], *reversed(agents.values())):
+        calls = [i for i, s in enumerate(agent.interactions) if isinstance(s, LLMInteraction)]
         if calls:
             break
-    last = root.interactions[calls[-1]]
+    last = agent.interactions[calls[-1]]
     assert isinstance(last, LLMInteraction)
     note = OutputMessage(type="error", content=error_note(error))
+    # The trace's lists are new; the call itself may be the recording's, so it is copied.
     noted = last.model_copy(update={"output_messages": [*last.output_messages, note]})
-    steps = list(root.interactions)
-    steps[calls[-1]] = noted
-    new_agent = root.model_copy(update={"interactions": steps})
-    return trace.model_copy(update={"agent_instance_by_id": {**agents, new_agent.id: new_agent}})
+    agent.interactions[calls[-1]] = noted
