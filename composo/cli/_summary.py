@@ -177,10 +177,7 @@ def _counts(value: Any) -> dict[str, int]:
 
 
 def _total(counts: Iterable[dict[str, int]]) -> dict[str, int]:
-    out: Counter[str] = Counter()
-    for each in counts:
-        out.update(each)
-    return dict(out)
+    return dict(sum(map(Counter[str], counts), Counter[str]()))  # the counts are positive
 
 
 @dataclass
