@@ -94,10 +94,7 @@ class BatchEvaluator:
         )
 
     def __getstate__(self) -> dict[str, Any]:
-        state = dict(self.__dict__)
-        state["_client"] = None
-        state["_lock"] = None
-        return state
+        return {**self.__dict__, "_client": None, "_lock": None}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)

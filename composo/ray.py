@@ -244,14 +244,10 @@ class RequestBudget:
         return {**self.__dict__, "_share": None}
 
     def _local(self) -> _Share:
-        share = self._share
-        if share is None:
-            with _SHARING:
-                share = self._share
-                if share is None:
-                    paced = self.requests_per_minute is not None
-                    share = self._share = _Share(self.actor, paced)
-        return share
+        with _SHARING:
+            if self._share is None:
+                self._share = _Share(self.actor, self.requests_per_minute is not None)
+            return self._share
 
     def acquire(self) -> None:
         """Wait for a permit (a request may start)."""
