@@ -5,24 +5,13 @@ bomb would be in memory before any check."""
 from __future__ import annotations
 
 import zlib
-from typing import Protocol
 
 from composo._core.limits import MAX_RESPONSE_BYTES
 from composo.errors import ResponseTooLargeError, UnexpectedResponseError
 
 ACCEPT_ENCODING = "gzip, deflate"
 """What the clients accept: the encodings :class:`Inflater` decodes with a bound."""
-
-
-class _Decompressor(Protocol):
-    # what zlib.decompressobj() returns (its class has no public name)
-
-    @property
-    def unconsumed_tail(self) -> bytes: ...
-
-    def decompress(self, data: bytes, /, max_length: int = ...) -> bytes: ...
-
-    def flush(self, length: int = ..., /) -> bytes: ...
+_WBITS = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
 
 
 class Inflater:
@@ -35,13 +24,10 @@ class Inflater:
         self._limit = limit
         self._parts: list[bytes] = []
         self._size = 0
-        self._zlib: _Decompressor | None = None
         encoding = (content_encoding or "").strip().lower()
-        if encoding in ("gzip", "x-gzip"):
-            self._zlib = zlib.decompressobj(16 + zlib.MAX_WBITS)
-        elif encoding == "deflate":
-            self._zlib = zlib.decompressobj(zlib.MAX_WBITS)
-        elif encoding not in ("", "identity"):
+        wbits = _WBITS.get(encoding)
+        self._zlib = None if wbits is None else zlib.decompressobj(wbits)
+        if wbits is None and encoding not in ("", "identity"):
             raise UnexpectedResponseError(
                 f"response: Content-Encoding {content_encoding!r} was not asked for (the client "
                 f"accepts {ACCEPT_ENCODING}); check a proxy between the client and the server"

@@ -8,6 +8,7 @@ read once when it is made. ``trust_env=False`` reads none of it.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import os
 import ssl
@@ -123,17 +124,6 @@ class Network:
     ``trust_env`` as :class:`~composo.Composo` documents them; an unusable setting (or variable
     of the environment) is a ``ComposoValidationError``."""
 
-    __slots__ = (
-        "_bypass",
-        "_ca",
-        "_context",
-        "_proxies",
-        "_routes",
-        "proxy",
-        "trust_env",
-        "verify",
-    )
-
     def __init__(
         self, proxy: ProxyOption = None, verify: VerifyOption = True, trust_env: bool = True
     ) -> None:
@@ -144,7 +134,7 @@ class Network:
         self.proxy, self.verify, self.trust_env = proxy, verify, trust_env
         self._proxies: dict[str, httpx.Proxy] = {}
         self._bypass: list[_Bypass] = []
-        self._routes: dict[tuple[str, str, int | None], str | None] = {}
+        self._routes = functools.lru_cache(maxsize=_MAX_ROUTES)(self._route)
         if proxy is not None:
             self._proxies["all"] = _proxy(proxy, "proxy")
         elif trust_env:
@@ -215,22 +205,14 @@ class Network:
         """The key of :attr:`proxies` ``url`` goes through, ``None`` for a direct connection."""
         if not self._proxies:
             return None
-        key = (url.scheme, url.host, url.port)
-        try:
-            return self._routes[key]
-        except KeyError:
-            pass
-        scheme, host, port = key
+        return self._routes(url.scheme, url.host, url.port)
+
+    def _route(self, scheme: str, host: str, port: int | None) -> str | None:
         if any(b.matches(scheme, host.lower(), port) for b in self._bypass):
-            route = None
-        elif scheme in self._proxies:
-            route = scheme
-        else:
-            route = "all" if "all" in self._proxies else None
-        if len(self._routes) >= _MAX_ROUTES:
-            self._routes.clear()
-        self._routes[key] = route
-        return route
+            return None
+        if scheme in self._proxies:
+            return scheme
+        return "all" if "all" in self._proxies else None
 
     def ssl_context(self) -> ssl.SSLContext:
         """The TLS context: one per CA source for the process, made with the first connections

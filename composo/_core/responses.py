@@ -165,14 +165,11 @@ class MultiAgentTraceResponse(_Verdict):
         scores: dict[str, float | None] = {}
         lines: list[str] = []
         for name, agent in self.results_by_agent_name.items():
-            for instance_id, res in agent.results_by_agent_instance_id.items():
+            results = agent.results_by_agent_instance_id
+            for instance_id, res in results.items():
                 scores[instance_id] = res.score if res is not None else None
                 if res is not None and res.explanation:
-                    label = (
-                        name
-                        if len(agent.results_by_agent_instance_id) == 1
-                        else (f"{name} ({instance_id})")
-                    )
+                    label = name if len(results) == 1 else f"{name} ({instance_id})"
                     lines.append(f"{label}: {res.explanation}")
         applicable = [s for s in scores.values() if s is not None]
         self.agent_scores = scores
