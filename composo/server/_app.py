@@ -44,13 +44,18 @@ def build_app(config: ServerConfig, received: ReceivedLog | None = None) -> ASGI
     service = EvaluationService(judge, config.latency)
     store = TaskStore(config.db, config.task_lease_seconds)
     history = HistoryStore(config.db, store.client_id, config.history_days, config.history_max_rows)
-    state: dict[str, TaskManager] = {}
     dev = DevSwitch([]) if config.dev_faults else None
+
+    async def _judge(request: RewardRequest | TraceRequest) -> dict[str, Any]:
+        if isinstance(request, TraceRequest):
+            return await service.trace(request)
+        return await service.reward(request)
+
+    _run = history.recorded(_judge)
+    manager = TaskManager(store, _run, config.max_background)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        manager = TaskManager(store, _run, config.max_background)
-        state["tasks"] = manager
         manager.start()
         writer = asyncio.get_running_loop().create_task(history.keep_flushing())
         try:
@@ -61,13 +66,6 @@ def build_app(config: ServerConfig, received: ReceivedLog | None = None) -> ASGI
             await judge.aclose()
             store.close()
             history.close()
-
-    async def _judge(request: RewardRequest | TraceRequest) -> dict[str, Any]:
-        if isinstance(request, TraceRequest):
-            return await service.trace(request)
-        return await service.reward(request)
-
-    _run = history.recorded(_judge)
 
     app = FastAPI(
         title="Composo local evaluation server",
@@ -115,7 +113,7 @@ def build_app(config: ServerConfig, received: ReceivedLog | None = None) -> ASGI
             return refusal(f"Idempotency-Key: 1 to {MAX_IDEMPOTENCY_KEY} characters, one per call")
         parsed = await parse(request, model, key, body)
         try:
-            task_id = await state["tasks"].submit(parsed, key, idem)
+            task_id = await manager.submit(parsed, key, idem)
         except sqlite3.Error as exc:
             _log.warning("task database error: %s", exc)
             return refusal(f"the task database is unavailable: {exc}", 503)
@@ -138,7 +136,7 @@ def build_app(config: ServerConfig, received: ReceivedLog | None = None) -> ASGI
 
     @app.get("/api/v1/evals/tasks/{task_id}")
     async def task(task_id: str, key: ApiKey) -> Response:
-        info = await state["tasks"].info(task_id, key)
+        info = await manager.info(task_id, key)
         if info is None:
             return refusal(f"no task with id {task_id!r} on this server", 404)
         return JSONResponse(info)
@@ -151,7 +149,7 @@ def build_app(config: ServerConfig, received: ReceivedLog | None = None) -> ASGI
         _dev_routes(app, dev)
     app.openapi = _with_request_models(app.openapi)  # type: ignore[method-assign]
 
-    mount_otlp(app, config, lambda: state["tasks"])
+    mount_otlp(app, config, manager)
     mount_platform_api(app, history)
 
     named = getattr(judge, "model", None)  # a judge that runs a model names it

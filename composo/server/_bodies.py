@@ -14,13 +14,7 @@ from starlette.responses import JSONResponse, Response
 
 from composo._core.wire import RewardRequest, TraceRequest
 
-__all__ = [
-    "MAX_TRACE_AGENTS",
-    "MAX_TRACE_INTERACTIONS",
-    "parse_request",
-    "refusal",
-    "validation_detail",
-]
+__all__ = ["MAX_TRACE_AGENTS", "parse_request", "refusal", "validation_detail"]
 
 
 def refusal(detail: str, status: int = 422, headers: dict[str, str] | None = None) -> Response:

@@ -10,7 +10,6 @@ import json
 import logging
 import zlib
 from collections import OrderedDict
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +21,7 @@ from composo._core.wire import TraceRequest
 from composo.server._bodies import refusal
 from composo.server._config import ServerConfig
 from composo.server._gate import KeyCheck, read_body
+from composo.server._tasks import TaskManager
 
 __all__ = ["mount"]
 
@@ -45,8 +45,8 @@ def _next_index(results: Path | None) -> int:
     return last + 1
 
 
-def mount(app: FastAPI, config: ServerConfig, tasks: Callable[[], Any]) -> None:
-    """Add the OTLP routes when ``config.otlp`` asks for them; ``tasks()`` is the task manager."""
+def mount(app: FastAPI, config: ServerConfig, tasks: TaskManager) -> None:
+    """Add the OTLP routes when ``config.otlp`` asks for them."""
     options = config.otlp
     if options is None:
         return
@@ -85,13 +85,12 @@ def mount(app: FastAPI, config: ServerConfig, tasks: Callable[[], Any]) -> None:
                 await write(_row(index, converted.trace_id, criterion, None, converted.error))
             return
         entry["trace"] = converted.trace.model_dump(mode="json", exclude_none=True)
-        manager = tasks()
         for criterion in options.criteria:
             request = TraceRequest(trace=converted.trace, evaluation_criteria=criterion)
-            task_id = await manager.submit(request)
+            task_id = await tasks.submit(request)
             entry["tasks"][criterion] = task_id
             job = asyncio.get_running_loop().create_task(
-                collect(manager, task_id, index, converted.trace_id, criterion)
+                collect(task_id, index, converted.trace_id, criterion)
             )
             running.add(job)  # held until done: the loop keeps only weak references
             job.add_done_callback(running.discard)
@@ -102,18 +101,15 @@ def mount(app: FastAPI, config: ServerConfig, tasks: Callable[[], Any]) -> None:
         while len(kept) > _KEPT_TRACES:
             kept.popitem(last=False)
 
-    async def collect(manager: Any, task_id: str, index: int, trace_id: str, crit: str) -> None:
-        while True:
-            info = await manager.info(task_id)
-            if info is None or info.get("status") in ("succeeded", "failed"):
-                break
+    async def collect(task_id: str, index: int, trace_id: str, crit: str) -> None:
+        while (info := await tasks.info(task_id)) and info["status"] in ("pending", "running"):
             await asyncio.sleep(_POLL_SECONDS)
-        if info is None or info.get("status") == "failed":
-            error = (info or {}).get("error") or "the task is gone"
-            await write(_row(index, trace_id, crit, task_id, f"TaskFailed: {error}"))
-            return
-        verdict = MultiAgentTraceResponse.model_validate(info["result"])
-        await write(_row(index, trace_id, crit, task_id, verdict))
+        outcome: MultiAgentTraceResponse | str
+        if info is not None and info["status"] == "succeeded":
+            outcome = MultiAgentTraceResponse.model_validate(info["result"])
+        else:
+            outcome = f"TaskFailed: {(info or {}).get('error') or 'the task is gone'}"
+        await write(_row(index, trace_id, crit, task_id, outcome))
 
     async def write(row: dict[str, Any]) -> None:
         if options.results is None:
