@@ -366,23 +366,12 @@ class ComposoCallback(BaseCallbackHandler):
         if self.mode != "trace" or not self._accepting(root):
             return
         metadata: dict[str, Any] = {"name": root.name, "mode": "trace"}
-        error = root.error
-        if error is not None:
-            metadata["error"] = error_note(error)
-        if not root.model_calls:
-            if error is None:
-                _log.debug("run %s made no model call; nothing to evaluate", root.run_id)
-                return
-
-            def no_trace() -> dict[str, Any]:
-                raise ValueError(
-                    f"{error_note(error)}, before any model call finished, so there is no "
-                    "trace to evaluate"
-                )
-
-            # Recorded as a failed evaluation (and logged as a warning), never dropped silently.
-            self._evaluator.submit(str(root.run_id), "evaluate_trace", no_trace, metadata)
+        if root.error is not None:
+            metadata["error"] = error_note(root.error)
+        elif not root.model_calls:
+            _log.debug("run %s made no model call; nothing to evaluate", root.run_id)
             return
+        # A run that failed before any model call is recorded as a failed evaluation.
         self._evaluator.submit(
             str(root.run_id), "evaluate_trace", lambda: {"trace": trace_of(root)}, metadata
         )

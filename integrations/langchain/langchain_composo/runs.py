@@ -189,11 +189,16 @@ def trace_of(root: Run) -> MultiAgentTrace:
     is a last output (type ``"error"``) of the root agent's last model call.
 
     Raises:
-        ValueError: The run was not recorded as a tree, or made no model call.
+        ValueError: The run was not recorded as a tree, or made no model call (a
+            ``ComposoValidationError`` then, saying that the run failed first if it did).
     """
     if root.recorder is None or root.agent is None:
         raise ValueError(f"{root!r} was not recorded as a tree")
-    trace = root.recorder.trace(root.agent, drop_empty=True)
+    missing = None
+    if root.error is not None:
+        missing = f"{error_note(root.error)}, before any model call finished, so there is no "
+        missing += "trace to evaluate"
+    trace = root.recorder.trace(root.agent, drop_empty=True, missing=missing)
     if root.error is not None:
         _note_error(trace, root.error)
     return trace
