@@ -13,7 +13,8 @@ def lazy_exports(
     module: str, where: Mapping[str, str]
 ) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
     """``__getattr__, __dir__ = lazy_exports(__name__, {name: "module" or "module:attr"})``
-    (a module may be relative, with a leading dot); a loaded name is cached in the module."""
+    (a module may be relative, with a leading dot; ``".name"`` gives the submodule ``name``
+    itself); a loaded name is cached in the module."""
     namespace = sys.modules[module].__dict__
     package = module if hasattr(sys.modules[module], "__path__") else module.rpartition(".")[0]
 
@@ -22,7 +23,8 @@ def lazy_exports(
         if source is None:
             raise AttributeError(f"module {module!r} has no attribute {name!r}")
         source, _, attribute = source.partition(":")
-        value = getattr(importlib.import_module(source, package), attribute or name)
+        found = importlib.import_module(source, package)
+        value = found if source == f".{name}" else getattr(found, attribute or name)
         namespace[name] = value
         return value
 

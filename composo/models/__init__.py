@@ -9,8 +9,7 @@ models; ``ChatCompletionMessageParam`` is OpenAI's own type and needs ``openai``
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from composo._lazy import lazy_exports
 
@@ -32,9 +31,7 @@ __all__ = [
     "criteria",
 ]
 
-_SUBMODULES = ("api_types", "criteria")
-
-_lazy_getattr, _lazy_dir = lazy_exports(
+__getattr__, __dir__ = lazy_exports(
     __name__,
     {
         "EvaluationResponse": "composo._core.responses",
@@ -42,15 +39,7 @@ _lazy_getattr, _lazy_dir = lazy_exports(
         "RequestBase": "composo._core.wire",
         "RewardRequest": "composo._core.wire",
         "ChatCompletionMessageParam": "openai.types.chat",
+        "api_types": ".api_types",
+        "criteria": ".criteria",
     },
 )
-
-
-def __getattr__(name: str) -> Any:
-    if name in _SUBMODULES:  # ``composo.models.criteria`` without importing it first
-        return importlib.import_module(f"{__name__}.{name}")
-    return _lazy_getattr(name)
-
-
-def __dir__() -> list[str]:
-    return sorted({*_lazy_dir(), *_SUBMODULES})
