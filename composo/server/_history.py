@@ -189,18 +189,13 @@ class HistoryStore:
         content: dict[str, Any] = {}
         if keep and isinstance(request, TraceRequest):
             content = request.trace.model_dump(mode="json", exclude_none=True)
-        row = self._db.execute(
-            "SELECT tags, trace FROM history_traces WHERE client = ? AND trace_id = ?",
-            (client, trace_id),
-        ).fetchone()
-        tags = {**(json.loads(row[0]) if row else {}), **(request.tags or {})}
-        if row and not content:
-            content = json.loads(row[1])
+        # A later answer adds its tags, and its trace unless it kept none.
         self._db.execute(
             "INSERT INTO history_traces (client, trace_id, created, updated, tags, trace) "
             "VALUES (?1, ?2, ?3, ?3, ?4, ?5) ON CONFLICT (client, trace_id) DO UPDATE SET "
-            "updated = excluded.updated, tags = excluded.tags, trace = excluded.trace",
-            (client, trace_id, served.created, json.dumps(tags), json.dumps(content)),
+            "updated = excluded.updated, tags = json_patch(tags, excluded.tags), "
+            "trace = CASE excluded.trace WHEN '{}' THEN trace ELSE excluded.trace END",
+            (client, trace_id, served.created, json.dumps(request.tags or {}), json.dumps(content)),
         )
         for body in _trace_evaluations(request, result, keep):
             self._db.execute(
