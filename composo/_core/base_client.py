@@ -183,22 +183,11 @@ class BaseClient:
             out["model_core"] = self.model_core
         return out
 
-    def _given(
-        self,
-        model_core: str | None,
-        tags: Tags | None,
-        evaluate_latest: bool | None,
-        explanation_cleaning: ExplanationCleaning | None,
-        data_retention: DataRetention | None,
-    ) -> dict[str, Any]:
+    def _given(self, **options: Any) -> dict[str, Any]:
         """The options ``evaluate`` and ``evaluate_trace`` name, ``model_core`` defaulted."""
-        return {
-            "model_core": self.model_core if model_core is None else model_core,
-            "tags": tags,
-            "evaluate_latest": evaluate_latest,
-            "explanation_cleaning": explanation_cleaning,
-            "data_retention": data_retention,
-        }
+        if options["model_core"] is None:
+            options["model_core"] = self.model_core
+        return options
 
     def _run_all(self, requests: Sequence[Any], block: bool) -> Any:
         """One request's answer, or several as a list (the async client's is a coroutine)."""
@@ -261,7 +250,11 @@ class BaseClient:
         import composo._core.build as build  # not ``from ... import``: cheaper on every call
 
         options = self._given(
-            model_core, tags, evaluate_latest, explanation_cleaning, data_retention
+            model_core=model_core,
+            tags=tags,
+            evaluate_latest=evaluate_latest,
+            explanation_cleaning=explanation_cleaning,
+            data_retention=data_retention,
         )
         requests = build.reward_requests(
             criteria,
@@ -320,7 +313,11 @@ class BaseClient:
         import composo._core.build as build
 
         options = self._given(
-            model_core, tags, evaluate_latest, explanation_cleaning, data_retention
+            model_core=model_core,
+            tags=tags,
+            evaluate_latest=evaluate_latest,
+            explanation_cleaning=explanation_cleaning,
+            data_retention=data_retention,
         )
         requests = build.trace_requests(criteria, evaluator_name, options, trace=trace)
         return self._run_all(requests, block)
