@@ -18,16 +18,6 @@ from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import BaseModel
 
-__all__ = [
-    "bound_tools",
-    "is_message_list",
-    "is_tool_list",
-    "openai_messages",
-    "openai_tools",
-    "prompt_messages",
-    "result_messages",
-]
-
 # Content parts the evaluation API understands; provider-only parts (reasoning, citations...)
 # are not part of the answer a user saw.
 _OPENAI_PARTS = frozenset({"text", "image_url", "input_audio", "file", "refusal"})

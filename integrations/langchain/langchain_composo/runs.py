@@ -16,8 +16,6 @@ from composo.ext import Agent, Step, TraceRecorder, trace_from_messages
 from composo.types import LLMInteraction, MultiAgentTrace, OutputMessage
 from langchain_composo.messages import openai_messages, openai_tools, result_messages
 
-__all__ = ["Run", "error_note", "llm_evaluation", "trace_of"]
-
 AGENT_NAME_KEY = "lc_agent_name"
 _GRAPH_STEP = "graph:step:"
 

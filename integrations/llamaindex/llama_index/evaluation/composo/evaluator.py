@@ -279,8 +279,6 @@ class ComposoEvaluator(BaseEvaluator):
                 )
             if tools is None and trace is None:
                 tools = offered
-        elif tools is not None and agent_tools(tools) is not None:
-            tools = agent_tools(tools)  # tools=agent: the agent's own tools
         if kwargs:
             raise ComposoValidationError(
                 f"{', '.join(sorted(kwargs))}: not an option of {type(self).__name__}.evaluate; "

@@ -21,18 +21,6 @@ from llama_index.core.base.llms.types import (
     ToolCallBlock,
 )
 
-__all__ = [
-    "SOURCE_MATERIAL_HEADER",
-    "agent_output_messages",
-    "agent_tools",
-    "chat_message_dict",
-    "chat_messages",
-    "node_text",
-    "response_messages",
-    "source_material_message",
-    "tool_definitions",
-]
-
 SOURCE_MATERIAL_HEADER = "Source material retrieved for the answer that follows:"
 
 _log = logging.getLogger("composo.llamaindex")
@@ -309,12 +297,8 @@ def agent_tools(obj: Any) -> list[Any] | None:
             given.extend(getattr(agent, "tools", None) or ())
     else:
         given.extend(getattr(obj, "tools", None) or ())
-    tools: list[Any] = []
-    seen: set[str] = set()
+    tools: dict[str, Any] = {}  # by name, the first of each
     for t in given:
         tool = t if isinstance(t, BaseTool) else FunctionTool.from_defaults(fn=t)
-        name = str(tool.metadata.name)
-        if name not in seen:
-            seen.add(name)
-            tools.append(tool)
-    return tools or None
+        tools.setdefault(str(tool.metadata.name), tool)
+    return list(tools.values()) or None
