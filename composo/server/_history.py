@@ -106,18 +106,6 @@ class HistoryStore:
         path = None if db is None else db.with_name(f"{db.stem}-history{db.suffix or '.sqlite3'}")
         self._db = open_database(path, _tables)
 
-    def record(
-        self,
-        request: RewardRequest | TraceRequest,
-        status: int,
-        latency_ms: float,
-        result: dict[str, Any] | None,
-    ) -> None:
-        """Note one answered evaluation; written on the next :meth:`flush`."""
-        served = _Served(CALLER.get(), time.time(), request, status, latency_ms, result)
-        with self._lock:
-            self._pending.append(served)
-
     def flush(self) -> None:
         """Write what was recorded since the last flush, in one transaction."""
         with self._lock:
@@ -351,18 +339,22 @@ class HistoryStore:
         }
 
     def recorded(self, run: Runner) -> Runner:
-        """``run`` with every answer (and every judge failure) recorded."""
+        """``run`` noting every answer (and judge failure), written on the next :meth:`flush`."""
 
         async def record_run(request: RewardRequest | TraceRequest) -> dict[str, Any]:
-            started = time.perf_counter()
+            started, status, result = time.perf_counter(), 200, None
             try:
                 result = await run(request)
+                return result
             except Exception as exc:
                 status = 502 if isinstance(exc, JudgeError) else 500
-                self.record(request, status, (time.perf_counter() - started) * 1000.0, None)
                 raise
-            self.record(request, 200, (time.perf_counter() - started) * 1000.0, result)
-            return result
+            finally:
+                if status != 200 or result is not None:  # not cancelled
+                    ms = (time.perf_counter() - started) * 1000.0
+                    served = _Served(CALLER.get(), time.time(), request, status, ms, result)
+                    with self._lock:
+                        self._pending.append(served)
 
         return record_run
 
