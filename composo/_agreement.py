@@ -1,9 +1,6 @@
-"""How well the judge agrees with people: a results file against a team's own labels.
-
-For reward criteria (scores from 0 to 1) the question is whether the judge ranks items as people
-do (Spearman and Kendall rank correlation, each with a seeded bootstrap interval) and how far its
-scores sit from theirs (mean absolute error). For pass/fail criteria it is how often the two agree
-beyond chance (accuracy, Cohen's kappa, a confusion table). Standard library only.
+"""How well the judge agrees with people's labels: for reward criteria, rank correlation (Spearman,
+Kendall, with seeded bootstrap intervals) and mean absolute error; for pass/fail criteria,
+agreement beyond chance (accuracy, Cohen's kappa, a confusion table). Standard library only.
 """
 
 from __future__ import annotations

@@ -1,7 +1,5 @@
-"""How results show to people: rich's progress bar and the HTML a notebook renders.
-
-A plugin like the built-in adapters: the core asks ``composo_progress_bar`` and
-``composo_repr_html`` and draws nothing itself. Every value is escaped here.
+"""How results show to people: rich's progress bar and the HTML a notebook renders, as the
+``composo_progress_bar`` and ``composo_repr_html`` hooks (the core draws nothing itself).
 """
 
 from __future__ import annotations

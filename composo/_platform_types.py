@@ -1,7 +1,5 @@
-"""The platform's account and history API beyond evaluation, as its published reference shapes it.
-
-Responses keep fields the platform adds later (``extra="allow"``); requests refuse unknown fields
-and send only those set. The local server answers with the same models.
+"""The platform's account and history API, as its published reference shapes it: responses keep
+fields the platform adds later, requests refuse unknown ones. The local server answers with these.
 """
 
 from __future__ import annotations

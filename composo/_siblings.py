@@ -1,7 +1,6 @@
 """What :class:`~composo.Composo` and :class:`~composo.AsyncComposo` share above the core: their
-own transport's settings, ``evaluate_dataframe`` (the async face awaits it) and ``from_client``
-(another client, of either kind, with the same settings: the API key passes from client to
-client here and is read nowhere else).
+own transport's settings, ``evaluate_dataframe`` and ``from_client`` (the API key passes from
+client to client here and is read nowhere else).
 """
 
 from __future__ import annotations
@@ -72,8 +71,7 @@ class Siblings:
         connections: int,
         make: Callable[[int, Network, ResultCache | None], T],
     ) -> Callable[[], T] | None:
-        """Keep the face's own settings and return what makes its transport (``None`` with an
-        ``http_client``, which has its own)."""
+        """Keep the face's own settings; what makes its transport (none with an ``http_client``)."""
         settings = network(*network_settings, http_client)
         self.cache = cache = open_cache(cache, http_client)
         self.proxy, self.verify, self.trust_env = network_settings
@@ -151,6 +149,5 @@ class Siblings:
         """
         return self._frame(df, criteria, evaluator_name, columns, concurrency, progress, options)
 
-    def _frame(self, *args: Any) -> Any:
-        """Each face's table engine (the async one's returns a coroutine)."""
+    def _frame(self, *args: Any) -> Any:  # each face's table engine (async: a coroutine)
         raise NotImplementedError

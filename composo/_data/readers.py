@@ -1,9 +1,7 @@
 """Datasets streamed as records, whatever the file: JSONL, CSV or Parquet (flat memory).
 
-Each reader yields ``(index, record)``; :attr:`Records.where` names the record as its file would
-(a line, a Parquet row from 1). An unusable row is a :class:`BadRow` naming its place and column;
-a file unreadable from some point raises :class:`UnreadableInput`. Table rows become items
-through the one column mapping (:class:`composo._data.frames.ColumnMap`).
+An unusable row is a :class:`BadRow` naming its place and column; a file unreadable from some
+point raises :class:`UnreadableInput`. Table rows become items through :class:`ColumnMap`.
 """
 
 from __future__ import annotations
@@ -226,9 +224,7 @@ class Records:
                         BadRow(f"{self.where}: {exc}", None if ident is None else str(ident), kept),
                     )
                     continue
-                mapped = self._table_row(item, mapping)
-                yield index, mapped
-                continue
+                item = self._table_row(item, mapping)
             yield index, item
 
     def close(self) -> None:
