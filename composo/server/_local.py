@@ -8,12 +8,10 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from composo.server._config import MAX_HEAD_BYTES, JudgeOptions, ServerConfig
-
-if TYPE_CHECKING:
-    from composo.server._received import Received, ReceivedLog
+from composo.server._received import Received, ReceivedLog
 
 __all__ = ["LocalServer", "listening_socket", "require_server_extra", "serve_forever"]
 
@@ -115,8 +113,6 @@ class LocalServer:
         record_requests: bool | int = False,
     ) -> None:
         """``record_requests``: keep the last 1000 (or that many) requests in :attr:`requests`."""
-        from composo.server._received import ReceivedLog
-
         if isinstance(record_requests, bool):
             keep = 1000 if record_requests else 0
         elif isinstance(record_requests, int) and record_requests > 0:
