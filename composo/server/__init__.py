@@ -1,8 +1,5 @@
-"""A local server that speaks the Composo evaluation API, for offline development, demos and CI.
-
-Install with ``pip install 'composo[server]'``. Importing this package is cheap: FastAPI and
-uvicorn load only when a server starts.
-"""
+"""A local server that speaks the Composo evaluation API, for offline development, demos and CI
+(``pip install 'composo[server]'``); FastAPI and uvicorn load only when a server starts."""
 
 from composo._core.provenance import JUDGE_HEADER
 from composo.server._config import DEFAULT_MAX_BODY_BYTES, ServerConfig

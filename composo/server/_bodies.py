@@ -1,5 +1,4 @@
-"""Bodies into validated requests (a large one in a worker thread), and error answers in the
-platform's shape."""
+"""Bodies into validated requests (a large one in a worker thread), and the platform's errors."""
 
 from __future__ import annotations
 
@@ -135,8 +134,7 @@ MAX_TRACE_INTERACTIONS = 50_000  # interactions (model calls and sub-agent calls
 
 
 async def parse_request(body: bytes, model: type[R]) -> R:
-    """The validated request; an ``HTTPException`` (answered in the platform's shape) for 422
-    naming the field or 413 over a limit."""
+    """The validated request; an ``HTTPException`` for 422 naming the field or 413 over a limit."""
     if len(body) <= INLINE_BYTES:
         return _validate(body, model)
     return await asyncio.to_thread(_validate, body, model)

@@ -92,8 +92,7 @@ def tool_uses(messages: tuple[Mapping[str, Any], ...]) -> list[ToolUse]:
 
 
 def tool_results(messages: tuple[Mapping[str, Any], ...]) -> list[tuple[int, str]]:
-    """Each tool result and its message's index: ``tool`` / ``function`` turns and Anthropic
-    ``tool_result`` blocks."""
+    """Each tool result and its message's index (tool turns, Anthropic ``tool_result`` blocks)."""
     out: list[tuple[int, str]] = []
     for i, m in enumerate(messages):
         content = m.get("content")

@@ -59,8 +59,7 @@ class SpanSink(Protocol):
 
 @dataclass(frozen=True)
 class OtlpOptions:
-    """The OTLP receiver: ``sink()`` makes each server its own span sink; ``results=None``
-    writes no results file."""
+    """The OTLP receiver: ``sink()`` makes each server its own; ``results=None``: no results file"""
 
     sink: Callable[[], SpanSink]
     criteria: tuple[str, ...]

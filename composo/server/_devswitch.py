@@ -1,5 +1,4 @@
-"""``--dev-faults``: queued failures and a bounded record of what arrived, so client retry tests
-can run against a real server."""
+"""``--dev-faults``: queued failures and a record of what arrived, for client retry tests."""
 
 from __future__ import annotations
 

@@ -134,8 +134,7 @@ class StoredTask:
 
 
 class TaskStore:
-    """Every call is one short transaction under a lock; ``lease_seconds`` is how long a task
-    stays with a server that stops renewing it."""
+    """One short transaction a call; ``lease_seconds``: how long a silent server keeps a task."""
 
     def __init__(self, path: Path | None, lease_seconds: float = DEFAULT_TASK_LEASE) -> None:
         self.path = path

@@ -1,5 +1,4 @@
-"""Background evaluations: stored, run on the server's event loop, resumed after a restart.
-``data_retention="none"`` content lives only in memory."""
+"""Background evaluations: stored, run on the server's event loop, resumed after a restart."""
 
 from __future__ import annotations
 
@@ -31,8 +30,7 @@ MAX_KEPT_RESULTS = 10_000
 
 
 class TaskManager:
-    """Runs at most ``concurrency`` tasks at once, renews its lease and takes over the expired
-    work of servers that stopped."""
+    """Runs ``concurrency`` tasks at once, keeps its lease and takes over stopped servers' work."""
 
     def __init__(self, store: TaskStore, runner: Runner, concurrency: int = 32) -> None:
         self.store = store
@@ -49,9 +47,8 @@ class TaskManager:
         api_key: bytes | None = None,
         idempotency_key: str | None = None,
     ) -> str:
-        """Accept ``request`` (on disk before this returns unless ``data_retention="none"``);
-        a repeated ``idempotency_key`` returns the task it first created. The store runs in a
-        worker thread, so a locked database never stalls the event loop."""
+        """Accept ``request`` (on disk before this returns unless ``data_retention="none"``, in a
+        worker thread); a repeated ``idempotency_key`` returns the task it first created."""
         task_id = str(uuid.uuid4())
         kind = "trace" if isinstance(request, TraceRequest) else "reward"
         keep = request.data_retention != "none"

@@ -43,8 +43,7 @@ def composo_judges() -> Mapping[str, JudgeFactory]:
 
 
 def _plugin_manager() -> pluggy.PluginManager:
-    """The manager with the built-in judges (the hookspecs imported for a checkout without
-    entry points)."""
+    """The manager with the built-in judges (and hookspecs, for a checkout without entry points)."""
     import composo.server.hookspecs  # noqa: F401
     from composo._core.plugins import get_plugin_manager
 

@@ -313,8 +313,7 @@ def _words_in(terms: frozenset[str], strict: bool, answer: str) -> list[str]:
 @dataclass(frozen=True)
 class _Rule:
     """A trait a criterion may name (its words: ``_words.TRAITS[label]``), how the answer is read
-    for it, what the conversation must hold for it to apply, and whether it is then the
-    criterion's only reading."""
+    for it, what the conversation must hold for it to apply, and whether it is the only reading."""
 
     label: str
     read: Callable[[_View], _Reading]

@@ -1,5 +1,4 @@
-"""What every judge gives and is: in a module of its own, so the judges need not import their
-package."""
+"""What every judge gives and is, apart so that the judges need not import their package."""
 
 from __future__ import annotations
 
