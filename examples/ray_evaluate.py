@@ -50,4 +50,3 @@ scored = (
 result = scored.to_pandas().sort_values("ticket")  # or scored.write_parquet(...)
 print(result[["ticket", "refund_score", "window_score", "error"]].head())
 print(f"mean refund score: {result['refund_score'].mean():.2f}")
-ray.shutdown()

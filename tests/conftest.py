@@ -81,10 +81,9 @@ def openai_standin(_openai_standin_server: OpenAIStandIn) -> OpenAIStandIn:
 # peer; and the modules whose every test starts processes of its own (documentation blocks and
 # examples run as a user runs them, nested pytest sessions, the CI workflow's steps, a browser,
 # pip's resolver, servers started, killed and restarted). Single slow tests elsewhere carry
-# ``@pytest.mark.slow``. The cluster modules and the documented programs that start a cluster
-# (marked ``cluster``) run longest on one worker, one cluster after another: started first, the
-# other workers' tests fill the time around them instead of waiting on them at the end (all slow
-# tests first was slower: two clusters at once on two cores).
+# ``@pytest.mark.slow``. The cluster modules (marked ``cluster``; they also run the documented
+# Ray and Spark programs, on their own cluster) run longest: started first, the other workers'
+# tests fill the time around them instead of waiting on them at the end.
 _FIRST = ("tests/test_ray.py", "tests/test_spark.py")
 _SLOW_MODULES = (
     *_FIRST,
@@ -135,6 +134,4 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.slow)
         if item.nodeid.startswith(_FIRST):
             item.add_marker(pytest.mark.cluster)
-    items.sort(
-        key=lambda item: not (item.nodeid.startswith(_FIRST) or item.get_closest_marker("cluster"))
-    )
+    items.sort(key=lambda item: not item.nodeid.startswith(_FIRST))

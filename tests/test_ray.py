@@ -1,10 +1,17 @@
 """Ray Data on a local Ray: every row scored once, the cluster within one request budget, and the
-same results as a local run."""
+same results as a local run. The documented program, examples/ray_evaluate.py, runs here as
+written and starts the module's Ray."""
 
 from __future__ import annotations
 
+import contextlib
+import io
+import re
+import runpy
 import time
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -12,6 +19,7 @@ from composo import Composo, ComposoValidationError
 from tests.support.counting_proxy import CountingProxy
 from tests.support.lazy import lazy_import
 from tests.support.servers import ServerProcess
+from tests.test_docs_examples import BLOCKS, as_shown
 
 pd = lazy_import("pandas")
 ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'composo[ray]')")
@@ -22,14 +30,7 @@ CRITERIA = {
     "window": "Passes if the answer mentions the return window",
 }
 ROWS = 60
-BUDGET = 3
-
-
-@pytest.fixture(scope="module")
-def local_ray() -> Iterator[None]:
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
-    yield
-    ray.shutdown()
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "ray_evaluate.py"
 
 
 @pytest.fixture(scope="module")
@@ -37,6 +38,29 @@ def slow_server() -> Iterator[ServerProcess]:
     """A server that takes 20 ms per answer, so requests overlap and the budget is tested."""
     with ServerProcess(latency=0.02) as srv:
         yield srv
+
+
+@pytest.fixture(scope="module")
+def example(slow_server: ServerProcess) -> Iterator[dict[str, Any]]:
+    """examples/ray_evaluate.py (docs/data.md shows it) run here as written, configured by the
+    environment through a counting proxy. The Ray it starts is this module's: one cluster."""
+    with CountingProxy(slow_server.base_url) as proxy, pytest.MonkeyPatch.context() as env:
+        env.setenv("COMPOSO_API_KEY", slow_server.api_key)
+        env.setenv("COMPOSO_BASE_URL", proxy.base_url)
+        env.syspath_prepend(str(EXAMPLE.parent))  # its install check, examples/_install.py
+        printed = io.StringIO()
+        with contextlib.redirect_stdout(printed):
+            ran = runpy.run_path(str(EXAMPLE), run_name="__main__")
+        ran.update(printed=printed.getvalue(), peak=proxy.peak, total=proxy.total)
+    ran["requests"] = slow_server.requests()
+    yield ran
+    ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def local_ray(example: dict[str, Any]) -> None:
+    """The Ray the example started."""
+    assert ray.is_initialized()
 
 
 def frame() -> pd.DataFrame:
@@ -51,52 +75,42 @@ def frame() -> pd.DataFrame:
     )
 
 
+def test_the_page_shows_the_example() -> None:
+    assert as_shown(EXAMPLE.name) in [code.strip() for where, code in BLOCKS]
+
+
 @pytest.mark.timeout(300)  # a local Ray starts its workers first
-def test_ray_data_run_stays_within_the_budget_and_matches_a_local_run(
-    local_ray: None, slow_server: ServerProcess
+def test_the_example_stays_within_its_budget_and_matches_a_local_run(
+    example: dict[str, Any], slow_server: ServerProcess
 ) -> None:
-    slow_server.reset()
-    df = frame()
-    with CountingProxy(slow_server.base_url) as proxy:
-        budget = RequestBudget(BUDGET)
-        ds = ray.data.from_pandas(df).repartition(6)
-        out = ds.map_batches(
-            ComposoBatch,
-            fn_constructor_kwargs={
-                "criteria": CRITERIA,
-                "budget": budget,
-                "api_key": slow_server.api_key,
-                "base_url": proxy.base_url,
-            },
-            compute=ray.data.ActorPoolStrategy(size=2),
-            num_cpus=0.5,
-            batch_size=10,
-            batch_format="pandas",
-        ).to_pandas()
-        assert proxy.peak <= BUDGET  # what the server side saw in flight, across both workers
-        assert proxy.total == ROWS * len(CRITERIA)
+    tickets, budget, result = example["tickets"], example["budget"], example["result"]
+    assert example["peak"] <= budget.max_concurrent_requests  # what the server saw in flight
+    assert example["total"] == len(tickets) * len(CRITERIA)
     # every row scored once
-    bodies = [r["body"] for r in slow_server.requests() if r["path"].endswith("/reward")]
+    bodies = [r["body"] for r in example["requests"] if r["path"].endswith("/reward")]
     seen = sorted((b["messages"][0]["content"], b["evaluation_criteria"]) for b in bodies)
-    assert len(set(seen)) == len(seen) == ROWS * len(CRITERIA)
-    assert sorted(out["id"]) == sorted(df["id"]) and out["error"].isna().all()
+    assert len(set(seen)) == len(seen) == len(tickets) * len(CRITERIA)
+    assert sorted(result["ticket"]) == sorted(tickets["ticket"]) and result["error"].isna().all()
+    assert re.search(r"^mean refund score: [01]\.\d\d$", example["printed"], re.M)
     # The workers gave every permit back as their batches ended (no settling by the driver).
     deadline = time.monotonic() + 10
     while ray.get(budget.actor.stats.remote())["in_flight"] and time.monotonic() < deadline:
         time.sleep(0.01)
     assert ray.get(budget.actor.stats.remote())["in_flight"] == 0
     stats = budget.stats()
-    assert stats["in_flight"] == 0 and stats["granted"] == 120 and 1 <= stats["peak"] <= BUDGET
+    assert stats["in_flight"] == 0 and stats["granted"] == len(seen)
+    assert 1 <= stats["peak"] <= budget.max_concurrent_requests
 
+    columns = {"id": "ticket", "question": "prompt", "answer": "reply"}
     with Composo(api_key=slow_server.api_key, base_url=slow_server.base_url) as client:
-        local = client.evaluate_dataframe(df, CRITERIA)
+        local = client.evaluate_dataframe(tickets, CRITERIA, columns=columns)
     # the same rows and values (Ray hands columns back as Arrow-backed dtypes)
-    assert list(out.columns) == list(local.columns)
+    assert list(result.columns) == list(local.columns)
 
     def rows(f: pd.DataFrame) -> list[dict[str, object]]:
         return sorted(f.astype(object).where(f.notna(), None).to_dict("records"), key=str)
 
-    assert rows(out) == rows(local)
+    assert rows(result) == rows(local)
 
 
 def test_an_instance_works_as_a_task_function(local_ray: None, slow_server: ServerProcess) -> None:

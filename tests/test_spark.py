@@ -1,8 +1,10 @@
-"""The README's Spark recipe on a local Spark: ``mapInPandas`` over the batch function, with the
-budget split across executors, against the local server."""
+"""The Spark recipe of docs/data.md on a local Spark: ``mapInPandas`` over the batch function,
+with the budget split across executors, against the local server. The page's block runs here as
+written, on the same Spark (its ``getOrCreate()`` finds the running session): one JVM, not two."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import sys
 from collections.abc import Iterator
@@ -14,6 +16,7 @@ from composo.dataframes import BatchEvaluator
 from tests.support.counting_proxy import CountingProxy
 from tests.support.lazy import lazy_import
 from tests.support.servers import ServerProcess
+from tests.test_docs_examples import BLOCKS
 
 pd = lazy_import("pandas")
 
@@ -78,7 +81,10 @@ def tickets() -> pd.DataFrame:
 
 @pytest.mark.timeout(300)  # the JVM starts first
 def test_the_spark_recipe_scores_every_row_within_the_split_budget(
-    spark: object, slow_server: ServerProcess
+    spark: object,
+    slow_server: ServerProcess,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     columns = {"id": "ticket", "question": "prompt", "answer": "response"}
     with CountingProxy(slow_server.base_url) as proxy:
@@ -116,3 +122,14 @@ def test_the_spark_recipe_scores_every_row_within_the_split_budget(
     expected = local.set_index("ticket").sort_index()
     assert by_ticket["refund_score"].tolist() == expected["refund_score"].tolist()
     assert by_ticket["refund_explanation"].tolist() == expected["refund_explanation"].tolist()
+
+    # The page's block as written, configured as a user configures it: by the environment.
+    (block,) = [code for where, code in BLOCKS if "from pyspark" in code]
+    monkeypatch.setenv("COMPOSO_API_KEY", slow_server.api_key)
+    monkeypatch.setenv("COMPOSO_BASE_URL", slow_server.base_url)
+    capsys.readouterr()
+    exec(compile(block, "docs/data.md", "exec"), {"__name__": "__main__"})
+    shown = capsys.readouterr().out
+    # Each ticket's row with a score and no error.
+    assert re.search(r"^\|\s*t1\|\s*[01]\.\d+\|.*\|\s*NULL\|$", shown, re.M), shown
+    assert re.search(r"^\|\s*t2\|\s*[01]\.\d+\|.*\|\s*NULL\|$", shown, re.M), shown
