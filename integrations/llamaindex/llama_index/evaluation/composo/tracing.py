@@ -17,6 +17,7 @@ import json
 import logging
 import threading
 from contextvars import ContextVar, Token
+from dataclasses import dataclass, field
 from typing import Any
 
 from llama_index.core.base.llms.base import BaseLLM
@@ -130,27 +131,32 @@ def _llm_call(span_id: str, instance: Any) -> bool:
 # -- what one capture records ----------------------------------------------------------------
 
 
+@dataclass(slots=True, eq=False)
 class _Scope:
     """A workflow run or a tool call: the LLM calls under it belong to one agent at a time."""
 
-    __slots__ = ("agent", "agent_name", "fixed", "parent", "spans", "tool", "workflow")
+    agent_name: str
+    parent: _Scope | None
+    fixed: bool  # a single agent or a tool: its steps cannot rename it
+    tool: bool = False
+    workflow: Workflow | None = None  # the agent or AgentWorkflow run, whose tools are known
+    agent: Agent | None = None
+    spans: list[str] = field(default_factory=list)
 
-    def __init__(
-        self,
-        agent_name: str,
-        parent: _Scope | None,
-        *,
-        fixed: bool,
-        tool: bool,
-        workflow: Workflow | None = None,
-    ) -> None:
-        self.agent_name = agent_name
-        self.workflow = workflow  # the agent or AgentWorkflow run, whose tools are known
-        self.fixed = fixed  # a single agent: its steps cannot rename it
-        self.tool = tool
-        self.parent = parent
-        self.agent: Agent | None = None
-        self.spans: list[str] = []
+
+def _opened(id_: str, instance: Any, parent: _Scope | None) -> _Scope | None:
+    """The scope a span opens: a workflow's run, or a tool's call inside one."""
+    if isinstance(instance, Workflow) and id_.startswith(f"{type(instance).__name__}.run-"):
+        while parent is not None and parent.tool:
+            parent = parent.parent  # an agent run inside a tool is the caller's sub-agent
+        given = getattr(instance, "name", None)
+        if isinstance(given, str) and given:  # one named agent
+            return _Scope(given, parent, fixed=True, workflow=instance)
+        return _Scope(type(instance).__name__, parent, fixed=False, workflow=instance)
+    if parent is not None and isinstance(instance, BaseTool):
+        name = str(instance.metadata.name or type(instance).__name__)
+        return _Scope(name, parent, fixed=True, tool=True)
+    return None
 
 
 class LlamaIndexTraceCapture(Capture):
@@ -173,7 +179,7 @@ class LlamaIndexTraceCapture(Capture):
         self._calls = _Calls()
         # Tool definitions of the agents seen, by id() (the agent is kept so the id stays its).
         self._tools: dict[int, tuple[Any, list[ToolSpec] | None]] = {}
-        self._loose = _Scope(name or "llama_index", None, fixed=True, tool=False)
+        self._loose = _Scope(name or "llama_index", None, fixed=True)
         self._token: Token[LlamaIndexTraceCapture | None] | None = None
 
     def __repr__(self) -> str:
@@ -223,26 +229,8 @@ class LlamaIndexTraceCapture(Capture):
             self._calls.enter(id_, parent_id, instance)
         with self._lock:
             parent = self._spans.get(parent_id) if parent_id else None
-            if isinstance(instance, Workflow) and id_.startswith(f"{type(instance).__name__}.run-"):
-                while parent is not None and parent.tool:
-                    parent = parent.parent  # an agent run inside a tool is the caller's sub-agent
-                given = getattr(instance, "name", None)
-                fixed = isinstance(given, str) and bool(given)
-                scope = _Scope(
-                    given if isinstance(given, str) and given else type(instance).__name__,
-                    parent,
-                    fixed=fixed,
-                    tool=False,
-                    workflow=instance,
-                )
-                self._runs[id_] = scope
-            elif parent is not None and isinstance(instance, BaseTool):
-                scope = _Scope(
-                    str(instance.metadata.name or type(instance).__name__),
-                    parent,
-                    fixed=True,
-                    tool=True,
-                )
+            scope = _opened(id_, instance, parent)
+            if scope is not None:
                 self._runs[id_] = scope
             elif parent is not None:
                 scope = parent
@@ -301,11 +289,9 @@ class LlamaIndexTraceCapture(Capture):
 
     def _agent_tools(self, agent: Any) -> list[ToolSpec] | None:
         """The tools ``agent`` was given, converted once per agent."""
-        key = id(agent)
-        known = self._tools.get(key)
+        known = self._tools.get(id(agent))
         if known is None:
-            tools = agent_tools(agent)
-            known = self._tools[key] = (agent, _tool_specs(tools) if tools else None)
+            known = self._tools[id(agent)] = (agent, _tool_specs(agent_tools(agent)))
         return known[1]
 
     def _agent_for(self, scope: _Scope) -> Agent:
