@@ -146,28 +146,17 @@ class HistoryStore:
             return
         keep = request.data_retention != "none"
         criterion = request.evaluation_criteria or request.evaluator_name
-        tags = request.tags or {}
         endpoint = served.caller.endpoint if served.caller else f"/api/v1/evals/{kind}/background"
         trace_id = None if request.trace_id is None else str(request.trace_id)
+        stored = request.model_dump_json(exclude_none=True) if keep else None
+        answer = json.dumps(served.result) if keep and served.result is not None else None
+        values = [str(uuid.uuid4()), client, served.created, endpoint, kind, served.status]
+        values += [served.latency_ms, criterion, model, json.dumps(request.tags or {})]
         self._db.execute(
             "INSERT INTO history_evaluations (id, client, created, endpoint, kind, status, "
             "latency_ms, criterion, model, tags, request, response, tokens, trace_id) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?)",
-            (
-                str(uuid.uuid4()),
-                client,
-                served.created,
-                endpoint,
-                kind,
-                served.status,
-                served.latency_ms,
-                criterion,
-                model,
-                json.dumps(tags),
-                request.model_dump_json(exclude_none=True) if keep else None,
-                json.dumps(served.result) if keep and served.result is not None else None,
-                trace_id,
-            ),
+            (*values, stored, answer, trace_id),
         )
         if trace_id is not None and served.result is not None:
             self._write_trace(client or "", trace_id, served, keep)
