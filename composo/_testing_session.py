@@ -65,8 +65,8 @@ class Recorder:
         self.checks: list[dict[str, Any]] = []
         self.current: str | None = None
         self._seq: dict[str, int] = {}
-        # id -> weak reference of each recorded object (responses are not hashable)
-        self._seen: dict[int, weakref.ref[Any]] = {}
+        # id -> each recorded object, while it lives (responses are not hashable)
+        self._seen: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()
 
     def __bool__(self) -> bool:
         return bool(self.entries or self.checks)
@@ -83,10 +83,6 @@ class Recorder:
             del entry["item"]  # in the node
             self.entries.append(entry)
 
-    def seen(self, obj: Any) -> bool:
-        ref = self._seen.get(id(obj))
-        return ref is not None and ref() is obj
-
     def response(self, obj: Any) -> None:
         """Record an ``EvaluationResponse``, ``MultiAgentTraceResponse`` or ``BatchResult`` (a list
         of them too); anything else (a background task handle) is ignored. Each object once."""
@@ -94,17 +90,12 @@ class Recorder:
             for one in obj:
                 self.response(one)
             return
-        found = None if self.seen(obj) else outcome(obj)
+        found = None if self._seen.get(id(obj)) is obj else outcome(obj)
         if found is None:
             return
         self._add(found)
         with contextlib.suppress(TypeError):  # an object that cannot be weakly referenced
-            key = id(obj)
-
-            def forget(_: weakref.ref[Any], key: int = key) -> None:
-                self._seen.pop(key, None)
-
-            self._seen[key] = weakref.ref(obj, forget)
+            self._seen[id(obj)] = obj
 
     def failure(self, criteria: Any, exc: BaseException) -> None:
         """An evaluation that raised: one error row per criterion it was for."""
