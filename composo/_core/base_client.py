@@ -150,7 +150,6 @@ class BaseClient:
                 "client's own httpx client); give one or the other"
             )
         self._owns_http = http_client is None
-        # What makes the own httpx client's transport: the one handed down, else our own.
         self._transport: Maker = self._connections if transport is None else transport
         self._policy = Policy(self.num_retries)
 

@@ -61,9 +61,8 @@ def _convert(kind: str, hook_name: str, obj: Any) -> Any:
     return out
 
 
-# Messages already in the wire's shape: plain dicts of these keys, a string content, one of these
-# roles. They are copied as they are instead of being offered to every plugin in turn, which
-# was a good part of the client's own work per request.
+# Plain chat dicts of these keys and roles are copied as they are, not offered to every plugin
+# in turn (that was a good part of the client's own work per request).
 _PLAIN_KEYS = frozenset({"role", "content", "name"})
 _PLAIN_ROLES = frozenset({"system", "user", "assistant"})
 
