@@ -1,9 +1,6 @@
-"""Anthropic Messages API objects: a ``Message`` (object or dict) as ``result=``, inside a
-``messages=`` list, and ``Tool`` objects as ``tools=``.
-
-Recognised by shape and module, never by importing ``anthropic``: the assistant's answer stays in
-Anthropic's own form (a ``content`` list of ``text`` and ``tool_use`` blocks), which the platform
-takes as sent.
+"""Anthropic Messages API objects: a ``Message`` (object or dict) as ``result=`` or inside
+``messages=``, and ``Tool`` objects as ``tools=``. Recognised by module and shape, never by
+importing ``anthropic``; the answer keeps Anthropic's content blocks, which the platform takes.
 """
 
 from __future__ import annotations

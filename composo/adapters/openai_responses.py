@@ -245,10 +245,7 @@ def _mcp_approval_response(item: Json, where: str) -> list[Message]:
 
 
 def _computer_call(item: Json, where: str) -> list[Message]:
-    if item.get("action"):
-        args: Any = item["action"]
-    else:
-        args = {"actions": item.get("actions") or []}
+    args = item.get("action") or {"actions": item.get("actions") or []}
     return [_call(_ident(item), "computer", args)]
 
 
