@@ -68,15 +68,15 @@ def judge_header_app(
         named.append((JUDGE_MODEL_HEADER.encode(), model.encode("latin-1", "replace")))
 
     async def wrapped(scope: Scope, receive: Receive, send: Send) -> None:
-        if scope.get("type") != "http":
-            await app(scope, receive, send)
+        if log is None or scope.get("type") != "http":
+            await app(scope, receive, with_headers(send, named))
             return
         body = bytearray()
         kept = False
 
         def keep(status: int | None) -> None:
             nonlocal kept
-            if log is None or kept:
+            if kept:
                 return
             kept = True
             pairs = (
@@ -88,10 +88,8 @@ def judge_header_app(
 
         async def recv() -> Message:
             message = await receive()
-            if log is not None and message.get("type") == "http.request":
-                room = log.max_body_bytes - len(body)
-                if room > 0:
-                    body.extend(message.get("body", b"")[:room])
+            if message.get("type") == "http.request":
+                body.extend(message.get("body", b"")[: log.max_body_bytes - len(body)])
             return message
 
         async def snd(message: Message) -> None:
@@ -101,7 +99,7 @@ def judge_header_app(
             await send(message)
 
         try:
-            await app(scope, recv if log is not None else receive, with_headers(snd, named))
+            await app(scope, recv, with_headers(snd, named))
         finally:
             keep(None)
 

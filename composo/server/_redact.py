@@ -53,32 +53,25 @@ def redact(text: str, secrets: Iterable[str] = ()) -> str:
     return text
 
 
-class _Redacting(logging.Filter):
+_SECRETS: set[str] = set()
+
+
+def _clean(value: object) -> object:
+    return redact(value, _SECRETS) if isinstance(value, str) else value
+
+
+def _redacting(record: logging.LogRecord) -> bool:
     """Rewrites message and string arguments, keeping the shape uvicorn's formatter unpacks."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.secrets: set[str] = set()
-
-    def _clean(self, value: object) -> object:
-        return redact(value, self.secrets) if isinstance(value, str) else value
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        record.msg = self._clean(record.msg)
-        if isinstance(record.args, tuple):
-            record.args = tuple(self._clean(a) for a in record.args)
-        elif isinstance(record.args, dict):
-            record.args = {k: self._clean(v) for k, v in record.args.items()}
-        return True
-
-
-_FILTER = _Redacting()
+    record.msg = _clean(record.msg)
+    if isinstance(record.args, tuple):
+        record.args = tuple(map(_clean, record.args))
+    elif isinstance(record.args, dict):
+        record.args = {k: _clean(v) for k, v in record.args.items()}
+    return True
 
 
 def install_log_redaction(secrets: Iterable[str] = ()) -> None:
-    """Redact on the server's loggers from now on, ``secrets`` included (once per logger)."""
-    _FILTER.secrets.update(s for s in secrets if s)
+    """Redact on the server's loggers from now on, ``secrets`` included (a filter is added once)."""
+    _SECRETS.update(s for s in secrets if s)
     for name in _LOGGERS:
-        logger = logging.getLogger(name)
-        if _FILTER not in logger.filters:
-            logger.addFilter(_FILTER)
+        logging.getLogger(name).addFilter(_redacting)
