@@ -14,30 +14,14 @@ from collections.abc import Callable, Generator, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from composo import cli, errors
 from composo._core.limits import DEFAULT_TIMEOUT
-from composo.cli import (
-    EXIT_BAD_ROWS,
-    EXIT_FAILED,
-    EXIT_GATE,
-    EXIT_INTERRUPTED,
-    EXIT_SERVER,
-    UsageError,
-)
+from composo.cli import UsageError
 from composo.cli._criteria import resolve
 from composo.cli._gates import add_arguments as add_gate_arguments
 from composo.cli._gates import check_args
 from composo.cli._results import RowWriter, iter_rows, prepare_resume
 from composo.cli._summary import CriterionStats, RunInfo, Summary, print_summary, summary_markdown
-from composo.errors import (
-    APIConnectionError,
-    APIStatusError,
-    APITimeoutError,
-    AuthenticationError,
-    ComposoError,
-    ComposoValidationError,
-    NotFoundError,
-    PermissionDeniedError,
-)
 
 if TYPE_CHECKING:
     from composo import Composo
@@ -141,22 +125,22 @@ def from_platform(args: argparse.Namespace, ask: Callable[[Composo], T]) -> T | 
     check_judge(args)
     try:
         client = Composo(api_key=args.api_key, base_url=args.base_url, timeout=args.timeout)
-    except ComposoValidationError as exc:
+    except errors.ComposoValidationError as exc:
         raise UsageError(str(exc)) from None
     try:
         with client:
             return ask(client)
-    except ComposoError as exc:
+    except errors.ComposoError as exc:
         stop = refusal(args, exc)
         print(f"composo {args.command}: {stop or f'error: {exc}'}", file=sys.stderr)
-        return EXIT_SERVER if stop else EXIT_FAILED
+        return cli.EXIT_SERVER if stop else cli.EXIT_FAILED
 
 
 def refusal(args: argparse.Namespace, error: BaseException | None) -> str | None:
     """Why no request can succeed and what to change; ``None`` for an item's own failure."""
     env_url = os.environ.get("COMPOSO_BASE_URL") and not args.base_url
     url = "COMPOSO_BASE_URL" if env_url else "--base-url"
-    if isinstance(error, (AuthenticationError, PermissionDeniedError)):
+    if isinstance(error, (errors.AuthenticationError, errors.PermissionDeniedError)):
         key = "--api-key" if args.api_key else "COMPOSO_API_KEY"
         body = error.response_body
         said = body.get("detail") if isinstance(body, dict) else None
@@ -164,9 +148,9 @@ def refusal(args: argparse.Namespace, error: BaseException | None) -> str | None
             f"the server refused the API key ({error.status_code}: {said or 'refused'}); "
             f"set the right one with {key}"
         )
-    if isinstance(error, NotFoundError):
+    if isinstance(error, errors.NotFoundError):
         return f"nothing there: {error.message.removeprefix('Not Found: ')}; change {url}"
-    if isinstance(error, APIConnectionError):
+    if isinstance(error, errors.APIConnectionError):
         return f"{error.message}; or change {url}"
     return None
 
@@ -246,15 +230,15 @@ class Guard:
         self.unreachable = 0  # failed connections in a row
 
     def stops(self, error: BaseException | None) -> bool:
-        lost = isinstance(error, APIConnectionError)
+        lost = isinstance(error, errors.APIConnectionError)
         self.unreachable = self.unreachable + 1 if lost else 0
-        self.answered |= error is None or isinstance(error, APIStatusError)
+        self.answered |= error is None or isinstance(error, errors.APIStatusError)
         limit = 2 * self.args.concurrency + 10
         reason = refusal(self.args, error)
         if reason is None or (
             lost
             and self.unreachable < limit
-            and (self.answered or isinstance(error, APITimeoutError))
+            and (self.answered or isinstance(error, errors.APITimeoutError))
         ):
             return False
         if lost and self.unreachable >= limit:
@@ -385,7 +369,7 @@ class Run:
                         http_client=http,
                     )
                 )
-        except ComposoValidationError as exc:
+        except errors.ComposoValidationError as exc:
             raise UsageError(str(exc)) from None
         except KeyboardInterrupt:
             self.interrupted = True
@@ -424,7 +408,7 @@ class Run:
         args, out, stop = self.args, self.args.output, self.guard.reason
         if stop is not None and not self.written:  # nothing to sum up: the one line says why
             print(f"composo {args.command}: {stop}", file=sys.stderr)
-            return EXIT_SERVER
+            return cli.EXIT_SERVER
         stats = Summary.of(iter_rows(out)).criteria if out is not None else self.tally
         self.info.account(stats, self.sources, RunInfo.load(out) if out is not None else None)
         if out is not None:
@@ -434,13 +418,13 @@ class Run:
         then()
         if self.interrupted:
             print("interrupted; run the same command again to resume", file=sys.stderr)
-            return EXIT_INTERRUPTED
-        for reason, status in ((stop, EXIT_SERVER), (fatal, EXIT_FAILED)):
+            return cli.EXIT_INTERRUPTED
+        for reason, status in ((stop, cli.EXIT_SERVER), (fatal, cli.EXIT_FAILED)):
             if reason is not None:
                 print(f"composo {args.command}: stopped: {reason}", file=sys.stderr)
                 return status
         gate_status = self._gates(summary)
-        return EXIT_FAILED if summary.errors or failed else gate_status
+        return cli.EXIT_FAILED if summary.errors or failed else gate_status
 
     def _gates(self, summary: Summary) -> int:
         """Check the gates, say their outcomes and write the CI files; the exit status."""
@@ -454,14 +438,14 @@ class Run:
             print(
                 f"composo {args.command}: {summary.set_aside} row(s) of the results file have a "
                 "score that is not a number from 0 to 1; set aside, not counted by the summary or "
-                f"the gates (exit {EXIT_BAD_ROWS} unless a gate failed); `composo report` lists "
-                "them",
+                f"the gates (exit {cli.EXIT_BAD_ROWS} unless a gate failed); `composo report` "
+                "lists them",
                 file=sys.stderr,
             )
         if failed:
             print(
                 f"composo {args.command}: {len(failed)} of {len(summary.outcomes)} quality "
-                f"gate(s) failed (exit {EXIT_GATE})",
+                f"gate(s) failed (exit {cli.EXIT_GATE})",
                 file=sys.stderr,
             )
         if args.junit_xml is not None and args.output is not None:
@@ -473,4 +457,4 @@ class Run:
             with args.summary_md.open("a", encoding="utf-8") as f:
                 f.write(summary_markdown(summary))
             print(f"wrote {args.summary_md}", file=sys.stderr)
-        return EXIT_GATE if failed else EXIT_BAD_ROWS if summary.set_aside else 0
+        return cli.EXIT_GATE if failed else cli.EXIT_BAD_ROWS if summary.set_aside else 0
