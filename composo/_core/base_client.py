@@ -22,6 +22,7 @@ from composo._core.limits import (
     MAX_THROTTLE_WAITS,
 )
 from composo._core.options import (  # the aliases: for get_type_hints
+    OPTION_NAMES,
     DataRetention,
     ExplanationCleaning,
     Tags,
@@ -182,8 +183,10 @@ class BaseClient:
             out["model_core"] = self.model_core
         return out
 
-    def _given(self, **options: Any) -> dict[str, Any]:
-        """The options ``evaluate`` and ``evaluate_trace`` name, ``model_core`` defaulted."""
+    def _given(self, *values: Any) -> dict[str, Any]:
+        """The options ``evaluate`` and ``evaluate_trace`` name, given in the order of
+        :data:`OPTION_NAMES`, with the client's ``model_core`` as default."""
+        options = dict(zip(OPTION_NAMES, values, strict=True))
         if options["model_core"] is None:
             options["model_core"] = self.model_core
         return options
@@ -249,11 +252,7 @@ class BaseClient:
         import composo._core.build as build  # not ``from ... import``: cheaper on every call
 
         options = self._given(
-            model_core=model_core,
-            tags=tags,
-            evaluate_latest=evaluate_latest,
-            explanation_cleaning=explanation_cleaning,
-            data_retention=data_retention,
+            model_core, tags, evaluate_latest, explanation_cleaning, data_retention
         )
         requests = build.reward_requests(
             criteria,
@@ -312,11 +311,7 @@ class BaseClient:
         import composo._core.build as build
 
         options = self._given(
-            model_core=model_core,
-            tags=tags,
-            evaluate_latest=evaluate_latest,
-            explanation_cleaning=explanation_cleaning,
-            data_retention=data_retention,
+            model_core, tags, evaluate_latest, explanation_cleaning, data_retention
         )
         requests = build.trace_requests(criteria, evaluator_name, options, trace=trace)
         return self._run_all(requests, block)
