@@ -38,16 +38,15 @@ class ComposoCallback(BaseCallbackHandler):
     callback leaves nothing behind. ``with ComposoCallback(...) as cb:`` flushes and closes on
     exit; :meth:`close` does the same explicitly.
 
-    ``results`` holds one :class:`EvaluationRecord` per criterion and evaluation (the newest
-    ``max_results``), ``on_result`` is called with each as it arrives (on a background thread),
-    and :meth:`flush` waits for pending ones. Failures are logged and recorded; with
-    ``raise_error=True`` they are raised by :meth:`flush` and by the next run instead.
+    ``results`` holds one :class:`EvaluationRecord` per criterion and evaluation; failures are
+    logged and recorded there, never raised into a run unless ``raise_error=True``.
 
     Args:
         criteria: One criterion or several (``"Reward ..."``, ``"Penalize ..."``, ...).
         client: A ``Composo`` or ``AsyncComposo`` (default: one made from the environment).
         mode: ``"llm"`` (each chat model call) or ``"trace"`` (each whole run).
-        on_result: Called with each :class:`EvaluationRecord` as it arrives.
+        on_result: Called with each :class:`EvaluationRecord` as it arrives (on a background
+            thread).
         raise_error: Raise recorded failures from :meth:`flush` and the next run.
         evaluator_name: Saved evaluators to run, instead of ``criteria``.
         max_results: How many records ``results`` keeps (``None``: all).
@@ -314,10 +313,6 @@ class ComposoCallback(BaseCallbackHandler):
                 if parent is not None and kind == "chain" and Run.is_graph_step(tags):
                     parent.graph_step_started()
                 run = Run(run_id, kind, name, parent, metadata, tree=True)
-                if parent is not None:
-                    open_ids = run.root.open
-                    if open_ids is not None:
-                        open_ids.add(run_id)
             self._runs[run_id] = run
         return run
 

@@ -74,7 +74,9 @@ class Run:
         self.output: Any = None
         # Root of a tree only: ids of runs under it that have not ended (cleaned up with the
         # root), and how many model calls finished under it.
-        self.open: set[UUID] | None = {run_id} if tree and parent is None else None
+        self.open: set[UUID] | None = set() if tree and parent is None else None
+        if self.root.open is not None:
+            self.root.open.add(run_id)
         self.model_calls = 0
         # In a tree: its recording, the agent its model calls belong to, whether it started that
         # agent, and for a model call its place in the agent's history.
