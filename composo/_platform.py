@@ -129,62 +129,63 @@ PageT = TypeVar("PageT")
 ItemT = TypeVar("ItemT")
 
 
-class _EvaluationPager:
-    """Pages of the evaluations filter are numbered; the last is ``total_pages`` (or empty).
-    A pager's ``request`` is the next page's (``None`` once the last has come)."""
-
-    def __init__(self, query: EvaluationFilterRequest) -> None:
-        self.query = query
-        self.number = query.page or 1
-        self.request: Request | None = self._ask()
-
-    def _ask(self) -> Request:
-        body = self.query.model_copy(update={"page": self.number}).model_dump(exclude_none=True)
-        return ("POST", EVALUATIONS_FILTER_PATH, None, body)
-
-    def take(self, data: Any) -> EvaluationPage:
-        page: EvaluationPage = parse(EvaluationPage, data, "evaluations filter")
-        self.number += 1
-        last = not page.evaluations or page.page >= page.total_pages
-        self.request = None if last else self._ask()
-        return page
-
-
-class _TracePager:
-    """The next page of traces is the one the last page's ``next_page_token`` names."""
-
-    def __init__(self, params: dict[str, str]) -> None:
-        self.params = params
-        self.request: Request | None = ("GET", TRACES_PATH, params, None)
-
-    def take(self, data: Any) -> TracePage:
-        page: TracePage = parse(TracePage, data, "traces")
-        token = page.next_page_token
-        self.request = (
-            ("GET", TRACES_PATH, {**self.params, "page_token": token}, None)
-            if token and page.traces
-            else None
-        )
-        return page
-
-
 class _Listing(Generic[PageT, ItemT]):
-    """A listing's pages, fetched as iteration reaches them; iterating again asks again."""
+    """A listing's pages, fetched as iteration reaches them; iterating again asks again.
+    ``send(method, path, params, json_body)`` returns the decoded answer (awaitable when async)."""
 
-    _pager: Callable[[Any], Any]  # a pager: .request, then .take(answer) -> the page
     _items: str  # the field of a page that holds the listing's items
 
     def __init__(self, send: Callable[..., Any], query: Any) -> None:
-        # send(method, path, params, json_body) -> the decoded answer (awaitable when async)
         self._send = send
         self.query = query
+
+    def _first(self) -> Request:
+        raise NotImplementedError
+
+    def _take(self, data: Any, asked: Request) -> tuple[PageT, Request | None]:
+        """The page in the answer to ``asked``, and the next page's request (``None``: last)."""
+        raise NotImplementedError
+
+
+class _Evaluations(_Listing[EvaluationPage, EvaluationRecord]):
+    """Pages of the evaluations filter are numbered; the last is ``total_pages`` (or empty)."""
+
+    _items = "evaluations"
+
+    def _first(self) -> Request:
+        return self._ask(self.query.page or 1)
+
+    def _ask(self, number: int) -> Request:
+        body = self.query.model_copy(update={"page": number}).model_dump(exclude_none=True)
+        return ("POST", EVALUATIONS_FILTER_PATH, None, body)
+
+    def _take(self, data: Any, asked: Request) -> tuple[EvaluationPage, Request | None]:
+        page: EvaluationPage = parse(EvaluationPage, data, "evaluations filter")
+        last = not page.evaluations or page.page >= page.total_pages
+        return page, None if last else self._ask(asked[3]["page"] + 1)
+
+
+class _Traces(_Listing[TracePage, TraceRecord]):
+    """The next page of traces is the one the last page's ``next_page_token`` names."""
+
+    _items = "traces"
+
+    def _first(self) -> Request:
+        return ("GET", TRACES_PATH, self.query, None)
+
+    def _take(self, data: Any, asked: Request) -> tuple[TracePage, Request | None]:
+        page: TracePage = parse(TracePage, data, "traces")
+        token = page.next_page_token
+        if not (token and page.traces):
+            return page, None
+        return page, ("GET", TRACES_PATH, {**self.query, "page_token": token}, None)
 
 
 class _SyncListing(_Listing[PageT, ItemT]):
     def pages(self) -> Iterator[PageT]:
-        pager = self._pager(self.query)
-        while pager.request is not None:
-            page: PageT = pager.take(self._send(*pager.request))
+        request: Request | None = self._first()
+        while request is not None:
+            page, request = self._take(self._send(*request), request)
             yield page
 
     def __iter__(self) -> Iterator[ItemT]:
@@ -194,9 +195,9 @@ class _SyncListing(_Listing[PageT, ItemT]):
 
 class _AsyncListing(_Listing[PageT, ItemT]):
     async def pages(self) -> AsyncIterator[PageT]:
-        pager = self._pager(self.query)
-        while pager.request is not None:
-            page: PageT = pager.take(await self._send(*pager.request))
+        request: Request | None = self._first()
+        while request is not None:
+            page, request = self._take(await self._send(*request), request)
             yield page
 
     async def __aiter__(self) -> AsyncIterator[ItemT]:
@@ -229,12 +230,9 @@ def _polars(rows: list[dict[str, Any]]) -> Any:
     return pl.DataFrame(rows, infer_schema_length=None).select(list(ROW_COLUMNS))
 
 
-class EvaluationHistory(_SyncListing[EvaluationPage, EvaluationRecord]):
+class EvaluationHistory(_Evaluations, _SyncListing[EvaluationPage, EvaluationRecord]):
     """Past evaluations, in the platform's order (newest first), fetched a page at a time as
     iteration reaches it. Iterating again asks the platform again."""
-
-    _pager = _EvaluationPager
-    _items = "evaluations"
 
     def to_rows(self) -> list[dict[str, Any]]:
         """Every matching evaluation as a row of :data:`ROW_COLUMNS`."""
@@ -249,11 +247,8 @@ class EvaluationHistory(_SyncListing[EvaluationPage, EvaluationRecord]):
         return _polars(self.to_rows())
 
 
-class AsyncEvaluationHistory(_AsyncListing[EvaluationPage, EvaluationRecord]):
+class AsyncEvaluationHistory(_Evaluations, _AsyncListing[EvaluationPage, EvaluationRecord]):
     """:class:`EvaluationHistory` for ``async for``; the conversions are coroutines."""
-
-    _pager = _EvaluationPager
-    _items = "evaluations"
 
     async def to_rows(self) -> list[dict[str, Any]]:
         return [history_row(r) async for r in self]
@@ -308,15 +303,9 @@ def trace_path(trace_id: object) -> str:
     return f"{TRACES_PATH}/{canonical}"
 
 
-class TraceListing(_SyncListing[TracePage, TraceRecord]):
+class TraceListing(_Traces, _SyncListing[TracePage, TraceRecord]):
     """Traces, fetched a page at a time (following the platform's ``next_page_token``)."""
 
-    _pager = _TracePager
-    _items = "traces"
 
-
-class AsyncTraceListing(_AsyncListing[TracePage, TraceRecord]):
+class AsyncTraceListing(_Traces, _AsyncListing[TracePage, TraceRecord]):
     """:class:`TraceListing` for ``async for``."""
-
-    _pager = _TracePager
-    _items = "traces"
