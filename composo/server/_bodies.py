@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -12,6 +11,7 @@ from starlette.exceptions import HTTPException
 from starlette.responses import JSONResponse, Response
 
 from composo._core.wire import RewardRequest, TraceRequest
+from composo.server._cases import json_or_none
 
 __all__ = ["MAX_TRACE_AGENTS", "parse_request", "refusal", "validation_detail"]
 
@@ -145,7 +145,7 @@ def _validate(body: bytes, model: type[R]) -> R:
         try:
             parsed = model.model_validate_json(body)
         except ValidationError as exc:
-            raise HTTPException(422, validation_detail(exc, _loads_or_nothing(body))) from None
+            raise HTTPException(422, validation_detail(exc, json_or_none(body))) from None
         if isinstance(parsed, TraceRequest):
             agents = parsed.trace.agent_instance_by_id
             _check_counts(len(agents), sum(len(a.interactions) for a in agents.values()))
@@ -156,20 +156,13 @@ def _validate(body: bytes, model: type[R]) -> R:
 
 
 def _unreadable(body: bytes, exc: Exception) -> str:
-    data = _loads_or_nothing(body)
+    data = json_or_none(body)
     fields = sorted(data) if isinstance(data, dict) else []
     where = f" (in one of: {', '.join(map(str, fields[:8]))})" if fields else ""
     return (
         f"the body has a value of a shape the API cannot read{where}: "
         f"{type(exc).__name__}: {str(exc)[:200]}"
     )
-
-
-def _loads_or_nothing(body: bytes) -> Any:
-    try:
-        return json.loads(body)
-    except ValueError:
-        return None
 
 
 def _check_counts(agents: int, interactions: int) -> None:

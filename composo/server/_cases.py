@@ -16,6 +16,7 @@ __all__ = [
     "ToolUse",
     "agent_case",
     "content_text",
+    "json_or_none",
     "reward_case",
     "tool_results",
     "tool_uses",
@@ -51,6 +52,14 @@ def json_text(value: Any) -> str:
         return json.dumps(value, default=str, ensure_ascii=False)
     except (TypeError, ValueError, RecursionError):
         return str(value)
+
+
+def json_or_none(text: str | bytes) -> Any:
+    """The JSON value ``text`` holds, or ``None`` when it is not JSON."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
 
 
 def content_text(content: Any) -> str:

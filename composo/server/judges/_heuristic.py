@@ -7,7 +7,6 @@ no tool call) it answers ``None``, as the platform does for "not applicable"."""
 from __future__ import annotations
 
 import asyncio
-import json
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -16,7 +15,7 @@ from typing import Any
 
 import composo.server.judges._words as w
 from composo._core.wire import is_binary
-from composo.server._cases import Case, content_text, tool_results, tool_uses
+from composo.server._cases import Case, content_text, json_or_none, tool_results, tool_uses
 from composo.server.judges._verdict import Verdict
 
 __all__ = ["HeuristicJudge", "score_case"]
@@ -230,19 +229,14 @@ def _values(value: Any) -> str:
     return format(value, "g") if isinstance(value, float) else str(value)
 
 
-def _arguments(arguments: str) -> Any:
-    try:
-        return json.loads(arguments or "{}")
-    except ValueError:
-        return None
-
-
 def _tool_faults(v: _View, offered: dict[str, str]) -> list[str]:
     """Tools not offered, arguments not JSON, repeats, a tool the criterion names left uncalled."""
     calls, criterion = v.calls, v.case.criterion
     faults = [f"{c.name} was not offered" for c in calls if offered and c.name not in offered]
     faults += [
-        f"{c.name}'s arguments are not JSON" for c in calls if _arguments(c.arguments) is None
+        f"{c.name}'s arguments are not JSON"
+        for c in calls
+        if json_or_none(c.arguments or "{}") is None
     ]
     repeated = len(calls) - len({(c.name, c.arguments) for c in calls})
     faults += [f"{repeated} repeated call(s)"] if repeated else []
@@ -267,7 +261,9 @@ def _tool_use(v: _View) -> _Reading:
     """Offered tools called with JSON arguments found earlier in the conversation, no repeats."""
     offered = _tool_defs(v.case.tools)
     faults, worse = _tool_faults(v, offered), _better_tool(v, offered)
-    values = [(w.terms(_values(_arguments(c.arguments))), c.message_index) for c in v.calls]
+    values = [
+        (w.terms(_values(json_or_none(c.arguments or "{}"))), c.message_index) for c in v.calls
+    ]
     grounded = [len(t & w.terms(v.before(i))) / len(t) for t, i in values if t]
     share = sum(grounded) / len(grounded) if grounded else 1.0
     value = 0.1 + 0.2 * share if faults else 0.4 + 0.5 * share - 0.3 * bool(worse)
