@@ -39,24 +39,18 @@ __all__ = [
     "trace_from_otlp",
 ]
 
+# module -> the names it gives, each loaded on first use (init: the platform SDK's)
+_FROM = {
+    "._agent": "AgentTracer agent_tracer current_tracer record_interaction",
+    "._instruments": "Instrument Instruments",
+    "._recorder": "TraceRecorder",
+    "._tracer": "ComposoTracer",
+    "._spantree": "Converted SpanRecord convert_spans",
+    "._otlp": "read_otlp trace_from_otlp",
+    ".setup": "init",
+}
 __getattr__, __dir__ = lazy_exports(
-    __name__,
-    {
-        "AgentTracer": "._agent",
-        "agent_tracer": "._agent",
-        "current_tracer": "._agent",
-        "record_interaction": "._agent",
-        "Instrument": "._instruments",
-        "Instruments": "._instruments",
-        "TraceRecorder": "._recorder",
-        "ComposoTracer": "._tracer",
-        "Converted": "._spantree",
-        "SpanRecord": "._spantree",
-        "convert_spans": "._spantree",
-        "read_otlp": "._otlp",
-        "trace_from_otlp": "._otlp",
-        "init": ".setup",  # the platform SDK's composo.tracing.init
-    },
+    __name__, {name: m for m, names in _FROM.items() for name in names.split()}
 )
 
 

@@ -196,11 +196,8 @@ def _pop(tracer: AgentTracer, token: Token[tuple[AgentTracer, ...]] | None) -> N
 
 
 def record_interaction(interaction: LLMInteraction) -> bool:
-    """Append one model call to the innermost active ``AgentTracer``.
-
-    Returns:
-        ``False`` (and nothing is kept) when no tracer is active in this context.
-    """
+    """Append one model call to the innermost active ``AgentTracer``; ``False`` (nothing is
+    kept) when no tracer is active in this context."""
     tracer = current_tracer()
     if tracer is None:
         return False

@@ -61,12 +61,8 @@ class TraceCollector:
         self._lock = threading.Lock()
 
     def ingest(self, data: bytes, content_type: str) -> int:
-        """Read one OTLP/HTTP export body (decompressed; protobuf or JSON by ``content_type``)
-        and return how many spans were accepted.
-
-        Raises:
-            ValueError: The body is not an OTLP trace export in that encoding.
-        """
+        """Read one decompressed OTLP/HTTP export body (protobuf or JSON by ``content_type``);
+        returns how many spans were accepted, ``ValueError`` when it is no such export."""
         if content_type.split(";")[0].strip().lower() == PROTOBUF:
             records = list(records_from_protobuf(data))
         else:

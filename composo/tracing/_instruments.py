@@ -91,11 +91,7 @@ class OpenInferenceInstrument:
         return f"{type(self).__name__}({self.name!r})"
 
     def load(self) -> Any:
-        """Import the instrumentor class.
-
-        Raises:
-            ImportError: It is not installed (the message names what to install).
-        """
+        """Import the instrumentor class (``ImportError`` naming what to install if missing)."""
         try:
             return getattr(importlib.import_module(self.module), self.class_name)
         except ImportError as exc:
@@ -247,14 +243,8 @@ class Instruments(Enum):
         return None
 
     def resolve(self) -> Instrument:
-        """The instrument this member stands for, here.
-
-        Returns:
-            A plugin's instrument of this name, else the member's OpenInference instrumentor.
-
-        Raises:
-            ImportError: What it needs is not installed (the message names what to install).
-        """
+        """The instrument this member stands for here: a plugin's of this name, else the
+        member's own; ``ImportError`` naming what to install when it is missing."""
         found = Instruments.available().get(self.name)
         if found is not None:
             return found
@@ -270,12 +260,8 @@ class Instruments(Enum):
 
     @staticmethod
     def available() -> dict[str, Instrument]:
-        """Every instrument that can be switched on now, by upper-case name: ``OPENAI``, each
-        installed OpenInference instrumentor and what plugins add.
-
-        Returns:
-            Name -> instrument; any of them can be passed to ``init`` as is or by name.
-        """
+        """Every instrument that can be switched on now, by upper-case name (``OPENAI``, each
+        installed OpenInference instrumentor, what plugins add), for ``init`` as is or by name."""
         found: dict[str, Instrument] = {}
         for key in ("OPENAI", *_OWN):
             own = member_instrument(key)
@@ -321,12 +307,7 @@ class Instruments(Enum):
 
 def by_name(name: str) -> Instrument:
     """The instrument a string names: a member's value or name in any spelling (``"openai"``,
-    ``"llama-index"``), or any available instrument's name.
-
-    Raises:
-        ComposoValidationError: No instrument has that name.
-        ImportError: The member it names needs a package that is not installed.
-    """
+    ``"llama-index"``), or any available instrument's name (else ``ComposoValidationError``)."""
     member = Instruments.__members__.get(attribute_name(name))
     if member is not None:
         return member.resolve()

@@ -173,12 +173,8 @@ def _json_attributes(items: Any) -> dict[str, Any]:
 
 
 def records_from_protobuf(data: bytes) -> Iterator[SpanRecord]:
-    """The spans of one protobuf-encoded ``ExportTraceServiceRequest``, through its JSON mapping.
-
-    Raises:
-        ImportError: ``opentelemetry-proto`` is not installed (the message names the extra).
-        ValueError: ``data`` is not such a message.
-    """
+    """The spans of one protobuf-encoded ``ExportTraceServiceRequest``, through its JSON mapping
+    (``ImportError`` without ``opentelemetry-proto``, ``ValueError`` for another message)."""
     try:
         from google.protobuf.json_format import MessageToDict  # type: ignore[import-untyped]
         from google.protobuf.message import DecodeError  # type: ignore[import-untyped]
@@ -379,14 +375,9 @@ def _is_lines(path: Path) -> bool:
 
 
 def read_otlp(source: Any, *, max_spans: int = MAX_SPANS_PER_TRACE) -> Iterator[Converted]:
-    """Every trace id of an OTLP/JSON export, converted (or with the error saying why not).
-
-    Args:
-        source: A file path, or a parsed ``ExportTraceServiceRequest`` (or a list of them).
-        max_spans: Spans one trace id may have before it is reported as too large.
-
-    Yields:
-        One :class:`~composo.tracing.Converted` per trace id: ``trace`` or ``error``, and ``notes``.
+    """Every trace id of an OTLP/JSON export (a file path, or parsed export documents), as a
+    :class:`~composo.tracing.Converted`: ``trace`` or ``error``, and ``notes``. ``max_spans``: spans
+    one trace id may have before it is reported as too large.
 
     Raises:
         ComposoValidationError: ``source`` is not a file or an export document.

@@ -48,11 +48,7 @@ class Capture:
         raise NotImplementedError
 
     def __enter__(self: C) -> C:
-        """Start recording in this thread or task.
-
-        Raises:
-            RuntimeError: It has already recorded once.
-        """
+        """Start recording in this thread or task (``RuntimeError`` if it has recorded once)."""
         if self._state != "new":
             raise RuntimeError(self._again.format(self=self))
         self._activate()
