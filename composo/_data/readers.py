@@ -102,14 +102,12 @@ class Records:
             self.mapping = ColumnMap.resolve(self.columns, names, flag_spelling, FILE_ROLES)
             return
         if self.format == "csv":
-            stream = (
-                open(self.source, encoding="utf-8-sig", newline="")  # noqa: SIM115 (closed in close())
-                if self.source is not None
-                else open(sys.stdin.fileno(), encoding="utf-8-sig", newline="", closefd=False)  # noqa: SIM115
-            )
-            self._file = stream
+            named = self.source is not None
+            source = self.source if self.source is not None else sys.stdin.fileno()
+            # closed in close() (stdin stays open)
+            self._file = open(source, encoding="utf-8-sig", newline="", closefd=named)  # noqa: SIM115
             csv.field_size_limit(2**31 - 1)
-            self._csv = csv.reader(stream)
+            self._csv = csv.reader(self._file)
             try:
                 self._header = next(self._csv)
             except StopIteration:
