@@ -193,13 +193,9 @@ def _message(m: Mapping[str, Any]) -> dict[str, Any]:
 def _tool(tool: Mapping[str, Any]) -> dict[str, Any]:
     """A tool definition whose name and description are strings (OpenAI or Anthropic shape)."""
     fn = tool.get("function")
-    if fn is None:
-        inner: Mapping[str, Any] = tool
-    elif isinstance(fn, Mapping):
-        inner = fn
-    else:
-        inner = {"name": json_text(fn)}
-    shaped = dict(inner)
+    shaped = dict(
+        tool if fn is None else fn if isinstance(fn, Mapping) else {"name": json_text(fn)}
+    )
     for key in ("name", "description"):
         value = shaped.get(key)
         shaped[key] = "" if value is None else json_text(value)

@@ -55,12 +55,8 @@ Answer with exactly this JSON object and nothing else:
 {"applicable": true or false, "score": number or null, "explanation": "why"}"""
 
 
-def verdict_instructions(case: Case) -> str:
-    if is_binary(case.criterion):
-        return "This criterion is binary: score must be exactly 0 or 1 (or null if not applicable)."
-    return (
-        "This criterion is graded: score is a number from 0.0 to 1.0 (or null if not applicable)."
-    )
+_BINARY = "This criterion is binary: score must be exactly 0 or 1 (or null if not applicable)."
+_GRADED = "This criterion is graded: score is a number from 0.0 to 1.0 (or null if not applicable)."
 
 
 def _line(m: Mapping[str, Any]) -> str:
@@ -75,7 +71,7 @@ def _line(m: Mapping[str, Any]) -> str:
 
 def render_case(case: Case) -> str:
     """The user prompt: criterion, tools, transcript with the judged part marked."""
-    out = [f"Criterion: {case.criterion}", verdict_instructions(case), ""]
+    out = [f"Criterion: {case.criterion}", _BINARY if is_binary(case.criterion) else _GRADED, ""]
     if case.subject == "agent":
         out.append(
             f"What is judged: every turn of the agent {case.agent_name!r} below (its whole part "
