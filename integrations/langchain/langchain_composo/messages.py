@@ -25,15 +25,12 @@ _OPENAI_PARTS = frozenset({"text", "image_url", "input_audio", "file", "refusal"
 
 def is_message_list(obj: Any) -> bool:
     """A list of LangChain messages (dicts may be mixed in, as LangChain itself allows)."""
-    if not isinstance(obj, Sequence) or isinstance(obj, (str, bytes)) or not obj:
-        return False
-    has_lc = False
-    for m in obj:
-        if isinstance(m, BaseMessage):
-            has_lc = True
-        elif not isinstance(m, Mapping):
-            return False
-    return has_lc
+    return (
+        isinstance(obj, Sequence)
+        and not isinstance(obj, (str, bytes))
+        and all(isinstance(m, (BaseMessage, Mapping)) for m in obj)
+        and any(isinstance(m, BaseMessage) for m in obj)
+    )
 
 
 def _clean(d: dict[str, Any]) -> dict[str, Any]:

@@ -29,15 +29,15 @@ def _is_sequence(obj: Any) -> bool:
 
 def _chat_history(obj: Any) -> bool:
     """A list holding at least one LlamaIndex ``ChatMessage`` (other entries may be dicts)."""
-    if not _is_sequence(obj) or not obj:
-        return False
-    found = False
-    for m in obj:
-        if _from_llama_index(m) and _class_name(m) == "ChatMessage":
-            found = True
-        elif not isinstance(m, Mapping):
-            return False
-    return found
+    return (
+        _is_sequence(obj)
+        and all(isinstance(m, Mapping) or _chat_message(m) for m in obj)
+        and any(_chat_message(m) for m in obj)
+    )
+
+
+def _chat_message(obj: Any) -> bool:
+    return _from_llama_index(obj) and _class_name(obj) == "ChatMessage"
 
 
 @hookimpl

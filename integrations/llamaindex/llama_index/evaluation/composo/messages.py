@@ -191,9 +191,8 @@ def chat_messages(messages: Iterable[Any]) -> list[dict[str, Any]]:
 
 def node_text(node: Any) -> str:
     """The text of a ``NodeWithScore`` / node (without its metadata header)."""
-    inner = getattr(node, "node", node)
-    get = getattr(inner, "get_content", None)
-    return str(get()) if callable(get) else str(inner)
+    get = getattr(node, "get_content", None)  # a NodeWithScore's is its node's
+    return str(get()) if callable(get) else str(node)
 
 
 def source_material_message(contexts: Sequence[str]) -> dict[str, Any]:
@@ -248,13 +247,10 @@ def _tool_turns(ran: Iterable[tuple[str, Any, Any, Any]]) -> list[dict[str, Any]
 
 def tool_definitions(tools: Iterable[Any]) -> list[dict[str, Any]]:
     """LlamaIndex tools (``FunctionTool``, ``QueryEngineTool``...) as OpenAI tool definitions."""
-    out: list[dict[str, Any]] = []
-    for tool in tools:
-        if isinstance(tool, Mapping):
-            out.append(dict(tool))
-        else:
-            out.append(dict(tool.metadata.to_openai_tool(skip_length_check=True)))
-    return out
+    return [
+        dict(t) if isinstance(t, Mapping) else t.metadata.to_openai_tool(skip_length_check=True)
+        for t in tools
+    ]
 
 
 def agent_output_messages(output: Any) -> list[dict[str, Any]]:
