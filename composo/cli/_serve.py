@@ -14,16 +14,7 @@ from composo.cli import UsageError
 from composo.cli._common import add_listen_arguments
 from composo.cli._criteria import resolve
 from composo.errors import ComposoValidationError
-from composo.server._config import (
-    DEFAULT_HISTORY_DAYS,
-    DEFAULT_HISTORY_ROWS,
-    DEFAULT_HOST,
-    DEFAULT_MAX_BODY_BYTES,
-    DEFAULT_MAX_CONNECTIONS,
-    DEFAULT_PORT,
-    DEFAULT_TASK_LEASE,
-    OtlpOptions,
-)
+from composo.server import _config as settings
 
 _RATE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(?:/\s*(s|sec|second|m|min|minute|h|hour))?\s*$")
 _UNITS = {60.0: ("s", "sec", "second"), 1.0: (None, "m", "min", "minute"), 1 / 60: ("h", "hour")}
@@ -41,7 +32,7 @@ def parse_rate(text: str) -> float:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_listen_arguments(parser, DEFAULT_HOST, DEFAULT_PORT)
+    add_listen_arguments(parser, settings.DEFAULT_HOST, settings.DEFAULT_PORT)
     parser.add_argument(
         "--judge",
         default="heuristic",
@@ -98,14 +89,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--max-body-bytes",
         type=int,
-        default=DEFAULT_MAX_BODY_BYTES,
+        default=settings.DEFAULT_MAX_BODY_BYTES,
         metavar="BYTES",
         help="larger request bodies get 413 (default: %(default)s, 10 MiB)",
     )
     parser.add_argument(
         "--max-connections",
         type=int,
-        default=DEFAULT_MAX_CONNECTIONS,
+        default=settings.DEFAULT_MAX_CONNECTIONS,
         metavar="N",
         help="open connections (or requests in hand) past which requests are answered 503: "
         "uvicorn's limit_concurrency (default: %(default)s)",
@@ -113,7 +104,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--task-lease",
         type=float,
-        default=DEFAULT_TASK_LEASE,
+        default=settings.DEFAULT_TASK_LEASE,
         metavar="SECONDS",
         help="how long the background tasks of a server that stopped answering stay with it "
         "before another server takes them over (default: %(default)s)",
@@ -121,7 +112,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--history-days",
         type=float,
-        default=DEFAULT_HISTORY_DAYS,
+        default=settings.DEFAULT_HISTORY_DAYS,
         metavar="DAYS",
         help="keep the evaluation history (read with POST /api/v1/evaluations/filter) this "
         "many days; 0 keeps none (default: %(default)s)",
@@ -129,7 +120,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--history-max-rows",
         type=int,
-        default=DEFAULT_HISTORY_ROWS,
+        default=settings.DEFAULT_HISTORY_ROWS,
         metavar="N",
         help="keep at most this many evaluations in the history (default: %(default)s)",
     )
@@ -190,7 +181,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _otlp_options(args: argparse.Namespace) -> OtlpOptions | None:
+def _otlp_options(args: argparse.Namespace) -> settings.OtlpOptions | None:
     """The OTLP receiver ``--otlp`` asks for. Raises ``UsageError``."""
     if not args.otlp:
         if args.trace_criteria:
@@ -218,7 +209,7 @@ def _otlp_options(args: argparse.Namespace) -> OtlpOptions | None:
         sink()  # the settings are checked now, before the port is bound
     except ComposoValidationError as exc:
         raise UsageError(f"--otlp: {exc}") from None
-    return OtlpOptions(sink, tuple(criteria), args.otlp_results)
+    return settings.OtlpOptions(sink, tuple(criteria), args.otlp_results)
 
 
 def read_key_file(path: Path) -> list[str]:
@@ -235,7 +226,6 @@ def read_key_file(path: Path) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from composo.server._config import JudgeOptions, ServerConfig, default_db_path
     from composo.server._local import require_server_extra, serve_forever
     from composo.server._store import TaskStoreError
 
@@ -259,17 +249,17 @@ def run(args: argparse.Namespace) -> int:
     keys += [k.strip() for k in env_keys.split(",") if k.strip()]
     dev = args.dev_faults or os.environ.get("COMPOSO_SERVER_DEV_FAULTS", "") in ("1", "true", "yes")
     try:
-        config = ServerConfig(
+        config = settings.ServerConfig(
             host=args.host,
             port=args.port,
             judge=args.judge,
-            judge_options=JudgeOptions(
+            judge_options=settings.JudgeOptions(
                 model=args.judge_model,
                 api_key=args.judge_api_key or os.environ.get("OPENAI_API_KEY"),
                 base_url=args.judge_base_url or os.environ.get("OPENAI_BASE_URL"),
             ),
             api_keys=tuple(dict.fromkeys(keys)),
-            db=args.db or default_db_path(),
+            db=args.db or settings.default_db_path(),
             rate_limit_per_minute=args.rate_limit,
             rate_limit_burst=args.rate_burst,
             dev_faults=dev,
