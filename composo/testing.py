@@ -10,7 +10,7 @@ from ``COMPOSO_API_KEY`` / ``COMPOSO_BASE_URL``, or the ``client=`` given.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from composo._client import Composo
@@ -148,18 +148,6 @@ def _is_results(subject: Any) -> bool:
     return bool(items) and all(isinstance(x, _RESULTS) for x in items)
 
 
-@contextlib.contextmanager
-def _evaluator(client: Composo | None) -> Iterator[Composo]:
-    session = active()
-    if client is not None:
-        yield client
-    elif session is not None:
-        yield session.client()
-    else:
-        with Composo() as own:
-            yield own
-
-
 def _obtain(
     subject: Any,
     criteria: str | Sequence[str] | None,
@@ -178,7 +166,10 @@ def _obtain(
         raise ValueError(
             f"{caller}: criteria is required when evaluating (or pass the responses to check)"
         )
-    with _evaluator(client) as c:
+    if client is None and session is not None:
+        client = session.client()
+    # a client made here is closed here; one given (or the session's) stays open
+    with Composo() if client is None else contextlib.nullcontext(client) as c:
         if "trace" in options or isinstance(subject, MultiAgentTrace):
             trace = options.pop("trace", subject)
             out = c.evaluate_trace(trace, criteria=names, **options)
