@@ -44,7 +44,7 @@ def build_app(config: ServerConfig, received: ReceivedLog | None = None) -> ASGI
     service = EvaluationService(judge, config.latency)
     store = TaskStore(config.db, config.task_lease_seconds)
     history = HistoryStore(config.db, store.client_id, config.history_days, config.history_max_rows)
-    dev = DevSwitch([]) if config.dev_faults else None
+    dev = DevSwitch() if config.dev_faults else None
 
     async def _judge(request: RewardRequest | TraceRequest) -> dict[str, Any]:
         if isinstance(request, TraceRequest):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from collections import deque
-from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -38,20 +37,16 @@ class FaultList(BaseModel):
     faults: list[Fault] = Field(max_length=MAX_QUEUED_FAULTS)
 
 
-@dataclass
 class DevSwitch:
-    """Queued faults and recorded requests: at most ``max_requests`` and about ``max_bytes``."""
+    """Queued faults and the requests recorded (bounded in number and bytes)."""
 
-    faults: list[Fault]
-    max_requests: int = MAX_RECORDED_REQUESTS
-    max_bytes: int = MAX_RECORDED_BYTES
-    # Each request as /_dev/requests shows it, and its raw body.
-    _recorded: deque[tuple[dict[str, Any], bytes]] = field(default_factory=deque)
-    _bytes: int = 0
+    def __init__(self) -> None:
+        self.reset()
 
     def reset(self) -> None:
-        self.faults.clear()
-        self._recorded.clear()
+        self.faults: list[Fault] = []
+        # Each request as /_dev/requests shows it, and its raw body.
+        self._recorded: deque[tuple[dict[str, Any], bytes]] = deque()
         self._bytes = 0
 
     def queue(self, faults: list[Fault]) -> int:
@@ -59,7 +54,8 @@ class DevSwitch:
         self.faults.extend(faults)
         del self.faults[: max(0, len(self.faults) - MAX_QUEUED_FAULTS)]
         while (
-            len(self.faults) > 1 and sum(len(f.detail or "") for f in self.faults) > self.max_bytes
+            len(self.faults) > 1
+            and sum(len(f.detail or "") for f in self.faults) > MAX_RECORDED_BYTES
         ):
             del self.faults[0]
         return len(self.faults)
@@ -86,7 +82,7 @@ class DevSwitch:
         self._recorded.append((entry, body))
         self._bytes += len(body)
         while len(self._recorded) > 1 and (
-            len(self._recorded) > self.max_requests or self._bytes > self.max_bytes
+            len(self._recorded) > MAX_RECORDED_REQUESTS or self._bytes > MAX_RECORDED_BYTES
         ):
             self._bytes -= len(self._recorded.popleft()[1])
 
