@@ -35,13 +35,9 @@ def _row(line: bytes) -> dict[str, Any] | None:
 
 
 def iter_rows(path: Path) -> Iterator[dict[str, Any]]:
-    """The rows of a results file, streamed; malformed lines are skipped."""
+    """The rows of a results file, streamed; blank and malformed lines are skipped."""
     with path.open("rb") as f:
-        for line in f:
-            if line.strip():
-                row = _row(line)
-                if row is not None:
-                    yield row
+        yield from filter(None, map(_row, f))
 
 
 @dataclass
@@ -54,8 +50,7 @@ class Resume:
     repaired: bool = False
 
     def remaining(self, index: int, criteria: list[str]) -> list[str]:
-        finished = self.done.get(index)
-        return criteria if not finished else [c for c in criteria if c not in finished]
+        return [c for c in criteria if c not in self.done.get(index, ())]
 
 
 def _verdicts(
@@ -108,7 +103,6 @@ def prepare_resume(path: Path, criteria: Collection[str]) -> Resume:
     elif state.repaired:
         with path.open("r+b") as f:
             f.truncate(whole)
-            f.flush()
             os.fsync(f.fileno())
     return state
 

@@ -4,6 +4,7 @@ conversations sent as items open, reviews saved beside the results (for ``compos
 # No `from __future__ import annotations`: FastAPI reads the routes' annotations at runtime,
 # and the classes they name are imported inside build_app.
 import argparse
+import contextlib
 import json
 import sys
 from datetime import datetime, timezone
@@ -224,8 +225,5 @@ def _label(score: Any, verdict: Any, judged: Any, criterion: str) -> float | Non
 
 def append_review(run: "Run", record: dict[str, Any]) -> None:
     """One line, one write, appended and synced: a review is on disk once the page says so."""
-    writer = RowWriter(reviews_path(run.path))
-    try:
+    with contextlib.closing(RowWriter(reviews_path(run.path))) as writer:
         writer.write(record, sync=True)
-    finally:
-        writer.close()
