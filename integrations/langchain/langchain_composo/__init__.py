@@ -1,11 +1,7 @@
-"""Composo evaluation for LangChain and LangGraph.
-
-``ComposoCallback`` scores model calls or whole agent runs from a callback, in the background.
-Installing the package also lets ``composo`` read LangChain messages, prompt values, results and
-tools directly (through the ``composo`` entry point; no import needed).
-
-Names load on first use: the ``composo`` plugin manager imports ``langchain_composo.adapters``
-in every process, and that must not import LangChain.
+"""Composo evaluation for LangChain and LangGraph: ``ComposoCallback`` scores model calls or whole
+agent runs in the background. Installed, it is also a ``composo`` plugin that reads LangChain
+messages, prompt values, results and tools. Names load on first use: the plugin module is
+imported in every composo process and must not import LangChain.
 """
 
 from __future__ import annotations

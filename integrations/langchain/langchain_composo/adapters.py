@@ -1,8 +1,6 @@
-"""Composo plugin hooks for LangChain objects, found through the ``composo`` entry point.
-
-Every composo process imports this module on its first evaluation, so it must stay cheap: it
-imports nothing from LangChain itself. An object can only be a LangChain object if
-``langchain_core`` is already imported; only then is the converter module loaded.
+"""Composo plugin hooks for LangChain objects. Every composo process imports this module, so it
+imports nothing from LangChain: an object can only be LangChain's once ``langchain_core`` is
+imported, and only then is the converter module loaded.
 """
 
 from __future__ import annotations

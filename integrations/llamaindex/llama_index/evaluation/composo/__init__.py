@@ -4,9 +4,8 @@
 
     result = ComposoFaithfulnessEvaluator().evaluate_response(query=q, response=engine.query(q))
 
-Installing this package also lets ``composo.Composo().evaluate`` take LlamaIndex chat histories,
-responses and tools directly (it is a ``composo`` plugin). Names load on first use: the plugin
-module lives in this package and must stay cheap to import.
+Installed, it is also a ``composo`` plugin: ``Composo().evaluate`` takes LlamaIndex chat histories,
+responses and tools. Names load on first use, so the plugin module stays cheap to import.
 """
 
 from __future__ import annotations

@@ -1,7 +1,5 @@
-"""The ``composo`` plugin: LlamaIndex objects passed straight to ``Composo().evaluate(...)``.
-
-Every process imports it on its first evaluation, so it looks only at ``type(obj).__module__`` and
-imports LlamaIndex when it meets one of its objects.
+"""The ``composo`` plugin for LlamaIndex objects. Every process imports it on its first
+evaluation, so it reads only ``type(obj).__module__`` until it meets a LlamaIndex object.
 """
 
 from __future__ import annotations

@@ -34,6 +34,7 @@ from llama_index.core.tools.types import BaseTool
 from llama_index.core.workflow import Workflow
 from llama_index.evaluation.composo.messages import agent_tools, chat_message_dict, tool_definitions
 
+from composo import ext
 from composo.ext import Agent, Capture, TraceRecorder, to_trace_interaction, to_trace_tool
 from composo.types import LLMInteraction, MultiAgentTrace, OutputMessage, ToolCall, ToolSpec
 
@@ -360,12 +361,6 @@ class _Hub:
 _hub = _Hub()
 
 
-def _forward(interaction: LLMInteraction) -> None:
-    from composo.ext import record_interaction
-
-    record_interaction(interaction)
-
-
 class _EventHandler(BaseEventHandler):
     @classmethod
     def class_name(cls) -> str:
@@ -405,7 +400,7 @@ def _handle(capture: LlamaIndexTraceCapture | None, event: BaseEvent) -> None:
     if capture is not None:
         capture._record(event.span_id, interaction)
     else:
-        _forward(interaction)
+        ext.record_interaction(interaction)  # to the running AgentTracer
 
 
 class _SpanHandler(NullSpanHandler):  # keeps no span objects of its own
