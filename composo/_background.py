@@ -472,8 +472,6 @@ class BackgroundEvaluator:
                 fut.result(timeout)
             except Exception as exc:  # closing is best effort
                 _log.debug("closing the evaluation client failed: %s", exc)
-        elif self._owns_client and isinstance(self._client, Composo):
-            self._client.close()
 
     async def aclose(self, timeout: float | None = 5.0) -> None:
         """:meth:`close` for async code (waits on a worker thread, not on the event loop)."""
