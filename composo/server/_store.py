@@ -220,11 +220,6 @@ class TaskStore:
         raw = api_key.encode() if isinstance(api_key, str) else api_key
         return hmac.new(self._salt, raw, hashlib.sha256).hexdigest()
 
-    def _idem_id(self, client: str | None, idempotency_key: str) -> str:
-        return hmac.new(
-            self._salt, f"{client or ''}\0{idempotency_key}".encode(), hashlib.sha256
-        ).hexdigest()
-
     def add(
         self,
         task_id: str,
@@ -237,7 +232,9 @@ class TaskStore:
         """Record a task leased to this server (``request=None``: content kept off disk) and
         return its id, or the id of the client's task already accepted under ``idempotency_key``."""
         now = time.time()
-        idem = None if idempotency_key is None else self._idem_id(client, idempotency_key)
+        # The client's key, digested as an API key is (never stored itself).
+        idem = None if idempotency_key is None else f"{client or ''}\0{idempotency_key}"
+        idem = self.client_id(idem)
         with self._lock:
             if idem is not None:
                 row = self._db.execute(
