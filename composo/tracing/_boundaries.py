@@ -1,9 +1,6 @@
-"""A span's kind, and what it opens for the spans under it: an agent instance or a tool.
-
-The one rule for the span-tree converter (``_spantree``) and the live span processor
-(``_processor``), for OpenInference spans and GenAI-convention spans alike: a span's kind is its
-OpenInference kind, else the one ``gen_ai.operation.name`` (or older GenAI and OpenLLMetry
-attributes) gives. Nothing here imports OpenTelemetry.
+"""A span's kind, and what it opens for the spans under it (an agent instance or a tool): the
+one rule for the span-tree converter and the live span processor. The kind is the OpenInference
+kind, else the one ``gen_ai.operation.name`` (or older GenAI and OpenLLMetry attributes) gives.
 """
 
 from __future__ import annotations

@@ -93,29 +93,26 @@ def genai_interaction(attributes: Mapping[str, Any], events: Events = ()) -> LLM
     it carries no GenAI messages."""
     details = [attrs for name, attrs in events if name == _DETAILS]
     current = [attributes, *details]
-    inputs = _first(
-        lambda: _messages_in(current, _INPUT),
-        lambda: _indexed_messages(attributes, "gen_ai.prompt.", "user"),
-        lambda: _event_messages(events, output=False),
-        lambda: _event_messages(_events_attribute(attributes), output=False),
-        lambda: _plain(attributes, events, "gen_ai.prompt", "gen_ai.content.prompt", "user"),
+    chat = (
+        _messages_in(current, _INPUT)
+        or _indexed_messages(attributes, "gen_ai.prompt.", "user")
+        or _event_messages(events, output=False)
+        or _event_messages(_events_attribute(attributes), output=False)
+        or _plain(attributes, events, "gen_ai.prompt", "gen_ai.content.prompt", "user")
     )
-    outputs = _first(
-        lambda: _messages_in(current, _OUTPUT),
-        lambda: _indexed_messages(attributes, "gen_ai.completion.", "assistant"),
-        lambda: _event_messages(events, output=True),
-        lambda: _event_messages(_events_attribute(attributes), output=True),
-        lambda: _plain(
-            attributes, events, "gen_ai.completion", "gen_ai.content.completion", "assistant"
-        ),
+    outputs = (
+        _messages_in(current, _OUTPUT)
+        or _indexed_messages(attributes, "gen_ai.completion.", "assistant")
+        or _event_messages(events, output=True)
+        or _event_messages(_events_attribute(attributes), output=True)
+        or _plain(attributes, events, "gen_ai.completion", "gen_ai.content.completion", "assistant")
     )
     system = _system(current)
-    if inputs is None and outputs is None:
+    if not chat and not outputs:
         return None
-    chat = list(inputs or [])
     if system is not None and not (chat and chat[0] == system):
         chat.insert(0, system)
-    return chat_interaction(chat, outputs or [], _tools(attributes) or None)
+    return chat_interaction(chat, outputs, _tools(attributes) or None)
 
 
 def tool_call_id(attributes: Mapping[str, Any]) -> str | None:
@@ -145,14 +142,6 @@ def tool_result(attributes: Mapping[str, Any], events: Events = ()) -> Any:
     for name, attrs in events:
         if name == _CHOICE and attrs.get("message") is not None:
             return _text_of(_parts_of(attrs["message"]))
-    return None
-
-
-def _first(*readers: Any) -> list[Message] | None:
-    for read in readers:
-        found = read()
-        if found:
-            return list(found)
     return None
 
 

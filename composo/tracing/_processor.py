@@ -1,10 +1,9 @@
 """The OpenTelemetry span processor that routes model-call spans to the active ``AgentTracer``.
 
-A span takes its place when it starts, in the caller's context, so calls keep their order, and
-fills or gives it back when it ends (some instrumentors name a model call only at its end, so a
-span without a kind takes a place too). A call counts once: a model call inside another is part
-of it, and a span that ended just before another feed's record of the same answer gives way.
-An instrumentor's agent or tool span opens a sub-agent for the spans under it.
+A span takes its place when it starts, in the caller's context, and fills or gives it back when
+it ends (some instrumentors name a model call only at its end). A call counts once: a model call
+inside another is part of it, and a span that ended just before another feed's record of the same
+answer gives way. An instrumentor's agent or tool span opens a sub-agent for the spans under it.
 """
 
 from __future__ import annotations

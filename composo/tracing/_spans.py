@@ -1,8 +1,5 @@
-"""OpenInference model-call attributes -> ``LLMInteraction`` (via the core's ``chat_interaction``).
-
-Any OpenInference instrumentor's ``llm.input_messages.*``, ``llm.output_messages.*`` (with tool
-calls) and ``llm.tools.*`` are understood (other spans are read by ``composo.tracing._genai``).
-For the OpenAI Responses API the instrumentor flattens only messages and function calls and drops
+"""OpenInference model-call attributes (``llm.input_messages.*``, ``llm.output_messages.*``,
+``llm.tools.*``) -> ``LLMInteraction``. For the OpenAI Responses API the instrumentor drops
 built-in tool items (code interpreter, MCP calls, searches), so when the span carries the raw
 request and response (``input.value`` / ``output.value``) the Responses adapter converts those.
 """

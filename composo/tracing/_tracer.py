@@ -1,10 +1,8 @@
 """``ComposoTracer``: switch on the instruments whose spans ``AgentTracer`` turns into traces.
 
-OpenTelemetry carries the spans. An application that already has an SDK ``TracerProvider``
-keeps it: Composo adds one span processor to it, so the application's exporters keep receiving
+An application's SDK ``TracerProvider`` gets one span processor added, so its exporters keep
 every span. Without one, Composo makes a private provider and does not install it globally, so
-the application can still set its own later; to move tracing onto it, call
-``ComposoTracer.shutdown()`` and then ``init()`` again (or pass ``tracer_provider=``).
+the application can still set its own later (then ``shutdown()`` and ``init()`` again).
 """
 
 from __future__ import annotations

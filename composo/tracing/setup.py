@@ -23,16 +23,6 @@ def init(
     | Iterable[Instruments | str | Instrument]
     | Any = None,
 ) -> TracerProvider:
-    """Start tracing, switching on ``instrument`` (one or a list; ``None``: none).
-
-    Args:
-        instrument: What ``ComposoTracer.init(instruments=...)`` takes.
-
-    Returns:
-        The tracer provider the instrumented calls' spans go to.
-
-    Raises:
-        ComposoValidationError: ``instrument`` is not an instrument or names none.
-        ImportError: An instrument's library is missing (the message names what to install).
-    """
+    """Start tracing, switching on ``instrument``: what ``ComposoTracer.init(instruments=...)``
+    takes (``None``: none). Returns the tracer provider the instrumented calls' spans go to."""
     return ComposoTracer.init(instruments=[] if instrument is None else instrument)
