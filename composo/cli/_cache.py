@@ -4,6 +4,7 @@ a size or an age, and emptying it."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 from pathlib import Path
 
 from composo.cli import UsageError
@@ -73,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
         cache = ResultCache(args.cache_dir)
     except ComposoValidationError as exc:  # a limit's environment variable
         raise UsageError(str(exc)) from None
-    try:
+    with contextlib.closing(cache):
         if args.action == "clear":
             removed = cache.clear()
             print(f"removed {removed} cached answer(s) from {cache.path}")
@@ -98,5 +99,3 @@ def run(args: argparse.Namespace) -> int:
             "(COMPOSO_CACHE_MAX_SIZE, COMPOSO_CACHE_MAX_AGE)"
         )
         return 0
-    finally:
-        cache.close()

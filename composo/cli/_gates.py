@@ -96,7 +96,7 @@ def parse_threshold(text: str, what: str, percent: bool = False) -> float:
     except ValueError:
         example = "0.9 or 90%" if percent else "0.7"
         raise ValueError(f"{what}: {text!r} is not a number; write e.g. {example}") from None
-    if not 0.0 <= value <= 1.0 or value != value:
+    if not 0.0 <= value <= 1.0:  # NaN too
         raise ValueError(f"{what}: {text!r} is outside 0 to 1")
     return value
 

@@ -328,12 +328,8 @@ def page_data(
 
 def record_of(runs: list[Run], item: dict[str, Any]) -> dict[str, Any] | None:
     """An item's line of the dataset (the first run that has it), for its conversation."""
-    for n, run in enumerate(runs):
-        if item["runs"][n]:
-            found = run.dataset.get(item["index"])
-            if found is not None:
-                return found
-    return None
+    found = (run.dataset.get(item["index"]) for n, run in enumerate(runs) if item["runs"][n])
+    return next((record for record in found if record is not None), None)
 
 
 def script_json(data: Any) -> str:
