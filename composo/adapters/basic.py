@@ -25,22 +25,16 @@ def is_openai_object(obj: Any) -> bool:
 
 def _sources(annotations: Sequence[Mapping[str, Any]] | None) -> list[str]:
     """Citation annotations as readable source lines, each cited source once."""
-    lines: list[str] = []
+    lines: dict[str, None] = {}  # in order, each once
     for ann in annotations or ():
         kind = ann.get("type")
         if kind == "url_citation":
             inner = ann.get("url_citation") or ann  # Chat Completions nests it, Responses does not
             title, url = inner.get("title") or "", inner.get("url") or ""
-            line = f"{title} <{url}>" if title else url
-        elif kind in ("file_citation", "container_file_citation"):
-            line = f"file {ann.get('filename') or ann.get('file_id')}"
-        elif kind == "file_path":
-            line = f"file {ann.get('file_id')}"
-        else:
-            continue
-        if line and line not in lines:
-            lines.append(line)
-    return lines
+            lines[f"{title} <{url}>" if title else url] = None
+        elif kind in ("file_citation", "container_file_citation", "file_path"):
+            lines[f"file {ann.get('filename') or ann.get('file_id')}"] = None
+    return [line for line in lines if line]
 
 
 def with_sources(text: str, annotations: Sequence[Mapping[str, Any]] | None) -> str:
@@ -80,14 +74,11 @@ def clean_chat_message(d: Mapping[str, Any]) -> dict[str, Any]:
         out["tool_calls"] = calls
     if isinstance(out.get("content"), str) and d.get("annotations"):
         out["content"] = with_sources(out["content"], d["annotations"])
-    if out.get("role") == "assistant":
-        if not out.get("content") and (d.get("audio") or {}).get("transcript"):
-            out["content"] = d["audio"]["transcript"]
-        if d.get("refusal") and not out.get("content"):
-            out["content"] = f"[refusal] {d['refusal']}"
-        if not out.get("content") and not calls:
-            out["content"] = "(empty message)"
-        out.setdefault("content", None)
+    if out.get("role") == "assistant":  # the first of these that says something
+        transcript = (d.get("audio") or {}).get("transcript")
+        refusal = d.get("refusal") and f"[refusal] {d['refusal']}"
+        fallback = out.get("content") if calls else "(empty message)"
+        out["content"] = out.get("content") or transcript or refusal or fallback
     return out
 
 
