@@ -19,6 +19,7 @@ from fastapi.responses import JSONResponse
 from composo._core.responses import MultiAgentTraceResponse
 from composo._core.wire import TraceRequest
 from composo.server._bodies import refusal
+from composo.server._cases import json_or_none
 from composo.server._config import ServerConfig
 from composo.server._gate import KeyCheck, read_body
 from composo.server._tasks import TaskManager
@@ -32,17 +33,14 @@ _POLL_SECONDS = 0.05
 
 def _next_index(results: Path | None) -> int:
     """One past the highest row index already in ``results``: a restarted server appends."""
-    last = -1
-    if results is not None and results.exists():
-        with results.open("rb") as f:
-            for line in f:
-                try:
-                    index = json.loads(line).get("index")
-                except (ValueError, AttributeError):
-                    continue
-                if isinstance(index, int):
-                    last = max(last, index)
-    return last + 1
+    if results is None or not results.exists():
+        return 0
+    with results.open("rb") as f:
+        rows = (json_or_none(line) for line in f)
+        indexes = (
+            r["index"] for r in rows if isinstance(r, dict) and isinstance(r.get("index"), int)
+        )
+        return max(indexes, default=-1) + 1
 
 
 def mount(app: FastAPI, config: ServerConfig, tasks: TaskManager) -> None:
