@@ -201,11 +201,8 @@ class _Run(common.Run):
             rows = self.records.rows
             total = None if rows is None else rows * len(self.criteria)
         elif source is not None:
-            total = 0
             with source.open("rb") as f:
-                for index, line in enumerate(f):
-                    if line.strip():
-                        total += len(self.remaining(index))
+                total = sum(len(self.remaining(i)) for i, line in enumerate(f) if line.strip())
         self.bar = Progress(True, total)
         return self.bar
 

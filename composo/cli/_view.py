@@ -7,6 +7,7 @@ import argparse
 import contextlib
 import json
 import sys
+import webbrowser
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -135,16 +136,12 @@ def run(args: argparse.Namespace) -> int:
         )
     print(f"composo view: {url} (Ctrl+C to stop)", flush=True)
     if args.open:
-        import webbrowser
-
         webbrowser.open(url)
     config = uvicorn.Config(
         app, log_level="warning", access_log=False, server_header=False, lifespan="off"
     )
-    try:
+    with sock:
         uvicorn.Server(config).run(sockets=[sock])
-    finally:
-        sock.close()
     return 0
 
 
