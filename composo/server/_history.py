@@ -224,8 +224,8 @@ class HistoryStore:
     def evaluations(self, api_key: bytes | None, query: EvaluationFilterRequest) -> dict[str, Any]:
         """``POST /api/v1/evaluations/filter``: newest first; every filter given must match
         (a tag filter: the tag has one of its values)."""
-        where = ["client IS ?"]
-        args: list[Any] = [self._client_id(api_key)]
+        where = ["client IS ?", "kind = coalesce(?, kind)"]
+        args: list[Any] = [self._client_id(api_key), query.endpoint_type]
         for tag in query.filters or ():
             marks = ", ".join("?" * len(tag.values))
             where.append(
@@ -236,9 +236,6 @@ class HistoryStore:
             values = query.criteria_filter.values
             where.append(f"criterion IN ({', '.join('?' * len(values))})")
             args += values
-        if query.endpoint_type is not None:
-            where.append("kind = ?")
-            args.append(query.endpoint_type)
         page = query.page or 1
         size = query.page_size or DEFAULT_PAGE_SIZE
         clause = " AND ".join(where)
@@ -272,28 +269,21 @@ class HistoryStore:
         """``GET /api/v1/traces``: newest first, ``page_size`` at a time; ``ValueError`` for a
         ``page_token`` this server did not give out."""
         client = self._client_id(api_key) or ""
-        where: list[str] = ["client = ?"]
-        args: list[Any] = [client]
-        if start is not None:
-            where.append("created >= ?")
-            args.append(start)
-        if end is not None:
-            where.append("created <= ?")
-            args.append(end)
+        where = "client = ? AND created >= coalesce(?, created) AND created <= coalesce(?, created)"
+        args: list[Any] = [client, start, end]
         if page_token is not None:
             created, trace_id = _read_token(page_token)
-            where.append("(created < ? OR (created = ? AND trace_id > ?))")
+            where += " AND (created < ? OR (created = ? AND trace_id > ?))"
             args += [created, created, trace_id]
         with self._lock:
             self._flush()
             rows = self._db.execute(
-                "SELECT trace_id, created FROM history_traces WHERE "
-                f"{' AND '.join(where)} ORDER BY created DESC, trace_id LIMIT ?",
+                f"SELECT trace_id, created FROM history_traces WHERE {where} "
+                "ORDER BY created DESC, trace_id LIMIT ?",
                 [*args, page_size + 1],
             ).fetchall()
             traces = [self._trace(client, trace_id) for trace_id, _ in rows[:page_size]]
-        more = len(rows) > page_size
-        last = rows[page_size - 1] if more else None
+        last = rows[page_size - 1] if len(rows) > page_size else None
         return {
             "traces": [t for t in traces if t is not None],
             "next_page_token": None if last is None else _token(last[1], last[0]),
