@@ -37,16 +37,12 @@ _ROLES = {
 }
 
 
-def _arguments(kwargs: Any) -> str:
-    if kwargs is None:
-        return "{}"
-    if isinstance(kwargs, str):
-        return kwargs or "{}"
-    return json.dumps(kwargs, default=str)
-
-
-def _call(call_id: str, name: str, arguments: str) -> dict[str, Any]:
-    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+def _call(call_id: Any, name: Any, arguments: Any) -> dict[str, Any]:
+    """One OpenAI tool call; ``arguments`` is a JSON string or a value to encode."""
+    if not isinstance(arguments, str):
+        arguments = "{}" if arguments is None else json.dumps(arguments, default=str)
+    fn = {"name": str(name), "arguments": arguments or "{}"}
+    return {"id": str(call_id or ""), "type": "function", "function": fn}
 
 
 def _same_call_key(call: Mapping[str, Any]) -> str:
@@ -58,20 +54,18 @@ def _same_call_key(call: Mapping[str, Any]) -> str:
     return f"{fn['name']}\x00{args}"
 
 
+def _same_call(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    """The same when their ids match, or, when one has no id, their name and arguments."""
+    if a["id"] and b["id"]:
+        return bool(a["id"] == b["id"])
+    return _same_call_key(a) == _same_call_key(b)
+
+
 def _unique_calls(calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The same call is often kept both as a ``ToolCallBlock`` and in ``additional_kwargs``:
-    calls are the same when their ids match, or, when one has no id, their name and arguments."""
+    """Each call once: it is often kept both as a ``ToolCallBlock`` and in ``additional_kwargs``."""
     kept: list[dict[str, Any]] = []
     for call in calls:
-        twin = next(
-            (
-                k
-                for k in kept
-                if (call["id"] and k["id"] == call["id"])
-                or ((not call["id"] or not k["id"]) and _same_call_key(k) == _same_call_key(call))
-            ),
-            None,
-        )
+        twin = next((k for k in kept if _same_call(k, call)), None)
         if twin is None:
             kept.append(call)
         elif not twin["id"]:
@@ -87,16 +81,12 @@ def _extra_tool_call(raw: Any) -> dict[str, Any] | None:
     if isinstance(raw, Mapping):
         fn = raw.get("function")
         if isinstance(fn, Mapping):
-            return _call(
-                str(raw.get("id") or ""), str(fn.get("name", "")), _arguments(fn.get("arguments"))
-            )
+            return _call(raw.get("id"), fn.get("name", ""), fn.get("arguments"))
         if "name" in raw:  # Anthropic tool_use block
-            return _call(str(raw.get("id") or ""), str(raw["name"]), _arguments(raw.get("input")))
+            return _call(raw.get("id"), raw["name"], raw.get("input"))
         return None
     if hasattr(raw, "tool_name") and hasattr(raw, "tool_kwargs"):  # ToolSelection
-        return _call(
-            str(getattr(raw, "tool_id", "") or ""), str(raw.tool_name), _arguments(raw.tool_kwargs)
-        )
+        return _call(getattr(raw, "tool_id", ""), raw.tool_name, raw.tool_kwargs)
     return None
 
 
@@ -145,7 +135,7 @@ def _role(message: ChatMessage, index: int) -> str:
 def _tool_calls(message: ChatMessage, index: int) -> list[dict[str, Any]]:
     """The tool calls of its blocks and ``additional_kwargs``, each once, with an id."""
     calls = [
-        _call(block.tool_call_id or "", block.tool_name, _arguments(block.tool_kwargs))
+        _call(block.tool_call_id, block.tool_name, block.tool_kwargs)
         for block in message.blocks
         if isinstance(block, ToolCallBlock)
     ]
@@ -237,7 +227,7 @@ def _tool_turns(ran: Iterable[tuple[str, Any, Any, Any]]) -> list[dict[str, Any]
     ran = list(ran)
     if not ran:
         return []
-    calls = [_call(i, str(name), _arguments(args)) for i, name, args, _ in ran]
+    calls = [_call(i, name, args) for i, name, args, _ in ran]
     results = [
         {"role": "tool", "tool_call_id": i, "name": str(name), "content": _tool_output_text(o)}
         for i, name, _, o in ran
