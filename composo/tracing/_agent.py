@@ -80,8 +80,7 @@ class AgentTracer(Capture):
         self._agent: Agent | None = None
         self._token: Token[tuple[AgentTracer, ...]] | None = None
         self._span = ExitStack()  # the agent span, with ComposoTracer.init(agent_spans=True)
-        # ids of running spans under an instrumentor's agent or tool span -> where they record
-        # (kept by the span processor)
+        # running spans under an instrumentor's agent or tool span -> where they record
         self._spans: dict[int, Within] = {}
 
     def __repr__(self) -> str:
@@ -155,8 +154,7 @@ class AgentTracer(Capture):
     def _record(self, interaction: LLMInteraction) -> None:
         agent = self._here()
         if self._recorder is not None and agent is not None:
-            # stamped, so that a span of the same call (a framework's OpenAI LLM seen by both
-            # the framework's instrument and the OpenAI one) is counted once
+            # stamped, so that a span of the same call (seen by two instruments) counts once
             self._recorder.reserve(agent, RecordedStep(interaction, time.time_ns()))
 
     @property

@@ -341,11 +341,10 @@ class AgentsSDKCapture:
         return PROCESSOR.active
 
     def instrument(self, tracer_provider: Any = None, **kwargs: Any) -> None:
-        """Add the processor to the SDK's trace provider (once) and start recording."""
+        """Add the processor to the SDK's trace provider and start recording."""
         with _lock:
-            # The SDK cannot say whether a processor is still registered (set_trace_processors,
-            # or OpenInference's exclusive instrumentor, replaces them all), so it is added
-            # again each time; the same event delivered twice is recorded once.
+            # Added each time: the SDK cannot say whether it is still registered (OpenInference's
+            # exclusive instrumentor replaces them all); an event delivered twice counts once.
             add_trace_processor(PROCESSOR)
             PROCESSOR.active = True
             hooks = _processor.recorded_elsewhere

@@ -140,9 +140,9 @@ class AgentSpanProcessor(SpanProcessor):
 
     def __init__(self) -> None:
         self.active = True
-        # span id -> the place it fills, or for a span inside a claimed one, the place of the
-        # nearest enclosing span that is or may become a model call. Weak, so that a span that
-        # never ends (an abandoned stream) is forgotten together with its tracer.
+        # span id -> the place it fills (a span inside a claimed one: the nearest enclosing
+        # span's that is or may become a model call); weak, so a span that never ends is
+        # forgotten with its tracer
         self._claimed: weakref.WeakValueDictionary[int, _Slot] = weakref.WeakValueDictionary()
         # span id -> the tracer whose instrumentor agent (or tool) it runs under; weak too
         self._under: weakref.WeakValueDictionary[int, AgentTracer] = weakref.WeakValueDictionary()

@@ -145,12 +145,9 @@ class Agent:
 
 @dataclass(eq=False, slots=True)
 class Within:
-    """Where the spans under an instrumentor's agent or tool span (``opener``) record.
-
-    For an agent span, ``agent`` is the sub-agent it opened. For a tool span it is ``None`` until
-    a model call starts inside (then the tool's sub-agent, ``id`` and ``name``); until then, and
-    for everything but model calls, ``owner`` is where the tool runs (``None``: the tracer's).
-    """
+    """Where the spans under an instrumentor's agent or tool span (``opener``) record: the
+    sub-agent it opened (``agent``); for a tool, ``None`` until a model call inside opens the tool's
+    sub-agent (``id``, ``name``), and ``owner`` is where the tool runs (``None``: the tracer's)."""
 
     opener: int
     agent: Agent | None
@@ -189,13 +186,11 @@ class TraceRecorder:
         Args:
             agent_id: The agent instance id (``None``: a fresh UUID).
             name: The agent's name; instances of one name are scored together.
-            parent: The agent it runs under (an :class:`Agent` or an id), or ``None``.
+            parent: The agent it runs under (an :class:`Agent` or an id; ``LookupError`` when
+                no agent of this recording has it), or ``None``.
 
         Returns:
             The agent, to pass to the other events.
-
-        Raises:
-            LookupError: ``parent`` is an id no agent of this recording has.
         """
         agent_id = agent_id or str(uuid.uuid4())
         with self._lock:
@@ -214,15 +209,11 @@ class TraceRecorder:
             self._find(agent).finished = True
 
     def reserve(self, agent: Agent | str, step: Step | None = None) -> Step:
-        """Keep a place for a model call that starts now; ``fill`` or ``release`` it at its end.
-
-        Args:
-            agent: The agent making the call.
-            step: A :class:`Step` (subclass) to keep; a plain one by default.
-        """
+        """Keep a place for a model call ``agent`` starts now (``step``, a plain :class:`Step` by
+        default); ``fill`` or ``release`` it at its end."""
         step = Step() if step is None else step
         with self._lock:
-            owner = agent if isinstance(agent, Agent) else self._find(agent)
+            owner = self._find(agent)
             step._agent = weakref.ref(owner)
             owner._history[step] = None
         return step
@@ -299,7 +290,6 @@ class TraceRecorder:
                 histories[agent] = history
                 todo.extend(s for s in history if isinstance(s, Agent))
         agents: dict[str, model.AgentInstance] = {}
-        calls = [0]
 
         def build(agent: Agent, top: bool) -> bool:
             if agent.id in agents:
@@ -324,7 +314,6 @@ class TraceRecorder:
                     if responses:
                         call, responses = _with_responses(call, responses), []
                     steps.append(call)
-                    calls[0] += 1
                 elif item.call is not None:
                     _add_call(steps, item.call)
                 elif item.response is not None:
@@ -342,7 +331,7 @@ class TraceRecorder:
 
         for agent in roots:
             build(agent, True)
-        if not calls[0]:
+        if not any(isinstance(s, LLMInteraction) for a in agents.values() for s in a.interactions):
             raise ComposoValidationError(missing or _NO_CALLS)
         if len(roots) == 1:
             return MultiAgentTrace(root_agent_instance_id=roots[0].id, agent_instance_by_id=agents)

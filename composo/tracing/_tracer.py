@@ -45,10 +45,8 @@ def _one(item: Any, where: str) -> Instrument:
         return item.resolve()
     if isinstance(item, str):
         return by_name(item)
-    if isinstance(item, Instrument):
-        return item
     if callable(getattr(item, "instrument", None)):
-        return Instruments.wrap(item)  # an instrumentor object passed as is
+        return Instruments.wrap(item)  # an instrument, or an instrumentor object passed as is
     raise ComposoValidationError(
         f"{where}: {item!r} is not an instrument; pass Instruments.OPENAI (or a list of "
         "Instruments members, names such as 'openai', or instrumentor objects)"
