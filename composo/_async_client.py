@@ -1,5 +1,4 @@
-"""The async client users import: the core's client with what sits above the core (the cache,
-tables, account methods); the core never imports this module."""
+"""The async client users import, as :mod:`composo._client` makes the blocking one."""
 
 from __future__ import annotations
 
@@ -27,7 +26,7 @@ class AsyncComposo(Siblings, AsyncPlatformMethods, AsyncClient):
     """The async client: at most ``max_concurrent_requests`` requests in flight across all calls.
 
     The first six arguments may be given by position, in the order of the platform's own SDK;
-    the others by name (the same names as :class:`Composo`'s).
+    the others by name. Each means what it does for :class:`Composo`.
 
     Args:
         api_key: The Composo API key (default: ``COMPOSO_API_KEY``).
@@ -35,18 +34,12 @@ class AsyncComposo(Siblings, AsyncPlatformMethods, AsyncClient):
         num_retries: Retries after the first attempt, at least 1.
         model_core: The default model core for every call.
         max_concurrent_requests: Requests in flight at once (the platform advises about 5).
-        timeout: Seconds one call may take: connecting (through a proxy too), sending, every
-            read of the answer, retries and waits included, however slowly the server sends.
-        http_client: An ``httpx.AsyncClient`` to use; it is not closed by :meth:`aclose`, and
-            its own proxies and TLS settings apply.
-        cache: As for :class:`Composo`: ``True``, a path or a ``ResultCache`` answers repeated
-            requests from disk.
-        requests_per_minute: Pace requests to this rate from the start (a plan's known quota);
-            ``None`` paces only once the server throttles.
-        proxy: As for :class:`Composo`: every request through this proxy (default: the
-            environment's, except for ``NO_PROXY`` hosts).
-        verify: As for :class:`Composo`: the CA bundle (path or ``ssl.SSLContext``), or
-            ``False``.
+        timeout: Seconds one call may take, from connecting to the last read, retries included.
+        http_client: An ``httpx.AsyncClient`` to use; it is not closed by :meth:`aclose`.
+        cache: ``True``, a path or a ``ResultCache``: repeated requests answered from disk.
+        requests_per_minute: Pace requests to this rate from the start (``None``: once throttled).
+        proxy: Every request through this proxy (default: the environment's).
+        verify: The CA bundle (a path or ``ssl.SSLContext``), or ``False``.
         trust_env: ``False`` ignores the proxy and CA bundle variables of the environment.
 
     Raises:
