@@ -14,7 +14,16 @@ from composo.cli import UsageError
 from composo.cli._common import add_listen_arguments
 from composo.cli._criteria import resolve
 from composo.errors import ComposoValidationError
-from composo.server import _config as settings
+from composo.server._config import (
+    DEFAULT_HISTORY_DAYS,
+    DEFAULT_HISTORY_ROWS,
+    DEFAULT_HOST,
+    DEFAULT_MAX_BODY_BYTES,
+    DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_PORT,
+    DEFAULT_TASK_LEASE,
+    OtlpOptions,
+)
 
 _RATE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(?:/\s*(s|sec|second|m|min|minute|h|hour))?\s*$")
 _UNITS = {60.0: ("s", "sec", "second"), 1.0: (None, "m", "min", "minute"), 1 / 60: ("h", "hour")}
@@ -32,7 +41,7 @@ def parse_rate(text: str) -> float:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_listen_arguments(parser, settings.DEFAULT_HOST, settings.DEFAULT_PORT)
+    add_listen_arguments(parser, DEFAULT_HOST, DEFAULT_PORT)
     parser.add_argument(
         "--judge",
         default="heuristic",
@@ -89,14 +98,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--max-body-bytes",
         type=int,
-        default=settings.DEFAULT_MAX_BODY_BYTES,
+        default=DEFAULT_MAX_BODY_BYTES,
         metavar="BYTES",
         help="larger request bodies get 413 (default: %(default)s, 10 MiB)",
     )
     parser.add_argument(
         "--max-connections",
         type=int,
-        default=settings.DEFAULT_MAX_CONNECTIONS,
+        default=DEFAULT_MAX_CONNECTIONS,
         metavar="N",
         help="open connections (or requests in hand) past which requests are answered 503: "
         "uvicorn's limit_concurrency (default: %(default)s)",
@@ -104,7 +113,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--task-lease",
         type=float,
-        default=settings.DEFAULT_TASK_LEASE,
+        default=DEFAULT_TASK_LEASE,
         metavar="SECONDS",
         help="how long the background tasks of a server that stopped answering stay with it "
         "before another server takes them over (default: %(default)s)",
@@ -112,7 +121,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--history-days",
         type=float,
-        default=settings.DEFAULT_HISTORY_DAYS,
+        default=DEFAULT_HISTORY_DAYS,
         metavar="DAYS",
         help="keep the evaluation history (read with POST /api/v1/evaluations/filter) this "
         "many days; 0 keeps none (default: %(default)s)",
@@ -120,7 +129,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--history-max-rows",
         type=int,
-        default=settings.DEFAULT_HISTORY_ROWS,
+        default=DEFAULT_HISTORY_ROWS,
         metavar="N",
         help="keep at most this many evaluations in the history (default: %(default)s)",
     )
@@ -181,7 +190,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _otlp_options(args: argparse.Namespace) -> settings.OtlpOptions | None:
+def _otlp_options(args: argparse.Namespace) -> OtlpOptions | None:
     """The OTLP receiver ``--otlp`` asks for. Raises ``UsageError``."""
     if not args.otlp:
         if args.trace_criteria:
@@ -209,7 +218,7 @@ def _otlp_options(args: argparse.Namespace) -> settings.OtlpOptions | None:
         sink()  # the settings are checked now, before the port is bound
     except ComposoValidationError as exc:
         raise UsageError(f"--otlp: {exc}") from None
-    return settings.OtlpOptions(sink, tuple(criteria), args.otlp_results)
+    return OtlpOptions(sink, tuple(criteria), args.otlp_results)
 
 
 def read_key_file(path: Path) -> list[str]:
@@ -226,6 +235,7 @@ def read_key_file(path: Path) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from composo.server._config import JudgeOptions, ServerConfig, default_db_path
     from composo.server._local import require_server_extra, serve_forever
     from composo.server._store import TaskStoreError
 
@@ -249,17 +259,17 @@ def run(args: argparse.Namespace) -> int:
     keys += [k.strip() for k in env_keys.split(",") if k.strip()]
     dev = args.dev_faults or os.environ.get("COMPOSO_SERVER_DEV_FAULTS", "") in ("1", "true", "yes")
     try:
-        config = settings.ServerConfig(
+        config = ServerConfig(
             host=args.host,
             port=args.port,
             judge=args.judge,
-            judge_options=settings.JudgeOptions(
+            judge_options=JudgeOptions(
                 model=args.judge_model,
                 api_key=args.judge_api_key or os.environ.get("OPENAI_API_KEY"),
                 base_url=args.judge_base_url or os.environ.get("OPENAI_BASE_URL"),
             ),
             api_keys=tuple(dict.fromkeys(keys)),
-            db=args.db or settings.default_db_path(),
+            db=args.db or default_db_path(),
             rate_limit_per_minute=args.rate_limit,
             rate_limit_burst=args.rate_burst,
             dev_faults=dev,
