@@ -126,11 +126,9 @@ def _table(rows: Iterable[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
 
 
 def _unique_ids(table: dict[str, list[dict[str, Any]]]) -> bool:
-    for rows in table.values():
-        ids = [r.get("id") for r in rows]
-        if any(i is None for i in ids) or len(set(map(str, ids))) != len(ids):
-            return False
-    return True
+    """Every row has an id, none twice within its criterion."""
+    ids = [[r.get("id") for r in rows] for rows in table.values()]
+    return all(None not in each and len(set(map(str, each))) == len(each) for each in ids)
 
 
 def compare_rows(
