@@ -156,14 +156,9 @@ def _tool_calls(message: ChatMessage, index: int) -> list[dict[str, Any]]:
 
 def _tool_reply(extra: Mapping[str, Any]) -> dict[str, str]:
     """The call id and tool name a tool message's ``additional_kwargs`` carry."""
-    out: dict[str, str] = {}
     call_id = extra.get("tool_call_id") or extra.get("tool_use_id")
-    if call_id:
-        out["tool_call_id"] = str(call_id)
-    name = extra.get("name") or extra.get("tool_name")
-    if name:
-        out["name"] = str(name)
-    return out
+    found = {"tool_call_id": call_id, "name": extra.get("name") or extra.get("tool_name")}
+    return {k: str(v) for k, v in found.items() if v}
 
 
 def chat_messages(messages: Iterable[Any]) -> list[dict[str, Any]]:
@@ -276,15 +271,11 @@ def agent_tools(obj: Any) -> list[Any] | None:
 
     if not _is_workflow_agent(obj):
         return None
-    agents = getattr(obj, "agents", None)
-    given: list[Any] = []
-    if isinstance(agents, Mapping):  # an AgentWorkflow: every agent's tools
-        for agent in agents.values():
-            given.extend(getattr(agent, "tools", None) or ())
-    else:
-        given.extend(getattr(obj, "tools", None) or ())
+    agents = getattr(obj, "agents", None)  # an AgentWorkflow's: every agent's tools
+    owners = agents.values() if isinstance(agents, Mapping) else [obj]
     tools: dict[str, Any] = {}  # by name, the first of each
-    for t in given:
-        tool = t if isinstance(t, BaseTool) else FunctionTool.from_defaults(fn=t)
-        tools.setdefault(str(tool.metadata.name), tool)
+    for owner in owners:
+        for t in getattr(owner, "tools", None) or ():
+            tool = t if isinstance(t, BaseTool) else FunctionTool.from_defaults(fn=t)
+            tools.setdefault(str(tool.metadata.name), tool)
     return list(tools.values()) or None
