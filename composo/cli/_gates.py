@@ -103,7 +103,6 @@ def parse_threshold(text: str, what: str, percent: bool = False) -> float:
 
 def _resolve_name(name: str, criteria: list[str], option: str) -> list[str]:
     """A gate's criterion (``*``, a name, a group, the text) as criteria of the run."""
-
     key = name.strip()
     if key == "*":
         return list(criteria)
