@@ -133,16 +133,9 @@ class Recorder:
             n = count[(e["node"], e["criterion"])] = count.get((e["node"], e["criterion"]), 0) + 1
             keyed.append((e["node"] if n == 1 else f"{e['node']}#{n}", e))
         order = {item: i for i, item in enumerate(dict.fromkeys(sorted(k for k, _ in keyed)))}
+        fields = ("criterion", "score", "explanation", "error")
         rows = [
-            {
-                "index": order[item],
-                "id": item,
-                "criterion": e["criterion"],
-                "score": e["score"],
-                "explanation": e["explanation"],
-                "error": e["error"],
-            }
-            for item, e in keyed
+            {"index": order[item], "id": item, **{k: e[k] for k in fields}} for item, e in keyed
         ]
         rows.sort(key=lambda r: (r["index"], r["criterion"]))
         return rows
