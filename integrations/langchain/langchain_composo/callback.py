@@ -177,20 +177,13 @@ class ComposoCallback(BaseCallbackHandler):
     # -- LangChain events ---------------------------------------------------------------------
     # LangChain calls these from whichever thread or event loop runs the chain. Each one only
     # touches the run map under the lock; conversion and HTTP happen on the background thread.
+    # ``parent_run_id``, ``tags``, ``metadata`` and ``name`` arrive in ``kwargs``.
 
     @property
     def ignore_chain(self) -> bool:
         return self.mode == "llm"
 
-    @property
-    def ignore_retriever(self) -> bool:
-        return self.mode == "llm"
-
-    @property
-    def ignore_agent(self) -> bool:  # LangChain files tool events under "agent"
-        return self.mode == "llm"
-
-    # Model calls: ``parent_run_id``, ``metadata`` and the rest arrive in ``kwargs``.
+    ignore_retriever = ignore_agent = ignore_chain  # LangChain files tool events under "agent"
 
     def on_chat_model_start(
         self, serialized: dict[str, Any], messages: list[list[Any]], *, run_id: UUID, **kwargs: Any
@@ -211,14 +204,7 @@ class ComposoCallback(BaseCallbackHandler):
         self._raise_recorded()
         return self._start(run_id, "llm", serialized, kwargs)
 
-    def on_llm_end(
-        self,
-        response: LLMResult,
-        *,
-        run_id: UUID,
-        parent_run_id: UUID | None = None,
-        **kwargs: Any,
-    ) -> None:
+    def on_llm_end(self, response: LLMResult, *, run_id: UUID, **kwargs: Any) -> None:
         run = self._end(run_id, response)
         if run is None:
             return
@@ -228,24 +214,13 @@ class ComposoCallback(BaseCallbackHandler):
             self._submit_trace(run)
 
     def on_chain_start(
-        self,
-        serialized: dict[str, Any] | None,
-        inputs: Any,
-        *,
-        run_id: UUID,
-        parent_run_id: UUID | None = None,
-        tags: list[str] | None = None,
-        metadata: dict[str, Any] | None = None,
-        **kwargs: Any,
+        self, serialized: dict[str, Any] | None, inputs: Any, *, run_id: UUID, **kwargs: Any
     ) -> None:
-        if parent_run_id is None:
+        if kwargs.get("parent_run_id") is None:
             self._raise_recorded()
-        where = {**kwargs, "parent_run_id": parent_run_id, "metadata": metadata}
-        self._start(run_id, "chain", serialized, where, tags)
+        self._start(run_id, "chain", serialized, kwargs, kwargs.get("tags"))
 
-    # Tools and retrievers only place the runs under them (``parent_run_id``, ``tags`` and
-    # ``metadata`` arrive in ``kwargs``).
-
+    # Tools and retrievers only place the runs under them.
     def on_tool_start(
         self, serialized: Any, input_str: str, *, run_id: UUID, **kwargs: Any
     ) -> None:
