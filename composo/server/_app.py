@@ -30,8 +30,6 @@ from composo.server._store import IdempotencyConflict, TaskStore
 from composo.server._tasks import TaskManager
 from composo.server.judges import JudgeError, make_judge
 
-__all__ = ["MAX_IDEMPOTENCY_KEY", "build_app"]
-
 _log = logging.getLogger("composo.server")
 _R = TypeVar("_R", RewardRequest, TraceRequest)
 MAX_IDEMPOTENCY_KEY = 255

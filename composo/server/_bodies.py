@@ -13,8 +13,6 @@ from starlette.responses import JSONResponse, Response
 from composo._core.wire import RewardRequest, TraceRequest
 from composo.server._cases import json_or_none
 
-__all__ = ["MAX_TRACE_AGENTS", "parse_request", "refusal", "validation_detail"]
-
 
 def refusal(detail: str, status: int = 422, headers: dict[str, str] | None = None) -> Response:
     """An error answer in the platform's shape."""

@@ -11,17 +11,6 @@ from typing import Any
 from composo._core.trace import AgentInstance, LLMInteraction, ToolCall, ToolResponse
 from composo._core.wire import RewardRequest
 
-__all__ = [
-    "Case",
-    "ToolUse",
-    "agent_case",
-    "content_text",
-    "json_or_none",
-    "reward_case",
-    "tool_results",
-    "tool_uses",
-]
-
 
 @dataclass(frozen=True)
 class ToolUse:

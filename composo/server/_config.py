@@ -8,22 +8,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-__all__ = [
-    "DEFAULT_HISTORY_DAYS",
-    "DEFAULT_HISTORY_ROWS",
-    "DEFAULT_HOST",
-    "DEFAULT_MAX_BODY_BYTES",
-    "DEFAULT_MAX_CONNECTIONS",
-    "DEFAULT_PORT",
-    "DEFAULT_TASK_LEASE",
-    "MAX_HEAD_BYTES",
-    "JudgeOptions",
-    "OtlpOptions",
-    "ServerConfig",
-    "SpanSink",
-    "default_db_path",
-]
-
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8787
 DEFAULT_MAX_BODY_BYTES = 10 * 1024 * 1024  # 10 MiB

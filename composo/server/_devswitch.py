@@ -10,8 +10,6 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from composo.server._received import SECRET_HEADERS
 
-__all__ = ["MAX_RECORDED_BYTES", "MAX_RECORDED_REQUESTS", "DevSwitch", "Fault", "FaultList"]
-
 MAX_RECORDED_REQUESTS = 1000
 MAX_RECORDED_BYTES = 32 * 1024 * 1024
 MAX_QUEUED_FAULTS = 1000

@@ -27,7 +27,6 @@ from composo.server._redact import credential_parameter
 if TYPE_CHECKING:
     from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-__all__ = ["ApiKey", "Body", "Gate", "KeyCheck", "RateLimiter", "read_body"]
 
 _BODY_KEY = "composo.body"
 _API_KEY = "composo.api_key"

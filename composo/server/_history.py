@@ -27,8 +27,6 @@ from composo.server._config import DEFAULT_HISTORY_DAYS, DEFAULT_HISTORY_ROWS
 from composo.server._store import open_database, transaction
 from composo.server.judges import JudgeError
 
-__all__ = ["CALLER", "MAX_PAGE_SIZE", "Caller", "HistoryStore"]
-
 _log = logging.getLogger("composo.server")
 Runner = Callable[[RewardRequest | TraceRequest], Awaitable[dict[str, Any]]]
 

@@ -13,8 +13,6 @@ from typing import Any
 from composo.server._config import MAX_HEAD_BYTES, JudgeOptions, ServerConfig
 from composo.server._received import Received, ReceivedLog
 
-__all__ = ["LocalServer", "listening_socket", "require_server_extra", "serve_forever"]
-
 
 def require_server_extra() -> None:
     """Fail with the install hint when FastAPI or uvicorn is missing."""

@@ -24,8 +24,6 @@ from composo.server._config import ServerConfig
 from composo.server._gate import KeyCheck, read_body
 from composo.server._tasks import TaskManager
 
-__all__ = ["mount"]
-
 _log = logging.getLogger("composo.server")
 _KEPT_TRACES = 1000
 _POLL_SECONDS = 0.05

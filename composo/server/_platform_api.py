@@ -24,8 +24,6 @@ from composo.server._bodies import refusal, validation_detail
 from composo.server._gate import ApiKey, Body
 from composo.server._history import MAX_PAGE_SIZE, HistoryStore
 
-__all__ = ["mount"]
-
 
 def mount(app: FastAPI, history: HistoryStore) -> None:
     @app.get(USAGE_PATH)

@@ -15,7 +15,6 @@ from composo._core.provenance import JUDGE_HEADER, JUDGE_MODEL_HEADER
 if TYPE_CHECKING:
     from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-__all__ = ["SECRET_HEADERS", "Received", "ReceivedLog", "judge_header_app", "with_headers"]
 SECRET_HEADERS = frozenset(
     {"authorization", "proxy-authorization", "api-key", "x-api-key", "cookie"}
 )

@@ -8,8 +8,6 @@ import re
 from collections.abc import Iterable
 from urllib.parse import parse_qsl, unquote_plus
 
-__all__ = ["REDACTED", "credential_parameter", "install_log_redaction", "redact"]
-
 REDACTED = "***"
 # Parameter names, lower-cased with everything but letters and digits removed.
 _NAMES = frozenset(

@@ -18,7 +18,6 @@ _INLINE_ITEMS = 64
 # Model calls a judge that must await (an LLM) makes at once for one trace.
 _JUDGE_CONCURRENCY = 8
 
-__all__ = ["EvaluationService", "UnknownEvaluatorError"]
 
 _T = TypeVar("_T")
 

@@ -23,14 +23,6 @@ from tenacity import retry, retry_if_exception, stop_after_delay, wait_random_ex
 
 from composo.server._config import DEFAULT_TASK_LEASE
 
-__all__ = [
-    "KEEP_FINISHED_SECONDS",
-    "IdempotencyConflict",
-    "StoredTask",
-    "TaskStore",
-    "TaskStoreError",
-]
-
 KEEP_FINISHED_SECONDS = 7 * 24 * 3600  # finished tasks are forgotten after a week
 
 try:

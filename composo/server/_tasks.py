@@ -16,8 +16,6 @@ from composo._core.wire import RewardRequest, TraceRequest
 from composo.server._history import Runner
 from composo.server._store import KEEP_FINISHED_SECONDS, StoredTask, TaskStore
 
-__all__ = ["TaskManager"]
-
 _log = logging.getLogger("composo.server")
 
 _NOT_KEPT = (

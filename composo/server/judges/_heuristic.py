@@ -18,8 +18,6 @@ from composo._core.wire import is_binary
 from composo.server._cases import Case, content_text, json_or_none, tool_results, tool_uses
 from composo.server.judges._verdict import Verdict
 
-__all__ = ["HeuristicJudge", "score_case"]
-
 TAIL = " (Heuristic stand-in: surface signals, not a quality judgement.)"
 
 

@@ -20,8 +20,6 @@ from composo.server._cases import Case, content_text, tool_uses
 from composo.server._config import JudgeOptions
 from composo.server.judges._verdict import JudgeError, Verdict
 
-__all__ = ["DEFAULT_BASE_URL", "DEFAULT_MODEL", "OpenAIJudge"]
-
 _log = logging.getLogger("composo.server")
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
