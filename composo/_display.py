@@ -25,27 +25,20 @@ class RichBar:
 
     def __init__(self, total: int | None) -> None:
         try:
+            from rich import progress
             from rich.console import Console
-            from rich.progress import (
-                BarColumn,
-                MofNCompleteColumn,
-                Progress,
-                TextColumn,
-                TimeElapsedColumn,
-                TimeRemainingColumn,
-            )
         except ImportError:
             raise ComposoError(
                 "progress=True needs the rich package: pip install 'composo[cli]'"
             ) from None
         self._total = total
         self._task: Any = None
-        self._bar = Progress(
-            TextColumn("[progress.description]{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            TimeRemainingColumn(),
+        self._bar = progress.Progress(
+            progress.TextColumn("[progress.description]{task.description}"),
+            progress.BarColumn(),
+            progress.MofNCompleteColumn(),
+            progress.TimeElapsedColumn(),
+            progress.TimeRemainingColumn(),
             console=Console(stderr=True),
         )
 
