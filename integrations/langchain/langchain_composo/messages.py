@@ -12,7 +12,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, convert_to_openai_messages
 from langchain_core.outputs import ChatGeneration, ChatResult, Generation, LLMResult
-from langchain_core.prompt_values import ChatPromptValue, PromptValue
+from langchain_core.prompt_values import PromptValue
 from langchain_core.runnables import RunnableBinding
 from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
@@ -107,11 +107,7 @@ def openai_messages(messages: Sequence[BaseMessage | Mapping[str, Any]]) -> list
 
 def prompt_messages(obj: Any) -> list[dict[str, Any]] | None:
     """A ``ChatPromptValue`` (what a prompt template produces) or any other prompt value."""
-    if isinstance(obj, ChatPromptValue):
-        return openai_messages(obj.messages)
-    if isinstance(obj, PromptValue):
-        return openai_messages(obj.to_messages())
-    return None
+    return openai_messages(obj.to_messages()) if isinstance(obj, PromptValue) else None
 
 
 def _generation_messages(gen: Generation) -> list[dict[str, Any]]:
@@ -154,7 +150,6 @@ def is_tool_list(obj: Any) -> bool:
     return (
         isinstance(obj, Sequence)
         and not isinstance(obj, (str, bytes))
-        and bool(obj)
         and all(_is_tool(t) for t in obj)
         and not all(isinstance(t, Mapping) for t in obj)
     )
@@ -171,10 +166,9 @@ def bound_tools(obj: Any) -> list[Any] | None:
 
 def openai_tools(tools: Sequence[Any]) -> list[dict[str, Any]]:
     """OpenAI tool definitions for LangChain tools, functions, pydantic models or tool dicts."""
-    out: list[dict[str, Any]] = []
-    for t in tools:
-        if isinstance(t, Mapping) and ("function" in t or "input_schema" in t):
-            out.append(dict(t))  # already a provider tool definition
-        else:
-            out.append(convert_to_openai_tool(t))
-    return out
+    return [
+        dict(t)  # already a provider tool definition
+        if isinstance(t, Mapping) and ("function" in t or "input_schema" in t)
+        else convert_to_openai_tool(t)
+        for t in tools
+    ]
