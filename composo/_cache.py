@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
 CACHE_FILE = "results.sqlite3"
 EVALUATION_PATHS = ("/api/v1/evals/reward", "/api/v1/evals/trace")
-_BUSY_TIMEOUT_MS = 30_000
+_BUSY_TIMEOUT = 30.0
 _WAL_LIMIT = 8 * 1024 * 1024
 CACHE_MAX_BYTES = 1024**3
 """Bytes of answers kept (1 GiB, some 300,000 answers); the oldest go first
@@ -227,11 +227,10 @@ class ResultCache:
             import sqlite3  # here, so that importing the client does not load it
 
             self.path.parent.mkdir(parents=True, exist_ok=True)
+            # timeout= is SQLite's busy timeout: a writer in another process is waited for
             db = sqlite3.connect(
-                self.path, timeout=_BUSY_TIMEOUT_MS / 1000, isolation_level=None,
-                check_same_thread=False,
-            )  # fmt: skip
-            db.execute(f"PRAGMA busy_timeout={_BUSY_TIMEOUT_MS}")
+                self.path, timeout=_BUSY_TIMEOUT, isolation_level=None, check_same_thread=False
+            )
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=NORMAL")
             # the log is cut back to this after a checkpoint (a VACUUM writes the whole file)
