@@ -130,18 +130,15 @@ def mount(app: FastAPI, config: ServerConfig, tasks: TaskManager) -> None:
 
     @app.post("/v1/traces", dependencies=[Depends(key_check)])
     async def traces(request: Request) -> Response:
-        too_large = refusal(f"body over {config.max_body_bytes} bytes", 413)
         body = await read_body(request, config.max_body_bytes)
-        if body is None:
-            return too_large
         encoding = (request.headers.get("content-encoding") or "").lower()
         content_type = request.headers.get("content-type") or "application/json"
         try:
-            if encoding in ("gzip", "deflate"):
+            if body is not None and encoding in ("gzip", "deflate"):
                 # held to the same limit decompressed: a small body can inflate a thousandfold
                 body = _inflate(body, encoding, config.max_body_bytes)
-                if body is None:
-                    return too_large
+            if body is None:
+                return refusal(f"body over {config.max_body_bytes} bytes", 413)
             accepted = await asyncio.to_thread(sink.ingest, body, content_type)
         except (ValueError, OSError, EOFError, zlib.error) as exc:
             return refusal(f"not an OTLP trace export: {exc}", 400)

@@ -3,7 +3,6 @@ plain httpx, with the rubric the model follows and how a conversation is shown t
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 from collections.abc import Mapping
@@ -16,7 +15,7 @@ from composo._core import limits
 from composo._core.retry import async_retrying, parse_retry_after
 from composo._core.wire import is_binary
 from composo.errors import APIConnectionError, APIStatusError, status_error
-from composo.server._cases import Case, content_text, tool_uses
+from composo.server._cases import Case, content_text, json_or_none, tool_uses
 from composo.server._config import JudgeOptions
 from composo.server.judges._verdict import JudgeError, Verdict
 
@@ -114,10 +113,7 @@ class _Answer(BaseModel):
 
 def parse_answer(text: str, binary: bool) -> Verdict:
     """The model's JSON answer as a verdict; ``ValueError`` saying what is wrong otherwise."""
-    try:
-        data = json.loads(_FENCE.sub("", text))
-    except ValueError:
-        raise ValueError("the answer is not a JSON object") from None
+    data = json_or_none(_FENCE.sub("", text))
     if not isinstance(data, dict):
         raise ValueError("the answer is not a JSON object")
     try:
@@ -224,10 +220,8 @@ class OpenAIJudge:
 
 
 def _error_message(r: httpx.Response) -> str:
-    try:
-        err = r.json().get("error")
-        if isinstance(err, dict) and err.get("message"):
-            return str(err["message"])[:300]
-    except ValueError:
-        pass
+    body = json_or_none(r.content)
+    err = body.get("error") if isinstance(body, dict) else None
+    if isinstance(err, dict) and err.get("message"):
+        return str(err["message"])[:300]
     return r.reason_phrase
