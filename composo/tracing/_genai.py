@@ -319,14 +319,7 @@ def _parts_of(content: Any) -> list[Part]:
             return _parts_of(value["content"])
         return [_text(_dump(value))]
     if isinstance(value, list):
-        out = []
-        for item in value:
-            part = _block(item) if isinstance(item, Mapping) else None
-            if part is not None:
-                out.append(part)
-            elif item is not None:
-                out.append(_text(item if isinstance(item, str) else _dump(item)))
-        return out
+        return [_block(item) or _text(_result(item)) for item in value if item is not None]
     return [_text(str(value))]
 
 

@@ -105,25 +105,22 @@ def _recorded_too(
     record pairs with the latest unpaired span before it with the same answer."""
     if slot.window is None or not any(isinstance(s, RecordedStep) for s in steps):
         return False
-    waiting: list[tuple[_Slot, list[tuple[str, str]]]] = []
+    waiting: list[tuple[_Slot, int, list[tuple[str, str]]]] = []  # (span, its end, answer)
     for step in steps:
+        call = found.get(id(step))
+        if call is None:
+            continue
         if isinstance(step, _Slot) and step.window is not None:
-            call = found.get(id(step))
-            if call is not None:
-                waiting.append((step, _answer(call)))
+            waiting.append((step, step.window[2], _answer(call)))
         elif isinstance(step, RecordedStep):
-            call = found.get(id(step))
-            if call is None:
-                continue
             answer = _answer(call)
-            for i in range(len(waiting) - 1, -1, -1):
-                candidate, said = waiting[i]
-                window = candidate.window
-                if window is not None and said == answer and window[2] <= step.at:
-                    if candidate is slot:
-                        return True
-                    del waiting[i]
-                    break
+            same = [
+                i for i, (_, end, said) in enumerate(waiting) if said == answer and end <= step.at
+            ]
+            if same:  # the latest unpaired span before it
+                if waiting[same[-1]][0] is slot:
+                    return True
+                del waiting[same[-1]]
     return False
 
 
