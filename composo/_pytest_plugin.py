@@ -16,7 +16,6 @@ if TYPE_CHECKING:
 
 _KEY = "composo"  # workeroutput / workerinput key
 _session_key = pytest.StashKey["TestSession"]()
-_server_key = pytest.StashKey[Any]()
 
 
 def _score(text: str) -> float:
@@ -83,7 +82,6 @@ def _start_server(config: pytest.Config) -> tuple[str, str]:
         raise pytest.UsageError(f"--composo-local: {exc}") from None
     srv = LocalServer(judge="heuristic", latency=0.0)
     srv.__enter__()
-    config.stash[_server_key] = srv
     config.add_cleanup(lambda: srv.__exit__(None, None, None))
     return (srv.base_url, srv.api_key)
 
