@@ -77,11 +77,11 @@ def composo_convert_tools(obj: Any) -> list[dict[str, Any]] | None:
 
         tools = agent_tools(obj)
         return tool_definitions(tools) if tools is not None else None
-    if not _is_sequence(obj) or not obj:
-        return None
-    if not all(_from_llama_index(t) or isinstance(t, Mapping) for t in obj):
-        return None
-    if not any(_from_llama_index(t) and hasattr(t, "metadata") for t in obj):
+    if not (
+        _is_sequence(obj)
+        and all(_from_llama_index(t) or isinstance(t, Mapping) for t in obj)
+        and any(_from_llama_index(t) and hasattr(t, "metadata") for t in obj)
+    ):
         return None
     from llama_index.evaluation.composo.messages import tool_definitions
 

@@ -381,22 +381,18 @@ def _handle(capture: LlamaIndexTraceCapture | None, event: BaseEvent) -> None:
     if isinstance(event, LLMChatStartEvent):
         calls.offered(event.span_id, _tool_specs(event.additional_kwargs.get("tools")))
         return
+    if not isinstance(event, (LLMChatEndEvent, LLMCompletionEndEvent)):
+        return
+    nested, tools = calls.finish(event.span_id)
+    if nested or event.response is None:
+        return
     if isinstance(event, LLMChatEndEvent):
-        nested, tools = calls.finish(event.span_id)
-        if nested or event.response is None:
-            return
         inputs = [chat_message_dict(m, i) for i, m in enumerate(event.messages)]
         outputs = [chat_message_dict(event.response.message)]
-        interaction = to_trace_interaction(inputs, outputs, tools, keep_empty=True)
-    elif isinstance(event, LLMCompletionEndEvent):
-        nested, _ = calls.finish(event.span_id)
-        if nested:
-            return
-        prompt = [{"role": "user", "content": event.prompt}]
-        answer = [{"role": "assistant", "content": event.response.text}]
-        interaction = to_trace_interaction(prompt, answer, None, keep_empty=True)
     else:
-        return
+        inputs = [{"role": "user", "content": event.prompt}]
+        outputs = [{"role": "assistant", "content": event.response.text}]
+    interaction = to_trace_interaction(inputs, outputs, tools, keep_empty=True)
     if capture is not None:
         capture._record(event.span_id, interaction)
     else:
