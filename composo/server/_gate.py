@@ -246,14 +246,12 @@ Body = Annotated[bytes, Depends(_admitted_body)]
 async def read_body(request: Request, limit: int) -> bytes | None:
     """The body, counted as it streams: ``None`` at the first byte over ``limit``, whatever
     length was declared (a chunked body included)."""
-    chunks: list[bytes] = []
-    size = 0
+    body = bytearray()
     async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
+        body += chunk
+        if len(body) > limit:
             return None
-        chunks.append(chunk)
-    return b"".join(chunks)
+    return bytes(body)
 
 
 async def _fault(fault: Fault, scope: Scope, receive: Receive, send: Send) -> bool:

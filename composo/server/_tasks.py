@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import logging
 import time
@@ -152,12 +151,8 @@ class TaskManager:
 
     async def aclose(self) -> None:
         """Stop running tasks and hand the unfinished ones to the next server start."""
-        if self._keeper is not None:
-            self._keeper.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._keeper
-        for t in list(self._running):
+        stopping = [*self._running, *([self._keeper] if self._keeper else [])]
+        for t in stopping:
             t.cancel()
-        if self._running:
-            await asyncio.gather(*self._running, return_exceptions=True)
+        await asyncio.gather(*stopping, return_exceptions=True)
         self.store.release_unfinished()
