@@ -11,7 +11,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from functools import cached_property, lru_cache, partial
-from typing import Any
+from typing import Any, NamedTuple
 
 import composo.server.judges._words as w
 from composo._core.wire import is_binary
@@ -34,8 +34,7 @@ def _quote(found: Iterable[str], limit: int = 4) -> str:
     return ", ".join(f"'{f}'" for f in shown[:limit]) or "none"
 
 
-@dataclass(frozen=True)
-class _Reading:
+class _Reading(NamedTuple):
     """How strongly the answer shows a trait (0 to 1), and what was looked for and found."""
 
     value: float
@@ -339,16 +338,14 @@ _RULES = (
 )
 
 
-@dataclass(frozen=True)
-class _Check:
+class _Check(NamedTuple):
     label: str
     read: Callable[[_View], _Reading]
     polarity: int  # -1 when the criterion names the opposite of what ``read`` measures
     needs: str = ""
 
 
-@dataclass(frozen=True)
-class _Plan:
+class _Plan(NamedTuple):
     binary: bool
     sign: int  # -1 for Penalize and Fails if
     checks: tuple[_Check, ...]
