@@ -5,7 +5,7 @@ kind, else the one ``gen_ai.operation.name`` (or older GenAI and OpenLLMetry att
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
 from composo.tracing._spans import SPAN_KIND
@@ -30,6 +30,7 @@ OPERATION = "gen_ai.operation.name"
 GENAI_AGENT_NAME = "gen_ai.agent.name"
 GENAI_AGENT_ID = "gen_ai.agent.id"
 GENAI_TOOL_NAME = "gen_ai.tool.name"
+_ENTITY = "traceloop.entity.name"
 
 # gen_ai.operation.name -> the OpenInference kind it corresponds to. "chat.completions" and
 # "text.completions" are Semantic Kernel's names from before the conventions settled.
@@ -101,36 +102,24 @@ def opening(
         or (kind != "LLM" and attributes.get(AGENT_NAME))
         or (first and kind == "CHAIN")
     ):
-        return Opening(True, *_agent_identity(attributes, span_name, span_id))
+        # the id is the span's: gen_ai.agent.id names the agent, which may run several times
+        agent_id = str(attributes.get(AGENT_ID) or span_id)
+        names = (AGENT_NAME, GENAI_AGENT_NAME, _ENTITY, GENAI_AGENT_ID)
+        return Opening(True, agent_id, _name(attributes, span_name, names, "agent"))
     if kind == "TOOL":
-        return Opening(False, span_id, _tool_name(attributes, span_name))
+        tool = _name(attributes, span_name, ("tool.name", GENAI_TOOL_NAME, _ENTITY), "tool")
+        return Opening(False, span_id, tool)
     return None
 
 
-def _agent_identity(attributes: Mapping[str, Any], span_name: str, span_id: str) -> tuple[str, str]:
-    """The id is the span's: a GenAI ``gen_ai.agent.id`` names the agent, which may run several
-    times in one trace, not this run of it."""
-    agent_id = str(attributes.get(AGENT_ID) or span_id)
-    name = (
-        attributes.get(AGENT_NAME)
-        or attributes.get(GENAI_AGENT_NAME)
-        or (attributes.get("traceloop.span.kind") and attributes.get("traceloop.entity.name"))
-        or attributes.get(GENAI_AGENT_ID)
-        or _after_operation(span_name)
-        or "agent"
-    )
-    return agent_id, str(name)
-
-
-def _tool_name(attributes: Mapping[str, Any], span_name: str) -> str:
-    name = (
-        attributes.get("tool.name")
-        or attributes.get(GENAI_TOOL_NAME)
-        or (attributes.get("traceloop.span.kind") and attributes.get("traceloop.entity.name"))
-        or _after_operation(span_name)
-        or "tool"
-    )
-    return str(name)
+def _name(attributes: Mapping[str, Any], span_name: str, keys: Iterable[str], default: str) -> str:
+    """The first name ``keys`` give (OpenLLMetry's entity name only on its own spans), else the
+    span's name."""
+    for key in keys:
+        found = attributes.get(key)
+        if found and (key != _ENTITY or attributes.get("traceloop.span.kind")):
+            return str(found)
+    return _after_operation(span_name) or default
 
 
 def _after_operation(span_name: str) -> str:
