@@ -238,17 +238,17 @@ def _output_message(interaction: LLMInteraction) -> dict[str, Any]:
 def agent_case(agent: AgentInstance, criterion: str, names: Mapping[str, str]) -> Case | None:
     """One agent instance's own model calls as a conversation (``None``: it made none). Inputs
     usually repeat earlier ones, so only unseen ones are appended; sub-agent calls are noted."""
+    if all(isinstance(step, str) for step in agent.interactions):
+        return None
     messages: list[dict[str, Any]] = []
     seen_inputs = 0
     tools: dict[str, Mapping[str, Any]] = {}
     system: str | None = None
-    any_llm = False
     for step in agent.interactions:
         if isinstance(step, str):
             name = names.get(step, step)
             messages.append({"role": "assistant", "content": f"[called sub-agent {name}]"})
             continue
-        any_llm = True
         inputs = step.input_messages
         prompts = [m.content for m in inputs if m.role == "system" and isinstance(m.content, str)]
         if system is None and prompts:
@@ -266,8 +266,6 @@ def agent_case(agent: AgentInstance, criterion: str, names: Mapping[str, str]) -
                 params = {}
             fn = {"name": spec.name, "description": spec.description, "parameters": params}
             tools[spec.name] = {"type": "function", "function": fn}
-    if not any_llm:
-        return None
     return Case(
         criterion=criterion,
         messages=tuple(messages),
