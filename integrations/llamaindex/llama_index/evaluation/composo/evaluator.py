@@ -288,7 +288,6 @@ class ComposoEvaluator(BaseEvaluator):
             isinstance(contexts, str) or not all(isinstance(c, str) for c in contexts)
         ):
             raise ComposoValidationError("contexts: expected a list of strings (retrieved chunks)")
-        options = self._options
         result = EvaluationResult(
             query=query, response=response, contexts=list(contexts) if contexts else None
         )
@@ -298,13 +297,13 @@ class ComposoEvaluator(BaseEvaluator):
                     "trace: give either trace= or a conversation (query, response, contexts, "
                     "messages, tools, system), not both: a trace carries its own"
                 )
-            return result, {"criteria": self.criteria, "trace": trace, **options}
+            return result, {"criteria": self.criteria, "trace": trace, **self._options}
         return result, {
             "criteria": self.criteria,
             "messages": self._conversation(query, response, contexts, messages, answer),
             "tools": tools,
             "system": system,
-            **options,
+            **self._options,
         }
 
     @staticmethod

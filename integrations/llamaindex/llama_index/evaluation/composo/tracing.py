@@ -77,10 +77,10 @@ class _Calls:
 
     def enter(self, span_id: str, parent_id: str | None, llm: Any) -> None:
         with self._lock:
-            made_by_parent = parent_id is not None and self._open.get(parent_id) == id(llm)
-            if not made_by_parent and parent_id is not None:
-                mine = (id(llm), parent_id)
-                made_by_parent = any(v == mine for v in self._flight.values())
+            made_by_parent = parent_id is not None and (
+                self._open.get(parent_id) == id(llm)
+                or (id(llm), parent_id) in self._flight.values()
+            )
             if made_by_parent and (self._limit is None or len(self._nested) < self._limit):
                 self._nested.add(span_id)
             self._open[span_id] = id(llm)
