@@ -4,9 +4,8 @@ Wire requests (:class:`RewardRequest`, :class:`TraceRequest`), the trace models 
 :class:`MultiAgentTrace`, responses and where they came from (:class:`Provenance`), the account
 and history answers (:class:`Usage`, :class:`EvaluationPage`, :class:`TracePage`), batch results
 and :class:`EvaluateOptions` (the keyword options every ``evaluate*`` method takes, for annotating
-code that passes them on). Building
-any of them by hand is supported; their module paths are not: import them from here or from
-``composo``.
+code that passes them on). Building any of them by hand is supported; their module paths are
+not: import them from here or from ``composo``.
 """
 
 from __future__ import annotations
