@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections import deque
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -65,18 +66,14 @@ class DevSwitch:
                 return self.faults.pop(i)
         return None
 
-    def record(
-        self, method: str, path: str, headers: list[tuple[bytes, bytes]], body: bytes | bytearray
-    ) -> None:
-        pairs = ((k.decode("latin-1"), v.decode("latin-1")) for k, v in headers)
-        shown = {k: v for k, v in pairs if k.lower() not in SECRET_HEADERS}
-        self._append({"method": method, "path": path, "headers": shown}, bytes(body))
-
-    def record_refused(self, method: str, path: str, status: int) -> None:
-        """A request refused before its body was read: where it went, not what it carried."""
-        self._append({"method": method, "path": path, "headers": {}, "refused": status}, b"")
-
-    def _append(self, entry: dict[str, Any], body: bytes) -> None:
+    def record(self, scope: Mapping[str, Any], body: bytes, refused: int | None = None) -> None:
+        """What arrived; of a request ``refused`` before its body was read, only where it went."""
+        entry: dict[str, Any] = {"method": scope["method"], "path": scope["path"], "headers": {}}
+        if refused is None:
+            pairs = ((k.decode("latin-1"), v.decode("latin-1")) for k, v in scope["headers"])
+            entry["headers"] = {k: v for k, v in pairs if k.lower() not in SECRET_HEADERS}
+        else:
+            entry["refused"] = refused
         self._recorded.append((entry, body))
         self._bytes += len(body)
         while len(self._recorded) > 1 and (

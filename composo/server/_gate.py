@@ -183,7 +183,7 @@ class Gate:
         else:
             return None
         if self.dev is not None and scope["path"].startswith(_EVAL_PREFIX):
-            self.dev.record_refused(scope["method"], scope["path"], status)
+            self.dev.record(scope, b"", refused=status)
         return status, detail, {}
 
     def _rate(
@@ -215,7 +215,7 @@ class Gate:
             await _answer(413, self._too_large(), close=True)(scope, receive, send)
             return
         if self.dev is not None and path.startswith(_EVAL_PREFIX):
-            self.dev.record(scope["method"], path, scope["headers"], body)
+            self.dev.record(scope, body)
             fault = self.dev.take(path)
             if fault is not None and await _fault(fault, scope, receive, send):
                 return

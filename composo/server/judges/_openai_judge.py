@@ -25,6 +25,10 @@ DEFAULT_BASE_URL = "https://api.openai.com/v1"
 DEFAULT_MODEL = "gpt-4o-mini"
 MAX_RETRY_AFTER = limits.MAX_RETRY_AFTER  # a longer Retry-After is waited only this long
 _RETRIES = 2  # after the first attempt; the policy (what to retry, backoff) is the client's
+_AGAIN = (
+    "That answer cannot be used: {}. Answer again with only the JSON object "
+    '{{"applicable", "score", "explanation"}}.'
+)
 _FENCE = re.compile(r"^\s*```(?:json)?\s*|\s*```\s*$", re.IGNORECASE)
 
 
@@ -164,15 +168,8 @@ class OpenAIJudge:
             except ValueError as exc:
                 problem = str(exc)
                 _log.info("judge answer unusable (%s); asking again", problem)
-                messages = [
-                    *messages,
-                    {"role": "assistant", "content": text},
-                    {
-                        "role": "user",
-                        "content": f"That answer cannot be used: {problem}. Answer again "
-                        'with only the JSON object {"applicable", "score", "explanation"}.',
-                    },
-                ]
+                again = {"role": "user", "content": _AGAIN.format(problem)}
+                messages = [*messages, {"role": "assistant", "content": text}, again]
         raise JudgeError(
             f"the judge model's answer could not be used after {self.max_attempts} attempts: "
             + problem
