@@ -7,13 +7,9 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 from composo._cache import CacheOption
+from composo._core import limits
 from composo._core.async_client import AsyncClient
 from composo._core.base_client import awaited
-from composo._core.limits import (
-    DEFAULT_MAX_CONCURRENT_REQUESTS,
-    DEFAULT_NUM_RETRIES,
-    DEFAULT_TIMEOUT,
-)
 from composo._platform_methods import AsyncPlatformMethods
 from composo._siblings import Siblings, core_settings
 from composo._transport import async_transport
@@ -53,10 +49,10 @@ class AsyncComposo(Siblings, AsyncPlatformMethods, AsyncClient):
         self,
         api_key: str | None = None,
         base_url: str | None = None,
-        num_retries: int = DEFAULT_NUM_RETRIES,
+        num_retries: int = limits.DEFAULT_NUM_RETRIES,
         model_core: str | None = None,
-        max_concurrent_requests: int = DEFAULT_MAX_CONCURRENT_REQUESTS,
-        timeout: float = DEFAULT_TIMEOUT,
+        max_concurrent_requests: int = limits.DEFAULT_MAX_CONCURRENT_REQUESTS,
+        timeout: float = limits.DEFAULT_TIMEOUT,
         *,
         http_client: httpx.AsyncClient | None = None,
         cache: CacheOption = None,

@@ -8,12 +8,8 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 from composo._cache import CacheOption
+from composo._core import limits
 from composo._core.client import SyncClient
-from composo._core.limits import (
-    DEFAULT_MAX_CONCURRENT_REQUESTS,
-    DEFAULT_NUM_RETRIES,
-    DEFAULT_TIMEOUT,
-)
 from composo._platform_methods import PlatformMethods
 from composo._siblings import Siblings, core_settings
 from composo._transport import sync_transport
@@ -69,11 +65,11 @@ class Composo(Siblings, PlatformMethods, SyncClient):
         self,
         api_key: str | None = None,
         base_url: str | None = None,
-        num_retries: int = DEFAULT_NUM_RETRIES,
+        num_retries: int = limits.DEFAULT_NUM_RETRIES,
         model_core: str | None = None,
-        timeout: float = DEFAULT_TIMEOUT,
+        timeout: float = limits.DEFAULT_TIMEOUT,
         *,
-        max_concurrent_requests: int = DEFAULT_MAX_CONCURRENT_REQUESTS,
+        max_concurrent_requests: int = limits.DEFAULT_MAX_CONCURRENT_REQUESTS,
         http_client: httpx.Client | None = None,
         cache: CacheOption = None,
         requests_per_minute: float | None = None,
