@@ -91,14 +91,11 @@ class AgentTracer(Capture):
     def _activate(self) -> None:
         """A sub-agent of the tracer active here, if any, else the root of a new recording."""
         parent = current_tracer()
-        above = parent._here() if parent is not None else None
-        self._start_span()
-        if parent is not None and parent._recorder is not None:
-            self._recorder = parent._recorder
-            self._agent = self._recorder.agent_started(self.agent_id, self.name, above)
-        else:
-            self._recorder = TraceRecorder(kind="AgentTracers")
-            self._agent = self._recorder.agent_started(self.agent_id, self.name)
+        shared = parent._recorder if parent is not None else None
+        above = parent._here() if parent is not None and shared is not None else None
+        self._start_span()  # after finding ``above``: the agent span becomes the current span
+        self._recorder = shared or TraceRecorder(kind="AgentTracers")
+        self._agent = self._recorder.agent_started(self.agent_id, self.name, above)
         self._token = _active.set((*_active.get(), self))
 
     def _deactivate(self) -> None:

@@ -1,8 +1,6 @@
-"""``TraceCollector``: spans arriving over OTLP/HTTP, grouped by trace id until the trace is done.
-
-A trace is done when its root span has arrived or none of its spans has for ``idle_seconds``.
-Memory is bounded: ``max_spans`` per trace (then only a count) and ``max_open`` traces (the
-longest idle is finished early, with a note).
+"""``TraceCollector``: spans arriving over OTLP/HTTP, grouped by trace id until the trace is done
+(its root span arrived, or none of its spans for ``idle_seconds``). Memory is bounded: ``max_spans``
+per trace and ``max_open`` traces (the longest idle is finished early, with a note).
 """
 
 from __future__ import annotations

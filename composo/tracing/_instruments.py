@@ -1,9 +1,7 @@
-"""What ``ComposoTracer.init`` can switch on.
-
-``Instruments`` is an ``Enum`` of names with the platform SDK's values; ``init`` resolves a member
-to an *instrument* (``name``, ``instrument(tracer_provider)``, ``uninstrument()``): its
-OpenInference instrumentor, one of Composo's own, or one a plugin returns from the
-``composo_instruments`` hook. Nothing optional is imported until an instrument is switched on.
+"""What ``ComposoTracer.init`` can switch on: an ``Instruments`` member (the platform SDK's values)
+resolves to an *instrument* (``name``, ``instrument(tracer_provider)``, ``uninstrument()``): an
+OpenInference instrumentor, one of Composo's own, or a plugin's (``composo_instruments`` hook).
+Nothing optional is imported until an instrument is switched on.
 """
 
 from __future__ import annotations
