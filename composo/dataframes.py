@@ -14,11 +14,7 @@ from typing import Any
 
 from composo._cache import CacheOption, open_cache
 from composo._client import Composo
-from composo._core.limits import (
-    DEFAULT_MAX_CONCURRENT_REQUESTS,
-    DEFAULT_NUM_RETRIES,
-    DEFAULT_TIMEOUT,
-)
+from composo._core import limits
 from composo._core.ratelimit import Permits, check_requests_per_minute
 from composo._siblings import settings_of
 from composo.errors import ComposoValidationError
@@ -56,10 +52,10 @@ class BatchEvaluator:
         evaluator_name: str | Sequence[str] | Mapping[str, str] | None = None,
         api_key: str | None = None,
         base_url: str | None = None,
-        max_concurrent_requests: int = DEFAULT_MAX_CONCURRENT_REQUESTS,
+        max_concurrent_requests: int = limits.DEFAULT_MAX_CONCURRENT_REQUESTS,
         requests_per_minute: float | None = None,
-        num_retries: int = DEFAULT_NUM_RETRIES,
-        timeout: float = DEFAULT_TIMEOUT,
+        num_retries: int = limits.DEFAULT_NUM_RETRIES,
+        timeout: float = limits.DEFAULT_TIMEOUT,
         model_core: str | None = None,
         cache: CacheOption = None,
         **options: Any,
