@@ -153,7 +153,8 @@ class Gate:
         if not guarded and (head.declared or 0) <= self.max_body_bytes:
             await self.app(scope, receive, send)
             return
-        send = _with_request_id(send)
+        # An ``x-request-id`` on every answer, as the platform does, so errors can cite it.
+        send = with_headers(send, [(b"x-request-id", uuid.uuid4().hex.encode())])
         refusal = self._refusal(scope, head, leaked) if guarded else (413, self._too_large(), {})
         if refusal is None and self.limiter is not None:
             send, refusal = self._rate(scope, head.api_key, send, self.limiter)
@@ -284,11 +285,6 @@ def _no_more(receive: Receive) -> Receive:
         return await receive()
 
     return rest
-
-
-def _with_request_id(send: Send) -> Send:
-    """Tag every answer with an ``x-request-id``, as the platform does, so errors can cite it."""
-    return with_headers(send, [(b"x-request-id", uuid.uuid4().hex.encode())])
 
 
 def _answer(

@@ -16,10 +16,9 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from composo._core.wire import DEFAULT_MODEL_CORE, RewardRequest, TraceRequest
 from composo._platform_types import EvaluationFilterRequest
@@ -59,8 +58,7 @@ def _tables(db: sqlite3.Connection) -> None:
         db.execute(statement)
 
 
-@dataclass(frozen=True)
-class Caller:
+class Caller(NamedTuple):
     """Who asked, and on which path: set by the route, read where the answer is recorded."""
 
     api_key: bytes | None
@@ -71,8 +69,7 @@ class Caller:
 CALLER: ContextVar[Caller | None] = ContextVar("composo_caller", default=None)
 
 
-@dataclass
-class _Served:
+class _Served(NamedTuple):
     caller: Caller | None
     created: float
     request: RewardRequest | TraceRequest
