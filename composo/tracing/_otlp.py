@@ -319,14 +319,11 @@ class OtlpReader:
                 if not raw.strip():
                     continue
                 try:
-                    doc = json.loads(raw)
+                    tids = _trace_ids(json.loads(raw))
                 except ValueError as exc:
-                    for tid in self._damaged(raw, f"line {n + 1}", exc):
-                        order.setdefault(tid, len(order))
-                        last[tid] = n
+                    tids = self._damaged(raw, f"line {n + 1}", exc)
                     damaged.add(n)
-                    continue
-                for tid in _trace_ids(doc):
+                for tid in tids:
                     order.setdefault(tid, len(order))
                     last[tid] = n
         ending: dict[int, list[str]] = {}
