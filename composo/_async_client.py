@@ -72,8 +72,3 @@ class AsyncComposo(Siblings, AsyncPlatformMethods, AsyncClient):
 
     evaluate_dataframe = awaited(Siblings.evaluate_dataframe)
     """As :meth:`Composo.evaluate_dataframe`, awaited."""
-
-    def _frame(self, *args: Any) -> Any:
-        from composo._data.frames import aevaluate_frame
-
-        return aevaluate_frame(self, *args)

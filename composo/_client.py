@@ -92,8 +92,3 @@ class Composo(Siblings, PlatformMethods, SyncClient):
             "http_client": None if self._owns_http else self._http_client,
             "permits": self.permits,
         }
-
-    def _frame(self, *args: Any) -> Any:
-        from composo._data.frames import evaluate_frame
-
-        return evaluate_frame(self, *args)

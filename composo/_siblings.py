@@ -147,7 +147,7 @@ class Siblings:
             ComposoValidationError: A missing or misnamed column, or unusable criteria or
                 options, before any request (a bad cell fails only its own row).
         """
-        return self._frame(df, criteria, evaluator_name, columns, concurrency, progress, options)
+        from composo._data.frames import evaluate_frame
 
-    def _frame(self, *args: Any) -> Any:  # each face's table engine (async: a coroutine)
-        raise NotImplementedError
+        arguments = (df, criteria, evaluator_name, columns, concurrency, progress, options)
+        return evaluate_frame(self, *arguments)

@@ -5,10 +5,11 @@ as columns. pandas, polars and datasets are imported only when their object is p
 
 from __future__ import annotations
 
+import inspect
 import json
 import math
 import re
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -511,15 +512,16 @@ def prepare(
 
 
 def evaluate_frame(client: Any, *arguments: Any) -> Any:
-    """``Composo.evaluate_dataframe``: score every row, give back the table with result columns;
-    ``arguments`` are :func:`prepare`'s."""
+    """``evaluate_dataframe``: score every row, give back the table with result columns
+    (``arguments`` are :func:`prepare`'s); on the async client, a coroutine."""
     job, call = prepare(*arguments)
-    job.record(client.evaluate_many(job.items(), **call))
+    results = client.evaluate_many(job.items(), **call)
+    if inspect.isawaitable(results):
+        return _finish(job, results)
+    job.record(results)
     return job.result()
 
 
-async def aevaluate_frame(client: Any, *arguments: Any) -> Any:
-    """``AsyncComposo.evaluate_dataframe``: as :func:`evaluate_frame`, awaiting the batch."""
-    job, call = prepare(*arguments)
-    job.record(await client.evaluate_many(job.items(), **call))
+async def _finish(job: FrameJob, results: Awaitable[Any]) -> Any:
+    job.record(await results)
     return job.result()
