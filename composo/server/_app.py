@@ -41,7 +41,7 @@ def build_app(config: ServerConfig, received: ReceivedLog | None = None) -> ASGI
     judge = make_judge(config.judge, config.judge_options)
     service = EvaluationService(judge, config.latency)
     store = TaskStore(config.db, config.task_lease_seconds)
-    history = HistoryStore(config.db, store.client_id, config.history_days, config.history_max_rows)
+    history = HistoryStore(config, store.client_id)
     dev = DevSwitch() if config.dev_faults else None
 
     async def _judge(request: RewardRequest | TraceRequest) -> dict[str, Any]:

@@ -79,16 +79,12 @@ def _message(err: Mapping[str, Any]) -> str:
     return msg
 
 
-def validation_detail(
-    errors: ValidationError | Sequence[Mapping[str, Any]], data: Any = _NO_DATA
-) -> str:
+def validation_detail(errors: ValidationError, data: Any = _NO_DATA) -> str:
     """One line naming each offending field once and what it expects, as the platform's 422
     does; ``data`` (the parsed body) drops union branch names from the paths."""
-    if isinstance(errors, ValidationError):
-        errors = errors.errors(include_url=False, include_input=False)
     grouped: dict[_Path, list[str]] = {}
     shallow: set[_Path] = set()
-    for err in errors:
+    for err in errors.errors(include_url=False, include_input=False):
         path = _real_path(err["loc"], data, err["type"] == "missing")
         if err["type"] in _EXPECTED:
             shallow.add(path)

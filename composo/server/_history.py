@@ -17,12 +17,11 @@ import uuid
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import Any, NamedTuple
 
 from composo._core.wire import DEFAULT_MODEL_CORE, RewardRequest, TraceRequest
 from composo._platform_types import EvaluationFilterRequest
-from composo.server._config import DEFAULT_HISTORY_DAYS, DEFAULT_HISTORY_ROWS
+from composo.server._config import ServerConfig
 from composo.server._store import open_database, transaction
 from composo.server.judges import JudgeError
 
@@ -79,25 +78,21 @@ class _Served(NamedTuple):
 
 
 class HistoryStore:
-    """Kept beside the task database ``db`` (``None``: in memory), under ``client_id(api_key)``,
-    never the key; ``keep_days=0`` keeps no history (usage is still counted)."""
+    """Kept beside the task database (``None``: in memory), under ``client_id(api_key)``, never
+    the key; ``history_days=0`` keeps no history (usage is still counted)."""
 
     def __init__(
-        self,
-        db: Path | None,
-        client_id: Callable[[bytes | None], str | None],
-        keep_days: float = DEFAULT_HISTORY_DAYS,
-        max_rows: int = DEFAULT_HISTORY_ROWS,
+        self, config: ServerConfig, client_id: Callable[[bytes | None], str | None]
     ) -> None:
-        self.keep_days = keep_days
-        self.max_rows = max_rows
+        self.keep_days, self.max_rows = config.history_days, config.history_max_rows
         self._client_id = client_id
         self._pending: list[_Served] = []
         self._lock = threading.Lock()
         self._next_prune = 0.0
         self._since_prune = 0  # rows written since the last pruning pass
         # Pruned at least this often (and whenever a tenth of the row budget was written).
-        self._prune_every = min(_PRUNE_EVERY, max(0.5, keep_days * 86400.0 / 4))
+        self._prune_every = min(_PRUNE_EVERY, max(0.5, self.keep_days * 86400.0 / 4))
+        db = config.db
         path = None if db is None else db.with_name(f"{db.stem}-history{db.suffix or '.sqlite3'}")
         self._db = open_database(path, _tables)
 
