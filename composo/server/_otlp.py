@@ -64,36 +64,30 @@ def mount(app: FastAPI, config: ServerConfig, tasks: TaskManager) -> None:
             raise HTTPException(401, "missing or wrong API key: send the API-Key header")
 
     async def evaluate(converted: Any) -> None:
-        index = next(indexes)
+        index, trace, trace_id = next(indexes), converted.trace, converted.trace_id
         entry: dict[str, Any] = {
-            "trace_id": converted.trace_id,
+            "trace_id": trace_id,
             "index": index,
             "spans": converted.spans,
             "notes": list(converted.notes),
             "error": converted.error,
-            "trace": None,
+            "trace": None if trace is None else trace.model_dump(mode="json", exclude_none=True),
             "tasks": {},
         }
-        if converted.trace is None:
-            keep(entry)
+        if trace is None:
             _log.warning("OTLP %s", converted.error)
-            for criterion in options.criteria:
-                await write(_row(index, converted.trace_id, criterion, None, converted.error))
-            return
-        entry["trace"] = converted.trace.model_dump(mode="json", exclude_none=True)
         for criterion in options.criteria:
-            request = TraceRequest(trace=converted.trace, evaluation_criteria=criterion)
-            task_id = await tasks.submit(request)
+            if trace is None:
+                await write(_row(index, trace_id, criterion, None, converted.error))
+                continue
+            task_id = await tasks.submit(TraceRequest(trace=trace, evaluation_criteria=criterion))
             entry["tasks"][criterion] = task_id
             job = asyncio.get_running_loop().create_task(
-                collect(task_id, index, converted.trace_id, criterion)
+                collect(task_id, index, trace_id, criterion)
             )
             running.add(job)  # held until done: the loop keeps only weak references
             job.add_done_callback(running.discard)
-        keep(entry)  # shown once every task id is known
-
-    def keep(entry: dict[str, Any]) -> None:
-        kept[entry["trace_id"]] = entry
+        kept[trace_id] = entry  # shown once every task id is known
         while len(kept) > _KEPT_TRACES:
             kept.popitem(last=False)
 
