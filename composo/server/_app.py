@@ -124,12 +124,14 @@ def build_app(config: ServerConfig, received: ReceivedLog | None = None) -> ASGI
 
     for suffix, handle in (("", evaluate), ("/background", background)):
         for kind, model in (("reward", RewardRequest), ("trace", TraceRequest)):
+            ref = {"$ref": f"#/components/schemas/{model.__name__}"}
+            body = {"required": True, "content": {"application/json": {"schema": ref}}}
             app.add_api_route(
                 f"/api/v1/evals/{kind}{suffix}",
                 _endpoint(handle, model),
                 methods=["POST"],
                 name=kind + suffix.replace("/", "_"),
-                openapi_extra={"requestBody": {"required": True, "content": _json_of(model)}},
+                openapi_extra={"requestBody": body},
             )
 
     @app.get("/api/v1/evals/tasks/{task_id}")
@@ -164,11 +166,6 @@ def _endpoint(
         return await handle(request, model, key, body)
 
     return endpoint
-
-
-def _json_of(model: type[BaseModel]) -> dict[str, Any]:
-    """The OpenAPI body content of a route that reads its body itself."""
-    return {"application/json": {"schema": {"$ref": f"#/components/schemas/{model.__name__}"}}}
 
 
 def _with_request_models(make: Callable[[], dict[str, Any]]) -> Callable[[], dict[str, Any]]:

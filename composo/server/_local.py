@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import secrets
 import socket
 import threading
@@ -68,8 +69,6 @@ def serve_forever(
 def listening_socket(host: str, port: int) -> socket.socket:
     """Bound here so a port in use is one clear ``ValueError``. ``IPPROTO_TCP``: asyncio turns
     Nagle off only on sockets that say they are TCP (else each keep-alive answer waits ~40 ms)."""
-    import errno
-
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
