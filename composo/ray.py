@@ -29,7 +29,6 @@ class _Permits:
     """The actor's state: a semaphore for requests in flight and a clock for the rate."""
 
     def __init__(self, limit: int, requests_per_minute: float | None) -> None:
-        self.limit = limit
         self.interval = 60.0 / requests_per_minute if requests_per_minute else 0.0
         self.in_flight = 0  # permits out with the workers
         self.peak = 0
@@ -38,15 +37,14 @@ class _Permits:
         self.last = 0.0
         self.calls = 0  # acquire and release calls taken
         self._next = 0.0
-        self._free: asyncio.Semaphore | None = None
-        self._clock: asyncio.Lock | None = None
+        # bound to the actor's event loop on first use
+        self._free = asyncio.Semaphore(limit)
+        self._clock = asyncio.Lock()
 
     async def acquire(self, want: int = 1) -> int:
         """Wait for one permit, then take up to ``want`` in all of those free now (one only
         when paced: each request start needs its own place on the clock)."""
         self.calls += 1
-        if self._free is None or self._clock is None:
-            self._free, self._clock = asyncio.Semaphore(self.limit), asyncio.Lock()
         await self._free.acquire()
         got = 1
         if self.interval:
@@ -68,7 +66,6 @@ class _Permits:
 
     async def release(self, count: int = 1, used: int = 0) -> None:
         """``count`` permits back, and ``used`` more requests started since the last report."""
-        assert self._free is not None
         self.calls += 1
         self.in_flight -= count
         self.granted += used
