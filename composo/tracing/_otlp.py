@@ -217,21 +217,15 @@ class SpanGroups:
         count = self.counts.pop(trace_id, 0)
         damage = problems.by_trace.pop(trace_id, None) if problems is not None else None
         if count > self.max_spans:
-            return Converted(
-                trace_id,
-                spans=count,
-                error=(
-                    f"trace {trace_id}: {count} spans, more than the limit of {self.max_spans}; "
-                    "its spans were not kept. Raise the limit with max_spans= (--max-spans) "
-                    "if such traces are expected"
-                ),
+            error = (
+                f"trace {trace_id}: {count} spans, more than the limit of {self.max_spans}; its "
+                "spans were not kept. Raise the limit with max_spans= (--max-spans) if such "
+                "traces are expected"
             )
+            return Converted(trace_id, spans=count, error=error)
         if damage and any("damaged" in d for d in damage):
-            return Converted(
-                trace_id,
-                spans=count,
-                error=f"trace {trace_id}: incomplete, not evaluated: {'; '.join(damage)}",
-            )
+            error = f"trace {trace_id}: incomplete, not evaluated: {'; '.join(damage)}"
+            return Converted(trace_id, spans=count, error=error)
         converted = convert_spans(trace_id, spans)
         if damage:
             converted.notes.extend(damage)
