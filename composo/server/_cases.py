@@ -198,7 +198,6 @@ def reward_case(request: RewardRequest, criterion: str) -> Case:
         system=request.system,
         tools=tuple(_tool(t) for t in request.tools or ()),
         evaluate_latest=request.evaluate_latest is not False,
-        subject="response",
     )
 
 
@@ -223,12 +222,9 @@ def _openai_call(call: ToolCall) -> dict[str, Any]:
 
 
 def _output_message(interaction: LLMInteraction) -> dict[str, Any]:
-    texts = [o.content for o in interaction.output_messages if isinstance(o.content, str)]
-    calls = [
-        _openai_call(o.content)
-        for o in interaction.output_messages
-        if isinstance(o.content, ToolCall)
-    ]
+    outputs = [o.content for o in interaction.output_messages]
+    texts = [c for c in outputs if isinstance(c, str)]
+    calls = [_openai_call(c) for c in outputs if isinstance(c, ToolCall)]
     msg: dict[str, Any] = {"role": "assistant", "content": "\n".join(texts) if texts else None}
     if calls:
         msg["tool_calls"] = calls

@@ -137,18 +137,15 @@ class Gate:
         rate = config.rate_limit_per_minute
         self.limiter = None if rate is None else RateLimiter(rate, burst=config.rate_limit_burst)
 
-    def _guards(self, path: str) -> bool:
-        return path.startswith(_API_PREFIX) or (
-            self.dev is not None and path.startswith(_DEV_PREFIX)
-        )
-
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         leaked = credential_parameter(scope.get("query_string", b""), self.keys.keys)
         head = _Head.of(scope["headers"])  # h11 has refused a Content-Length that is no number
-        guarded = leaked is not None or self._guards(scope["path"])
+        path: str = scope["path"]
+        dev_path = self.dev is not None and path.startswith(_DEV_PREFIX)
+        guarded = leaked is not None or path.startswith(_API_PREFIX) or dev_path
         # A route that counts its own body (OTLP): only a declared length is checked first.
         if not guarded and (head.declared or 0) <= self.max_body_bytes:
             await self.app(scope, receive, send)

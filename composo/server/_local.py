@@ -208,9 +208,7 @@ class LocalServer:
     def _cleanup(self) -> None:
         if self._socket is not None:
             self._socket.close()
-        self._socket = None
-        self._thread = None
-        self._server = None
+        self._socket, self._thread, self._server = None, None, None
 
     def __enter__(self) -> LocalServer:
         return self.start()

@@ -124,9 +124,7 @@ class TaskManager:
     async def info(self, task_id: str, api_key: bytes | None = None) -> dict[str, Any] | None:
         """``GET /api/v1/evals/tasks/{task_id}``; ``None`` if unknown or another key's."""
         task = await asyncio.to_thread(self.store.get, task_id)
-        if task is None:
-            return None
-        if task.client is not None and task.client != self.store.client_id(api_key):
+        if task is None or task.client not in (None, self.store.client_id(api_key)):
             return None
         body: dict[str, Any] = {"task_id": task_id, "status": task.status}
         if task.status == "succeeded":
