@@ -9,14 +9,10 @@ from __future__ import annotations
 import sys
 import threading
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
 
-from composo._core.plugins import hookimpl
+from composo._core.plugins import get_plugin_manager, hookimpl
 from composo.server._config import JudgeOptions
 from composo.server.judges._verdict import Judge, JudgeError, JudgeFactory, Verdict
-
-if TYPE_CHECKING:
-    import pluggy
 
 __all__ = ["Judge", "JudgeError", "JudgeFactory", "Verdict", "make_judge"]
 
@@ -42,23 +38,17 @@ def composo_judges() -> Mapping[str, JudgeFactory]:
     return {"heuristic": _make_heuristic, "openai": _make_openai}
 
 
-def _plugin_manager() -> pluggy.PluginManager:
-    """The manager with the built-in judges (and hookspecs, for a checkout without entry points)."""
-    import composo.server.hookspecs  # noqa: F401
-    from composo._core.plugins import get_plugin_manager
+def make_judge(name: str, options: JudgeOptions) -> Judge:
+    """The judge ``name`` from every judge the plugins offer; they may override built-in names."""
+    import composo.server.hookspecs  # noqa: F401  (declared for a checkout without entry points)
 
     pm = get_plugin_manager()
     with _lock:
         if pm.get_plugin(BUILTIN_JUDGES_PLUGIN) is None:
             pm.register(sys.modules[__name__], name=BUILTIN_JUDGES_PLUGIN)
-    return pm
-
-
-def make_judge(name: str, options: JudgeOptions) -> Judge:
-    """The judge ``name`` from every judge the plugins offer; they may override built-in names."""
     judges: dict[str, JudgeFactory] = {}
     # Results come last-registered first and built-ins run last: apply in reverse so plugins win.
-    for mapping in reversed(_plugin_manager().hook.composo_judges()):
+    for mapping in reversed(pm.hook.composo_judges()):
         if isinstance(mapping, Mapping):
             judges.update(mapping)
     if name not in judges:
