@@ -35,8 +35,12 @@ Events = Sequence[tuple[str, Mapping[str, Any]]]
 Message = dict[str, Any]
 Part = dict[str, Any]
 
-_INPUT = "gen_ai.input.messages"
-_OUTPUT = "gen_ai.output.messages"
+# each side of a call (output?): its messages attribute, OpenLLMetry's indexed prefix, the plain
+# attribute and event (Semantic Kernel), the default role
+_SIDES = {
+    False: ("gen_ai.input.messages", "gen_ai.prompt", "gen_ai.content.prompt", "user"),
+    True: ("gen_ai.output.messages", "gen_ai.completion", "gen_ai.content.completion", "assistant"),
+}
 _SYSTEM = "gen_ai.system_instructions"
 _DETAILS = "gen_ai.client.inference.operation.details"
 _ROLE_EVENTS = {
@@ -93,26 +97,28 @@ def genai_interaction(attributes: Mapping[str, Any], events: Events = ()) -> LLM
     it carries no GenAI messages."""
     details = [attrs for name, attrs in events if name == _DETAILS]
     current = [attributes, *details]
-    chat = (
-        _messages_in(current, _INPUT)
-        or _indexed_messages(attributes, "gen_ai.prompt.", "user")
-        or _event_messages(events, output=False)
-        or _event_messages(_events_attribute(attributes), output=False)
-        or _plain(attributes, events, "gen_ai.prompt", "gen_ai.content.prompt", "user")
-    )
-    outputs = (
-        _messages_in(current, _OUTPUT)
-        or _indexed_messages(attributes, "gen_ai.completion.", "assistant")
-        or _event_messages(events, output=True)
-        or _event_messages(_events_attribute(attributes), output=True)
-        or _plain(attributes, events, "gen_ai.completion", "gen_ai.content.completion", "assistant")
-    )
+    chat = _side(attributes, events, current, output=False)
+    outputs = _side(attributes, events, current, output=True)
     system = _system(current)
     if not chat and not outputs:
         return None
     if system is not None and not (chat and chat[0] == system):
         chat.insert(0, system)
     return chat_interaction(chat, outputs, _tools(attributes) or None)
+
+
+def _side(
+    attributes: Mapping[str, Any], events: Events, current: list[Mapping[str, Any]], *, output: bool
+) -> list[Message]:
+    """One side of the call (input or output messages) from the first form that carries it."""
+    key, prefix, event, role = _SIDES[output]
+    return (
+        _messages_in(current, key)
+        or _indexed_messages(attributes, f"{prefix}.", role)
+        or _event_messages(events, output=output)
+        or _event_messages(_events_attribute(attributes), output=output)
+        or _plain(attributes, events, prefix, event, role)
+    )
 
 
 def tool_call_id(attributes: Mapping[str, Any]) -> str | None:
