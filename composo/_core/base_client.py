@@ -6,8 +6,8 @@ import functools
 import json as jsonlib
 import os
 import time
-from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypedDict, TypeVar
+from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypedDict, TypeVar, cast
 from urllib.parse import quote
 
 import httpx
@@ -72,16 +72,17 @@ Call = tuple[str, str, Any, RequestHeaders, float]
 Maker = Callable[[], Any]
 P = ParamSpec("P")
 C = TypeVar("C")
+R = TypeVar("R")
 
 
 def awaited(
-    method: Callable[Concatenate[C, P], Any],
-) -> Callable[Concatenate[C, P], Coroutine[Any, Any, Any]]:
-    """``method`` (which returns a coroutine) as a coroutine function with its signature and
-    documentation."""
+    method: Callable[Concatenate[C, P], R],
+) -> Callable[Concatenate[C, P], Coroutine[Any, Any, R]]:
+    """``method``, which returns a coroutine on the async client (typed as what it resolves
+    to), as a coroutine function with its signature and documentation."""
 
-    async def coroutine(self: C, /, *args: P.args, **kwargs: P.kwargs) -> Any:
-        return await method(self, *args, **kwargs)
+    async def coroutine(self: C, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        return await cast("Awaitable[R]", method(self, *args, **kwargs))
 
     return functools.wraps(method)(coroutine)
 
