@@ -17,8 +17,6 @@ from composo.server.judges import Judge, Verdict
 _INLINE_ITEMS = 64
 # Model calls a judge that must await (an LLM) makes at once for one trace.
 _JUDGE_CONCURRENCY = 8
-
-
 _T = TypeVar("_T")
 
 

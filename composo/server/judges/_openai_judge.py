@@ -55,7 +55,6 @@ name the evidence.
 Answer with exactly this JSON object and nothing else:
 {"applicable": true or false, "score": number or null, "explanation": "why"}"""
 
-
 _BINARY = "This criterion is binary: score must be exactly 0 or 1 (or null if not applicable)."
 _GRADED = "This criterion is graded: score is a number from 0.0 to 1.0 (or null if not applicable)."
 
