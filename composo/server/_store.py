@@ -320,12 +320,7 @@ class TaskStore:
                 )
                 taken += [tid] if cur.rowcount else []
             if taken:
-                self._db.execute(
-                    "UPDATE tasks SET status = 'failed', error = ?, updated = ?, lease_until = NULL"
-                    f" WHERE owner = ? AND retain = 0 AND {_UNFINISHED} AND task_id IN"
-                    f" ({','.join('?' * len(taken))})",
-                    (_LOST, now, self.owner, *taken),
-                )
+                self._fail_lost(now, taken)
         tasks = [self.get(tid) for tid in taken]
         return [
             t for t in tasks if t is not None and t.status == "pending" and t.request is not None
@@ -340,8 +335,13 @@ class TaskStore:
                 f" WHERE owner = ? AND {_UNFINISHED} AND retain = 1",
                 (now, self.owner),
             )
-            self._db.execute(
-                "UPDATE tasks SET status = 'failed', error = ?, updated = ?, lease_until = NULL"
-                f" WHERE owner = ? AND {_UNFINISHED} AND retain = 0",
-                (_LOST, now, self.owner),
-            )
+            self._fail_lost(now)
+
+    def _fail_lost(self, now: float, among: list[str] | None = None) -> None:
+        """Fail this server's unfinished tasks whose content was never written (of ``among``)."""
+        only = "" if among is None else f" AND task_id IN ({','.join('?' * len(among))})"
+        self._db.execute(
+            "UPDATE tasks SET status = 'failed', error = ?, updated = ?, lease_until = NULL"
+            f" WHERE owner = ? AND retain = 0 AND {_UNFINISHED}{only}",
+            (_LOST, now, self.owner, *(among or ())),
+        )

@@ -6,8 +6,11 @@ whole phrases ``a``, ``b c`` and any word starting with ``d``. The rules that us
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from functools import lru_cache
+from typing import TypeVar
 
+_T = TypeVar("_T")
 WORD = re.compile(r"[a-z0-9]+")
 STOP = frozenset(
     str.split(
@@ -43,28 +46,22 @@ def term(word: str) -> str:
     return "" if word in STOP or len(word) < 2 else stem(word)
 
 
-# A run repeats its words and texts (questions, system prompts, criteria), so what is worked out
-# of them is kept; long ones, rare and a way to fill memory, are worked out again.
-_term_kept = lru_cache(maxsize=1 << 16)(term)
+def _remembered(work: Callable[[str], _T], most: int, longest: int) -> Callable[[str], _T]:
+    """``work`` remembering ``most`` answers: a run repeats its words and texts (questions,
+    system prompts, criteria); long ones, rare and a way to fill memory, are worked out again."""
+    kept = lru_cache(maxsize=most)(work)
+    return lambda text: kept(text) if len(text) <= longest else work(text)
 
 
-def term_of(word: str) -> str:
-    """:func:`term`, remembered for the usual (short) words."""
-    return _term_kept(word) if len(word) <= 32 else term(word)
+term_of = _remembered(term, 1 << 16, 32)
 
 
 def _terms_of(text: str) -> frozenset[str]:
+    """The terms of ``text``: its words' stems, stop words left out."""
     return frozenset(map(term_of, WORD.findall(text.lower()))) - {""}
 
 
-_terms_kept = lru_cache(maxsize=1024)(_terms_of)
-
-
-def terms(text: str) -> frozenset[str]:
-    """The terms of ``text``: its words' stems, stop words left out."""
-    return _terms_kept(text) if len(text) <= 4096 else _terms_of(text)
-
-
+terms = _remembered(_terms_of, 1024, 4096)
 NOISE_TERMS = frozenset(map(term, NOISE))
 
 
