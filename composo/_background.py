@@ -11,12 +11,11 @@ import collections
 import contextlib
 import itertools
 import logging
-import os
 import threading
 import weakref
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
 from composo._async_client import AsyncComposo
@@ -146,42 +145,33 @@ def _chat_line(item: Mapping[str, Any]) -> str | None:
 Prepare = Callable[[], Mapping[str, Any]]
 
 
-@dataclass(frozen=True)
+@dataclass
 class _Job:
+    """One submitted run; once the engine takes it, its arguments, their summary, and how many
+    of its results are still due."""
+
     run_id: str
     kind: Kind
     prepare: Prepare
     metadata: Mapping[str, Any]
     name: str | None
-
-    def outcome(self, criterion: str, error: BaseException | None) -> EvaluationRecord:
-        return EvaluationRecord(
-            self.run_id,
-            criterion,
-            error=error,
-            kind=self.kind,
-            metadata=self.metadata,
-            name=self.name,
-        )
-
-
-@dataclass
-class _Prepared:
-    """A job the engine took: its arguments, their summary, and results still due."""
-
-    job: _Job
-    item: Mapping[str, Any]
-    summary: str | None
-    left: int
+    item: Mapping[str, Any] | None = None
+    summary: str | None = None
+    left: int = 0
 
     def outcome(self, result: BatchResult) -> EvaluationRecord:
-        return replace(
-            self.job.outcome(result.criterion, result.error),
-            score=result.score,  # a trace's overall score
-            explanation=result.explanation,
-            response=result.response,
-            summary=self.summary,
-            evaluated=self.item,
+        return EvaluationRecord(
+            self.run_id,
+            result.criterion,
+            result.score,  # a trace's overall score
+            result.explanation,
+            result.error,
+            result.response,
+            self.kind,
+            self.metadata,
+            self.name,
+            self.summary,
+            self.item,
         )
 
 
@@ -190,40 +180,35 @@ class _Worker:
     calls go to the loop's default executor."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
-        self._pid = 0
+        self._after_fork()
         forks.register(self)
 
-    def _after_fork(self) -> None:  # the parent's loop has no thread here; its lock may be held
+    def _after_fork(self) -> None:  # a child has the parent's loop but not its thread or lock
         forks.leave_behind(self._loop)
         self._lock = threading.Lock()
-        self._loop = self._thread = None
+        self._loop = None
+        self._thread: threading.Thread | None = None
 
     def loop(self) -> asyncio.AbstractEventLoop:
-        loop = self.running_loop()
-        if loop is not None:
-            return loop
         with self._lock:
-            loop = self.running_loop()  # a forked child has the loop but not the thread
+            loop = self.running_loop()
             if loop is None:
-                loop = asyncio.new_event_loop()
+                loop = self._loop = asyncio.new_event_loop()
                 loop.set_default_executor(
                     ThreadPoolExecutor(POOL_THREADS, thread_name_prefix=WORKER_NAME)
                 )
                 # Work handed to the loop before it runs waits for it.
-                thread = threading.Thread(target=loop.run_forever, name=WORKER_NAME, daemon=True)
-                thread.start()
-                self._loop, self._thread, self._pid = loop, thread, os.getpid()
+                self._thread = threading.Thread(
+                    target=loop.run_forever, name=WORKER_NAME, daemon=True
+                )
+                self._thread.start()
             return loop
 
     def running_loop(self) -> asyncio.AbstractEventLoop | None:
-        """The loop, if its thread runs in this process."""
+        """The loop, if its thread runs."""
         thread = self._thread
-        if thread is not None and thread.is_alive() and self._pid == os.getpid():
-            return self._loop
-        return None
+        return self._loop if thread is not None and thread.is_alive() else None
 
 
 WORKER_NAME = "composo-background"
@@ -234,10 +219,9 @@ _worker = _Worker()
 def _close_owned(client: AsyncComposo) -> None:
     """A dropped evaluator's own client closed on the loop (a finalizer: never blocks)."""
     loop = _worker.running_loop()
-    if loop is None or loop.is_closed():
-        return
-    with contextlib.suppress(RuntimeError):  # the loop stopped meanwhile (interpreter exit)
-        loop.call_soon_threadsafe(_aclose_soon, client)
+    if loop is not None:
+        with contextlib.suppress(RuntimeError):  # the loop is closed (interpreter exit)
+            loop.call_soon_threadsafe(_aclose_soon, client)
 
 
 def _aclose_soon(client: AsyncComposo) -> None:
@@ -323,14 +307,14 @@ class BackgroundEvaluator:
         pending stays the parent's, its loop and threads do not exist here)."""
         self._cond = threading.Condition()
         self._pending = 0
-        self._pump: asyncio.Task[None] | None = None  # the batch running while there is work
-        self._busy = False  # a batch is running (set and cleared on the loop, under _cond)
+        # The batch running while there is work (set and cleared on the loop, under _cond).
+        self._pump: asyncio.Task[None] | None = None
         # Jobs waiting for the engine; the loop is woken once per batch of jobs, not per job.
         self._inbox: collections.deque[_Job] = collections.deque()
         self._wake_pending = False
-        self._wake: asyncio.Event | None = None
-        # Jobs handed to the engine, by position, with how many of their results are still due.
-        self._running: dict[int, _Prepared] = {}
+        self._wake = asyncio.Event()  # bound to the background loop when first awaited
+        # Jobs handed to the engine, by position.
+        self._running: dict[int, _Job] = {}
 
     _after_fork = _fresh
 
@@ -423,7 +407,7 @@ class BackgroundEvaluator:
                 "the server is slower than the runs (raise max_pending, or call flush())"
             )
             for criterion in self.criteria:
-                self._record(job.outcome(criterion, err), pending=False)
+                self._record(job.outcome(BatchResult(0, criterion, error=err)), pending=False)
             return False
         loop = _worker.loop()
         self._inbox.append(job)
@@ -441,7 +425,7 @@ class BackgroundEvaluator:
         """
         with self._cond:
             # Until the batch has ended too, so nothing on the loop refers to this evaluator.
-            return self._cond.wait_for(lambda: self._pending == 0 and not self._busy, timeout)
+            return self._cond.wait_for(lambda: self._pending == 0 and self._pump is None, timeout)
 
     async def aflush(self, timeout: float | None = None) -> bool:
         """:meth:`flush` for async code (waits on a worker thread, not on the event loop)."""
@@ -486,30 +470,20 @@ class BackgroundEvaluator:
             loop.call_soon_threadsafe(self._woken)
 
     def _woken(self) -> None:
+        """Start a batch for the queued jobs, or wake the running one."""
         with self._cond:
             self._wake_pending = False
-        if self._pump is None:
-            if self._inbox and not self._exiting:
-                self._start_pump()
-        elif self._wake is not None:
-            self._wake.set()
-
-    def _start_pump(self) -> None:
-        with self._cond:
-            self._busy = True
-        self._wake = asyncio.Event()
-        self._pump = asyncio.get_running_loop().create_task(self._run())
-        self._pump.add_done_callback(self._pump_done)
+            if self._pump is None and self._inbox and not self._exiting:
+                self._pump = asyncio.get_running_loop().create_task(self._run())
+                self._pump.add_done_callback(self._pump_done)
+        self._wake.set()
 
     def _pump_done(self, task: asyncio.Task[None]) -> None:
-        self._pump = None
-        # A job that arrived while the last batch was finishing starts the next one.
-        if self._inbox and not self._closed and not self._exiting:
-            self._start_pump()
-            return
         with self._cond:
-            self._busy = False
+            self._pump = None
             self._cond.notify_all()
+        if not self._closed:  # a job that came while the last batch was ending starts the next
+            self._woken()
 
     def _sender(self) -> ASend:
         """The client's public ``send``: awaited, or run on the loop's executor threads."""
@@ -541,8 +515,6 @@ class BackgroundEvaluator:
             _log.exception("%s: the evaluation loop stopped", self._name)
 
     async def _jobs(self) -> AsyncIterator[Job]:
-        wake = self._wake
-        assert wake is not None
         for index in itertools.count():
             if self._exiting:
                 return
@@ -551,13 +523,14 @@ class BackgroundEvaluator:
                 # loop refers to this evaluator until the next submit.
                 if self._closed or not self._running:
                     return
-                wake.clear()
-                await wake.wait()
-            job = self._inbox.popleft()
+                self._wake.clear()
+                await self._wake.wait()
+            job = self._running[index] = self._inbox.popleft()
+            job.left = len(self.criteria)
             try:
                 # Converted only when the engine asks for the next item: a backlog costs no CPU.
-                item = {**self._extra, **job.prepare()}
-            except Exception as exc:
+                job.item = {**self._extra, **job.prepare()}
+            except Exception as exc:  # one failed result per criterion, from the engine
                 _log.warning(
                     "%s: run %s%s could not be evaluated: %s",
                     self._name,
@@ -565,30 +538,25 @@ class BackgroundEvaluator:
                     f" ({job.name})" if job.name else "",
                     exc,
                 )
-                for criterion in self.criteria:
-                    self._record(job.outcome(criterion, exc))
+                yield Job(index, error=exc)
                 continue
-            self._running[index] = _Prepared(
-                job, item, summarize(job.kind, item), len(self.criteria)
-            )
-            yield Job(index, item)
+            job.summary = summarize(job.kind, job.item)
+            yield Job(index, job.item)
 
     def _done(self, result: BatchResult) -> None:
-        prepared = self._running[result.index]
-        if prepared.left > 1:
-            prepared.left -= 1
-        else:
+        job = self._running[result.index]
+        job.left -= 1
+        if not job.left:
             del self._running[result.index]
-        job = prepared.job
-        if result.error is not None:
+        if result.error is not None and job.item is not None:  # a failed prepare was logged
             _log.warning(
                 "evaluation of run %s against %r failed: %s",
                 job.run_id,
                 result.criterion,
                 result.error,
             )
-        self._record(prepared.outcome(result))
-        if not self._running and self._wake is not None:
+        self._record(job.outcome(result))
+        if not self._running:
             self._wake.set()  # the batch may be idle now
 
     async def _stop(self) -> None:
