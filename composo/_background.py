@@ -411,7 +411,10 @@ class BackgroundEvaluator:
             return False
         loop = _worker.loop()
         self._inbox.append(job)
-        self._wake_up(loop)
+        with self._cond:  # one wake-up for every job queued until the loop runs it
+            wake, self._wake_pending = not self._wake_pending, True
+        if wake:
+            loop.call_soon_threadsafe(self._woken)
         return True
 
     def flush(self, timeout: float | None = None) -> bool:
@@ -462,12 +465,6 @@ class BackgroundEvaluator:
         await asyncio.to_thread(self.close, timeout)
 
     # -- the background side (everything below runs on the background loop) ----------------------
-
-    def _wake_up(self, loop: asyncio.AbstractEventLoop) -> None:
-        with self._cond:
-            wake, self._wake_pending = not self._wake_pending, True
-        if wake:
-            loop.call_soon_threadsafe(self._woken)
 
     def _woken(self) -> None:
         """Start a batch for the queued jobs, or wake the running one."""
