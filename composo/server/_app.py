@@ -18,6 +18,7 @@ from composo._core.cores import LIGHTNING_MODEL_CORES
 from composo._core.wire import RewardRequest, TraceRequest, is_binary
 from composo._version import __version__
 from composo.server._bodies import parse_request, refusal, validation_detail
+from composo.server._cases import json_or_none
 from composo.server._config import ServerConfig
 from composo.server._devswitch import DevSwitch, FaultList
 from composo.server._gate import ApiKey, Body, Gate
@@ -191,7 +192,7 @@ def _dev_routes(app: FastAPI, dev: DevSwitch) -> None:
         try:
             faults = FaultList.model_validate_json(body)
         except ValidationError as exc:
-            return refusal(validation_detail(exc))
+            return refusal(validation_detail(exc, json_or_none(body)))
         return JSONResponse({"queued": dev.queue(faults.faults)})
 
     @app.delete("/_dev/faults")

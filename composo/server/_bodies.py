@@ -49,18 +49,9 @@ def _real_path(loc: Sequence[str | int], data: Any, missing: bool) -> _Path:
         if present:
             out.append(part)
             cur = cur[part]
-        elif (missing and i == len(loc) - 1) or (data is _NO_DATA and not _looks_like_branch(part)):
+        elif missing and i == len(loc) - 1:
             out.append(part)
     return tuple(out)
-
-
-_NO_DATA: Any = object()
-
-
-def _looks_like_branch(part: str | int) -> bool:
-    return isinstance(part, str) and (
-        part[:1].isupper() or "[" in part or part in ("str", "int", "float", "bool", "none")
-    )
 
 
 def _message(err: Mapping[str, Any]) -> str:
@@ -79,7 +70,7 @@ def _message(err: Mapping[str, Any]) -> str:
     return msg
 
 
-def validation_detail(errors: ValidationError, data: Any = _NO_DATA) -> str:
+def validation_detail(errors: ValidationError, data: Any) -> str:
     """One line naming each offending field once and what it expects, as the platform's 422
     does; ``data`` (the parsed body) drops union branch names from the paths."""
     grouped: dict[_Path, list[str]] = {}
