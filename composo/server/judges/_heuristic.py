@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property, lru_cache, partial
 from typing import Any, NamedTuple
 
@@ -306,12 +306,14 @@ def _words_in(terms: frozenset[str], strict: bool, answer: str) -> list[str]:
 @dataclass(frozen=True)
 class _Rule:
     """A trait a criterion may name (its words: ``_words.TRAITS[label]``), how the answer is read
-    for it, what the conversation must hold for it to apply, and whether it is the only reading."""
+    for it, what the conversation must hold for it to apply, whether it is the only reading, and
+    ``polarity`` -1 once a criterion names the opposite of what ``read`` measures."""
 
     label: str
     read: Callable[[_View], _Reading]
     needs: str = ""
     alone: bool = False
+    polarity: int = 1
 
     @cached_property
     def words(self) -> tuple[re.Pattern[str], re.Pattern[str] | None]:
@@ -338,17 +340,10 @@ _RULES = (
 )
 
 
-class _Check(NamedTuple):
-    label: str
-    read: Callable[[_View], _Reading]
-    polarity: int  # -1 when the criterion names the opposite of what ``read`` measures
-    needs: str = ""
-
-
 class _Plan(NamedTuple):
     binary: bool
     sign: int  # -1 for Penalize and Fails if
-    checks: tuple[_Check, ...]
+    checks: tuple[_Rule, ...]
 
 
 def _polarity(rule: _Rule, text: str) -> int | None:
@@ -361,27 +356,27 @@ def _polarity(rule: _Rule, text: str) -> int | None:
     return None
 
 
-def _content_check(criterion: str) -> _Check | None:
+def _content_check(criterion: str) -> _Rule | None:
     """A check for "Passes if the answer names X"; graded criteria only for a kind of thing."""
     m = w.CONTENT.match(criterion)
     what = m["what"].rstrip(" .") if m else ""
     kind = _content_kind(what, m["verb"].lower()) if m and what else None
     if m is None or kind is None or (kind[0].startswith("the words") and not is_binary(criterion)):
         return None
-    return _Check(f"{m['verb']} {what}", partial(_content, *kind), -1 if m["neg"] else 1)
+    return _Rule(f"{m['verb']} {what}", partial(_content, *kind), polarity=-1 if m["neg"] else 1)
 
 
 def _content(label: str, find: Callable[[str], list[str]], v: _View) -> _Reading:
     return _present(find(v.answer), label + " in the answer")
 
 
-def _rule_checks(body: str) -> list[_Check]:
+def _rule_checks(body: str) -> list[_Rule]:
     """A check for each rule the criterion's words name; an ``alone`` rule is the only one."""
-    checks: list[_Check] = []
+    checks: list[_Rule] = []
     for rule in _RULES:
         polarity = _polarity(rule, body)
         if polarity is not None:
-            checks.append(_Check(rule.label, rule.read, polarity, rule.needs))
+            checks.append(replace(rule, polarity=polarity))
             if rule.alone:
                 return checks[-1:]
     return checks
@@ -395,7 +390,7 @@ def _plan(criterion: str) -> _Plan:
     content = _content_check(text)
     checks = [content] if content else _rule_checks(w.SUBJECT.sub("", text, count=1))
     if not checks:
-        checks.append(_Check("the criterion's own words", partial(_topic, text, sign), 1))
+        checks.append(_Rule("the criterion's own words", partial(_topic, text, sign)))
     return _Plan(is_binary(text), sign, tuple(checks))
 
 
@@ -429,7 +424,7 @@ def _not_applicable(plan: _Plan, v: _View, who: str) -> str | None:
     return f"Not applicable: {_MISSING[missing[0]].format(who=who)}." if missing else None
 
 
-def _read(plan: _Plan, v: _View) -> tuple[float | None, list[tuple[_Check, _Reading]]]:
+def _read(plan: _Plan, v: _View) -> tuple[float | None, list[tuple[_Rule, _Reading]]]:
     """The mean reading oriented by the criterion's words (``None``: an empty answer)."""
     if v.words == 0 and not v.judged_calls:
         return None, [(plan.checks[0], _Reading(0.0, "the judged answer is empty"))]
@@ -438,7 +433,7 @@ def _read(plan: _Plan, v: _View) -> tuple[float | None, list[tuple[_Check, _Read
     return min(1.0, max(0.0, sum(oriented) / len(oriented))), readings
 
 
-def _explain(readings: list[tuple[_Check, _Reading]]) -> str:
+def _explain(readings: list[tuple[_Rule, _Reading]]) -> str:
     """Each reading's label and what it found, not repeating one already told."""
     told: list[str] = []
     for check, reading in readings:
