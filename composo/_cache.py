@@ -25,6 +25,7 @@ import httpx
 from composo._core import forks
 from composo._core.body import Inflater
 from composo._core.provenance import CACHE_HEADER, CACHE_HIT, JUDGE_HEADERS
+from composo.errors import ComposoValidationError
 
 if TYPE_CHECKING:
     import sqlite3
@@ -115,8 +116,6 @@ def parse_age(text: str) -> float:
 
 
 def _positive(value: object, name: str) -> float:
-    from composo.errors import ComposoValidationError
-
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
         raise ComposoValidationError(f"{name}: expected a number above 0, got {value!r}")
     return value
@@ -126,8 +125,6 @@ def _limit(
     value: float | None, name: str, variable: str, parse: Callable[[str], float], default: float
 ) -> float:
     """An argument of :class:`ResultCache`, else its environment variable, else the default."""
-    from composo.errors import ComposoValidationError
-
     if value is not None:
         return _positive(value, name)
     text = os.environ.get(variable, "").strip()
@@ -273,13 +270,9 @@ class ResultCache:
             row = self._connect().execute(query, (key, time.time() - self.max_age)).fetchone()
         if row is None:
             return None
-        try:
-            headers = json.loads(row[1])
-        except ValueError:
-            return None
-        if not isinstance(headers, dict):
-            return None
-        return bytes(row[0]), {str(k): str(v) for k, v in headers.items()}
+        with contextlib.suppress(ValueError, AttributeError):  # headers not a JSON object
+            return bytes(row[0]), {str(k): str(v) for k, v in json.loads(row[1]).items()}
+        return None
 
     def put(self, key: str, body: bytes, headers: dict[str, str] | None = None) -> None:
         """Store an answer with its provenance headers (``{}``: the platform's); past the cap,
@@ -359,8 +352,6 @@ CacheOption = bool | str | os.PathLike[str] | ResultCache | None
 
 def open_cache(cache: CacheOption, http_client: object = None) -> ResultCache | None:
     """The ``cache=`` argument of the clients: off, the default place, a path, or a cache."""
-    from composo.errors import ComposoValidationError
-
     if cache is None or cache is False:
         return None
     if http_client is not None:
@@ -385,48 +376,11 @@ def _lookup_key(request: httpx.Request) -> str | None:
     """The request's key, or ``None`` if it must not be cached."""
     if request.method != "POST" or request.url.path not in EVALUATION_PATHS:
         return None
-    try:
-        body = json.loads(request.content)
-    except ValueError:
-        return None
-    if not isinstance(body, dict) or body.get("data_retention") == "none":
+    body = _json_object(request.content)
+    if body is None or body.get("data_retention") == "none":
         return None
     base = f"{request.url.scheme}://{request.url.netloc.decode()}"
     return ResultCache.key(base, request.url.path, body)
-
-
-def _answer(request: httpx.Request, body: bytes, provenance: dict[str, str]) -> httpx.Response:
-    return httpx.Response(
-        200,
-        headers={**provenance, "content-type": "application/json", CACHE_HEADER: CACHE_HIT},
-        content=body,
-        request=request,
-    )
-
-
-def _storable(response: httpx.Response) -> bool:
-    if not response.is_success:
-        return False
-    try:
-        return isinstance(json.loads(response.content), dict)
-    except ValueError:
-        return False
-
-
-def decoded(request: httpx.Request, response: httpx.Response, body: bytes) -> httpx.Response:
-    """``response`` with ``body`` (already decoded) as its content, and headers to match."""
-    headers = [
-        (k, v)
-        for k, v in response.headers.multi_items()
-        if k.lower() not in ("content-encoding", "content-length", "transfer-encoding")
-    ]
-    return httpx.Response(
-        response.status_code,
-        headers=headers,
-        content=body,
-        request=request,
-        extensions=response.extensions,
-    )
 
 
 def _inflater(response: httpx.Response) -> Inflater:
@@ -434,6 +388,17 @@ def _inflater(response: httpx.Response) -> Inflater:
     inflater = Inflater(response.headers.get("content-encoding"))
     inflater.check_length(response.headers.get("content-length"))
     return inflater
+
+
+_CODED = ("content-encoding", "content-length", "transfer-encoding")
+
+
+def _json_object(data: bytes) -> dict[str, Any] | None:
+    try:
+        value = json.loads(data)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
 
 
 class _Caching:
@@ -453,9 +418,11 @@ class _Caching:
         with self._lock:
             if stored is None:
                 self.misses += 1
-            else:
-                self.hits += 1
-        return key, None if stored is None else _answer(request, *stored)
+                return key, None
+            self.hits += 1
+        body, provenance = stored
+        headers = {**provenance, "content-type": "application/json", CACHE_HEADER: CACHE_HIT}
+        return key, httpx.Response(200, headers=headers, content=body, request=request)
 
     @contextlib.contextmanager
     def _sending(self) -> Iterator[None]:
@@ -473,11 +440,18 @@ class _Caching:
     def _kept(
         self, key: str, request: httpx.Request, response: httpx.Response, body: bytes
     ) -> httpx.Response:
-        """The answer, decoded, stored with its provenance when it is a success."""
-        answer = decoded(request, response, body)
-        if _storable(answer):
-            found = {name: answer.headers.get(name) for name in JUDGE_HEADERS}
-            self.cache.put(key, body, {k: v for k, v in found.items() if v is not None})
+        """The answer with its body decoded (and headers to match), stored with its provenance
+        when it is a success."""
+        answer = httpx.Response(
+            response.status_code,
+            headers=[(k, v) for k, v in response.headers.multi_items() if k.lower() not in _CODED],
+            content=body,
+            request=request,
+            extensions=response.extensions,
+        )
+        if answer.is_success and _json_object(body) is not None:
+            found = {name: answer.headers[name] for name in JUDGE_HEADERS if name in answer.headers}
+            self.cache.put(key, body, found)
         return answer
 
 
