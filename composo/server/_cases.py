@@ -149,12 +149,7 @@ def _call(call: Any) -> dict[str, Any] | None:
     name = fn.get("name")
     if not isinstance(name, str) or not name:
         return None
-    args = json_text(fn.get("arguments", ""))
-    return {
-        "id": json_text(call.get("id", "")),
-        "type": "function",
-        "function": {"name": name, "arguments": args},
-    }
+    return _openai_call(json_text(call.get("id", "")), name, json_text(fn.get("arguments", "")))
 
 
 def _message(m: Mapping[str, Any]) -> dict[str, Any]:
@@ -203,7 +198,7 @@ def reward_case(request: RewardRequest, criterion: str) -> Case:
 
 def _input_message(role: str, content: str | ToolCall | ToolResponse) -> dict[str, Any]:
     if isinstance(content, ToolCall):
-        return {"role": "assistant", "content": None, "tool_calls": [_openai_call(content)]}
+        return {"role": "assistant", "content": None, "tool_calls": [_tool_call(content)]}
     if isinstance(content, ToolResponse):
         named = {"name": content.name} if content.name else {}
         return {"role": "tool", "tool_call_id": content.id, "content": content.response, **named}
@@ -213,18 +208,18 @@ def _input_message(role: str, content: str | ToolCall | ToolResponse) -> dict[st
     }
 
 
-def _openai_call(call: ToolCall) -> dict[str, Any]:
-    return {
-        "id": call.id,
-        "type": "function",
-        "function": {"name": call.name, "arguments": call.parameters},
-    }
+def _openai_call(call_id: str, name: str, arguments: str) -> dict[str, Any]:
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+
+
+def _tool_call(call: ToolCall) -> dict[str, Any]:
+    return _openai_call(call.id, call.name, call.parameters)
 
 
 def _output_message(interaction: LLMInteraction) -> dict[str, Any]:
     outputs = [o.content for o in interaction.output_messages]
     texts = [c for c in outputs if isinstance(c, str)]
-    calls = [_openai_call(c) for c in outputs if isinstance(c, ToolCall)]
+    calls = [_tool_call(c) for c in outputs if isinstance(c, ToolCall)]
     msg: dict[str, Any] = {"role": "assistant", "content": "\n".join(texts) if texts else None}
     if calls:
         msg["tool_calls"] = calls
