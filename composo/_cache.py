@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import httpx
 
@@ -159,7 +159,6 @@ _PUT = (
     "ON CONFLICT (key) DO UPDATE SET body = excluded.body, headers = excluded.headers, "
     "stored = excluded.stored, size = excluded.size"
 )
-_EXPIRE = "DELETE FROM answers WHERE stored < ?"
 _EVICT = (
     # One statement: what is past its age, then the oldest answers until what is left fits in
     # :target bytes (a row goes while the older rows' sizes it follows do not cover the excess).
@@ -242,7 +241,7 @@ class ResultCache:
                 for statement in _SCHEMA:
                     db.execute(statement)
             # what aged since the last run (an index range), and all past a lowered cap
-            db.execute(_EXPIRE, (time.time() - self.max_age,))
+            db.execute("DELETE FROM answers WHERE stored < ?", (time.time() - self.max_age,))
             if _total(db) > self.max_bytes:
                 self._evict(db, int(self.max_bytes * CACHE_EVICT_TO))
             self._db = db
@@ -401,11 +400,15 @@ def _json_object(data: bytes) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
-class _Caching:
+_Inner = TypeVar("_Inner")
+
+
+class _Caching(Generic[_Inner]):
     """What both caching transports share. ``hits`` and ``misses`` count lookups; ``sent``
     counts every request handed to the server (any path, every attempt) that reached it."""
 
-    def __init__(self, cache: ResultCache) -> None:
+    def __init__(self, inner: _Inner, cache: ResultCache) -> None:
+        self.inner = inner
         self.cache = cache
         self.hits = self.misses = self.sent = 0
         self._lock = threading.Lock()
@@ -426,16 +429,14 @@ class _Caching:
 
     @contextlib.contextmanager
     def _sending(self) -> Iterator[None]:
-        reached = True
+        with self._lock:
+            self.sent += 1
         try:
             yield
-        except (httpx.ConnectError, httpx.ConnectTimeout):
-            reached = False
+        except (httpx.ConnectError, httpx.ConnectTimeout):  # it never reached the server
+            with self._lock:
+                self.sent -= 1
             raise
-        finally:
-            if reached:
-                with self._lock:
-                    self.sent += 1
 
     def _kept(
         self, key: str, request: httpx.Request, response: httpx.Response, body: bytes
@@ -455,17 +456,13 @@ class _Caching:
         return answer
 
 
-class CachingTransport(_Caching, httpx.BaseTransport):
+class CachingTransport(_Caching[httpx.BaseTransport], httpx.BaseTransport):
     """Answers a request from the cache when it can; stores what the server answers well.
 
     Args:
         inner: The transport that reaches the server.
         cache: Where answers are kept.
     """
-
-    def __init__(self, inner: httpx.BaseTransport, cache: ResultCache) -> None:
-        super().__init__(cache)
-        self.inner = inner
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         key, answer = self._lookup(request)
@@ -487,13 +484,9 @@ class CachingTransport(_Caching, httpx.BaseTransport):
         self.inner.close()
 
 
-class AsyncCachingTransport(_Caching, httpx.AsyncBaseTransport):
+class AsyncCachingTransport(_Caching[httpx.AsyncBaseTransport], httpx.AsyncBaseTransport):
     """The async form of :class:`CachingTransport` (SQLite lookups take well under a
     millisecond, so they run on the loop)."""
-
-    def __init__(self, inner: httpx.AsyncBaseTransport, cache: ResultCache) -> None:
-        super().__init__(cache)
-        self.inner = inner
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         key, answer = self._lookup(request)
