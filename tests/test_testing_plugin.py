@@ -157,17 +157,31 @@ def check_session(done: subprocess.CompletedProcess[str], out: Path) -> list[dic
     return found
 
 
-def test_a_session_asserts_summarises_and_writes_every_evaluation(
-    live: ServerProcess, tmp_path: Path
-) -> None:
-    where = project(tmp_path)
-    out = tmp_path / "evals.jsonl"
+@pytest.fixture(scope="module")
+def serial(
+    server: ServerProcess, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[subprocess.CompletedProcess[str], Path, int]:
+    """One serial session over APP_TESTS, read by the two tests below: the session, its results
+    file and the reward requests the server saw from it. Sharing it is safe: neither test
+    changes the project or the file, and the requests are counted before any other test runs."""
+    where = project(tmp_path_factory.mktemp("serial"))
+    out = where / "evals.jsonl"
+    server.reset()
+    done = pytest_session(where, "-n", "0", "--composo-out", out, env=server_env(server))
+    reward = [r for r in server.requests() if r["path"].endswith("/reward")]
+    server.reset()
+    return done, out, len(reward)
 
-    done = pytest_session(where, "-n", "0", "--composo-out", out, env=server_env(live))
+
+def test_a_session_asserts_summarises_and_writes_every_evaluation(
+    live: ServerProcess,
+    tmp_path: Path,
+    serial: tuple[subprocess.CompletedProcess[str], Path, int],
+) -> None:
+    done, out, reward = serial
 
     found = check_session(done, out)
-    reward = [r for r in live.requests() if r["path"].endswith("/reward")]
-    assert len(reward) == 10  # nothing evaluated twice, nothing missed
+    assert reward == 10  # nothing evaluated twice, nothing missed
     # the failure messages: criterion, score, threshold and the judge's explanation
     bad = expected_score(live, BAD, REFUND)
     assert bad.score < 0.5
@@ -192,12 +206,15 @@ def test_a_session_asserts_summarises_and_writes_every_evaluation(
     assert same.returncode == 0 and "regressed 0" in same.stdout
 
 
-def test_under_xdist_the_controller_merges_the_workers(live: ServerProcess, tmp_path: Path) -> None:
+def test_under_xdist_the_controller_merges_the_workers(
+    live: ServerProcess,
+    tmp_path: Path,
+    serial: tuple[subprocess.CompletedProcess[str], Path, int],
+) -> None:
+    one, serial_out, _ = serial
+    check_session(one, serial_out)
     where = project(tmp_path)
-    serial, parallel = tmp_path / "serial.jsonl", tmp_path / "parallel.jsonl"
-    one = pytest_session(where, "-n", "0", "--composo-out", serial, env=server_env(live))
-    check_session(one, serial)
-    live.reset()
+    parallel = tmp_path / "parallel.jsonl"
 
     two = pytest_session(
         where, "-n", "2", "-v", "-v", "--composo-out", parallel, env=server_env(live)
@@ -210,7 +227,7 @@ def test_under_xdist_the_controller_merges_the_workers(live: ServerProcess, tmp_
     }
     assert ran["gw0"] and ran["gw1"]  # both workers evaluated; their rows were merged
     assert summary(two.stdout) == summary(one.stdout)
-    assert parallel.read_text() == serial.read_text()  # one file, the same whoever ran what
+    assert parallel.read_text() == serial_out.read_text()  # one file, the same whoever ran what
     assert len([r for r in live.requests() if r["path"].endswith("/reward")]) == 10
 
 
