@@ -393,11 +393,10 @@ _CODED = ("content-encoding", "content-length", "transfer-encoding")
 
 
 def _json_object(data: bytes) -> dict[str, Any] | None:
-    try:
+    with contextlib.suppress(ValueError):
         value = json.loads(data)
-    except ValueError:
-        return None
-    return value if isinstance(value, dict) else None
+        return value if isinstance(value, dict) else None
+    return None
 
 
 _Inner = TypeVar("_Inner")
