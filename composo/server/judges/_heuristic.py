@@ -41,10 +41,6 @@ class _Reading(NamedTuple):
     found: str
 
 
-def _present(found: list[str], what: str) -> _Reading:
-    return _Reading(0.9 if found else 0.1, f"looked for {what}, found {_quote(found)}")
-
-
 # -- the conversation as the readings see it ----------------------------------------------------
 
 
@@ -119,8 +115,13 @@ def _politeness(v: _View) -> _Reading:
     )
 
 
+def _shows(what: str, find: Callable[[str], list[str]], v: _View) -> _Reading:
+    found = find(v.answer)
+    return _Reading(0.9 if found else 0.1, f"looked for {what}, found {_quote(found)}")
+
+
 def _presence(pattern: re.Pattern[str], what: str) -> Callable[[_View], _Reading]:
-    return lambda v: _present(_found(pattern, v.answer), what)
+    return partial(_shows, what, partial(_found, pattern))
 
 
 def _clarifying(v: _View) -> _Reading:
@@ -363,11 +364,8 @@ def _content_check(criterion: str) -> _Rule | None:
     kind = _content_kind(what, m["verb"].lower()) if m and what else None
     if m is None or kind is None or (kind[0].startswith("the words") and not is_binary(criterion)):
         return None
-    return _Rule(f"{m['verb']} {what}", partial(_content, *kind), polarity=-1 if m["neg"] else 1)
-
-
-def _content(label: str, find: Callable[[str], list[str]], v: _View) -> _Reading:
-    return _present(find(v.answer), label + " in the answer")
+    read = partial(_shows, kind[0] + " in the answer", kind[1])
+    return _Rule(f"{m['verb']} {what}", read, polarity=-1 if m["neg"] else 1)
 
 
 def _rule_checks(body: str) -> list[_Rule]:
