@@ -16,7 +16,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any, NamedTuple
 
 from composo._core.wire import DEFAULT_MODEL_CORE, RewardRequest, TraceRequest
@@ -405,9 +405,8 @@ def _month(epoch: float) -> str:
 
 
 def _next_month(epoch: float) -> str:
-    day = datetime.fromtimestamp(epoch, timezone.utc)
-    year, month = (day.year + 1, 1) if day.month == 12 else (day.year, day.month + 1)
-    return f"{year:04d}-{month:02d}-01"
+    first = datetime.fromtimestamp(epoch, timezone.utc).replace(day=1)
+    return _month((first + timedelta(days=31)).timestamp()) + "-01"
 
 
 def _token(created: float, trace_id: str) -> str:
