@@ -147,17 +147,16 @@ Prepare = Callable[[], Mapping[str, Any]]
 
 @dataclass
 class _Job:
-    """One submitted run; once the engine takes it, its arguments, their summary, and how many
-    of its results are still due."""
+    """One submitted run and, once the engine takes it, its arguments and their summary."""
 
     run_id: str
     kind: Kind
     prepare: Prepare
     metadata: Mapping[str, Any]
     name: str | None
+    left: int  # results still due
     item: Mapping[str, Any] | None = None
     summary: str | None = None
-    left: int = 0
 
     def outcome(self, result: BatchResult) -> EvaluationRecord:
         return EvaluationRecord(
@@ -387,12 +386,11 @@ class BackgroundEvaluator:
         meta = dict(metadata or {})
         if name is None and isinstance(meta.get("name"), str):
             name = meta["name"]
-        job = _Job(run_id, kind, prepare, meta, name)
-        n = len(self.criteria)
+        job = _Job(run_id, kind, prepare, meta, name, len(self.criteria))
         with self._cond:
-            full = self._pending + n > self.max_pending
+            full = self._pending + job.left > self.max_pending
             if not full:
-                self._pending += n
+                self._pending += job.left
         if full:
             self._skipped += 1
             if self._skipped in (1, 10, 100) or self._skipped % 1000 == 0:
@@ -523,7 +521,6 @@ class BackgroundEvaluator:
                 self._wake.clear()
                 await self._wake.wait()
             job = self._running[index] = self._inbox.popleft()
-            job.left = len(self.criteria)
             try:
                 # Converted only when the engine asks for the next item: a backlog costs no CPU.
                 job.item = {**self._extra, **job.prepare()}
