@@ -208,12 +208,12 @@ class ResultCache:
         self.max_age = float(
             _limit(max_age, "max_age", "COMPOSO_CACHE_MAX_AGE", parse_age, CACHE_MAX_AGE)
         )
-        self._lock = threading.Lock()
         self._db: sqlite3.Connection | None = None
+        self._after_fork()
         forks.register(self)
 
     def _after_fork(self) -> None:
-        """SQLite connections must not cross a fork: the child opens its own."""
+        """Opened on first use; SQLite connections must not cross a fork (a child opens its own)."""
         forks.leave_behind(self._db)
         self._db = None
         self._lock = threading.Lock()
@@ -361,10 +361,8 @@ def open_cache(cache: CacheOption, http_client: object = None) -> ResultCache | 
         )
     if isinstance(cache, ResultCache):
         return cache
-    if cache is True:
-        return ResultCache()
-    if isinstance(cache, (str, os.PathLike)):
-        return ResultCache(cache)
+    if cache is True or isinstance(cache, (str, os.PathLike)):
+        return ResultCache(None if cache is True else cache)
     raise ComposoValidationError(
         "cache: expected True, False, a directory path or a ResultCache, got "
         f"{type(cache).__name__}"
