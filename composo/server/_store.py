@@ -302,24 +302,21 @@ class TaskStore:
                 (self.owner, now),
             ).fetchall()
         gone = [owner for (owner,) in rows if self._owner_gone(owner)]
-        # Unowned, its lease expired or its owner gone; each update checks it again, so a task
-        # finished or claimed meanwhile is skipped.
+        # Unowned, its lease expired or its owner gone: read and taken in one write transaction.
         where = (
             f"{_UNFINISHED} AND owner IS NOT ? AND (owner IS NULL OR lease_until IS NULL"
             f" OR lease_until < ? OR owner IN ({','.join('?' * len(gone)) or 'NULL'}))"
         )
         args = (self.owner, now, *gone)
-        with self._lock:
-            taken: list[str] = []
-            claimable = self._db.execute(f"SELECT task_id FROM tasks WHERE {where}", args)
-            for (tid,) in claimable.fetchall():
-                cur = self._db.execute(
-                    "UPDATE tasks SET owner = ?, status = 'pending', updated = ?, lease_until = ?"
-                    f" WHERE task_id = ? AND {where}",
-                    (self.owner, now, now + self.lease_seconds, tid, *args),
-                )
-                taken += [tid] if cur.rowcount else []
+        with self._lock, transaction(self._db):
+            rows = self._db.execute(f"SELECT task_id FROM tasks WHERE {where}", args).fetchall()
+            taken = [tid for (tid,) in rows]
             if taken:
+                self._db.execute(
+                    "UPDATE tasks SET owner = ?, status = 'pending', updated = ?, lease_until = ?"
+                    f" WHERE {where}",
+                    (self.owner, now, now + self.lease_seconds, *args),
+                )
                 self._fail_lost(now, taken)
         tasks = [self.get(tid) for tid in taken]
         return [
