@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
@@ -397,15 +397,11 @@ def _json_object(data: bytes) -> dict[str, Any] | None:
     return None
 
 
-_Inner = TypeVar("_Inner")
-
-
-class _Caching(Generic[_Inner]):
+class _Caching:
     """What both caching transports share. ``hits`` and ``misses`` count lookups; ``sent``
     counts every request handed to the server (any path, every attempt) that reached it."""
 
-    def __init__(self, inner: _Inner, cache: ResultCache) -> None:
-        self.inner = inner
+    def __init__(self, cache: ResultCache) -> None:
         self.cache = cache
         self.hits = self.misses = self.sent = 0
         self._lock = threading.Lock()
@@ -453,13 +449,17 @@ class _Caching(Generic[_Inner]):
         return answer
 
 
-class CachingTransport(_Caching[httpx.BaseTransport], httpx.BaseTransport):
+class CachingTransport(_Caching, httpx.BaseTransport):
     """Answers a request from the cache when it can; stores what the server answers well.
 
     Args:
         inner: The transport that reaches the server.
         cache: Where answers are kept.
     """
+
+    def __init__(self, inner: httpx.BaseTransport, cache: ResultCache) -> None:
+        super().__init__(cache)
+        self.inner = inner
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         key, answer = self._lookup(request)
@@ -481,9 +481,13 @@ class CachingTransport(_Caching[httpx.BaseTransport], httpx.BaseTransport):
         self.inner.close()
 
 
-class AsyncCachingTransport(_Caching[httpx.AsyncBaseTransport], httpx.AsyncBaseTransport):
+class AsyncCachingTransport(_Caching, httpx.AsyncBaseTransport):
     """The async form of :class:`CachingTransport` (SQLite lookups take well under a
     millisecond, so they run on the loop)."""
+
+    def __init__(self, inner: httpx.AsyncBaseTransport, cache: ResultCache) -> None:
+        super().__init__(cache)
+        self.inner = inner
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         key, answer = self._lookup(request)
