@@ -311,7 +311,7 @@ class BackgroundEvaluator:
         # Jobs waiting for the engine; the loop is woken once per batch of jobs, not per job.
         self._inbox: collections.deque[_Job] = collections.deque()
         self._wake_pending = False
-        self._wake = asyncio.Event()  # bound to the background loop when first awaited
+        self._wake = asyncio.Event()
         # Jobs handed to the engine, by position.
         self._running: dict[int, _Job] = {}
 
@@ -469,6 +469,7 @@ class BackgroundEvaluator:
         with self._cond:
             self._wake_pending = False
             if self._pump is None and self._inbox and not self._exiting:
+                self._wake = asyncio.Event()  # of this loop (a new one, if the last one died)
                 self._pump = asyncio.get_running_loop().create_task(self._run())
                 self._pump.add_done_callback(self._pump_done)
         self._wake.set()
