@@ -11,8 +11,7 @@ import math
 import time
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, NamedTuple
 
 from fastapi import Depends
 from starlette.requests import ClientDisconnect, Request
@@ -109,21 +108,16 @@ class RateLimiter:
             del self._buckets[next(iter(self._buckets))]  # least recently seen
 
 
-@dataclass(frozen=True)
-class _Head:
-    api_key: bytes | None = None
-    declared: int | None = None
-    chunked: bool = False
+class _Head(NamedTuple):
+    api_key: bytes | None
+    declared: int  # the Content-Length (h11 has refused one that is no number), else 0
+    chunked: bool
 
-    @classmethod
-    def of(cls, headers: list[tuple[bytes, bytes]]) -> _Head:
-        named = dict(headers)
-        length = named.get(b"content-length")
-        return cls(
-            named.get(b"api-key"),
-            None if length is None else int(length),
-            b"transfer-encoding" in named,
-        )
+
+def _head(scope: Scope) -> _Head:
+    named = dict(scope["headers"])
+    length = int(named.get(b"content-length", 0))
+    return _Head(named.get(b"api-key"), length, b"transfer-encoding" in named)
 
 
 _Refusal = tuple[int, str, dict[str, str]]
@@ -142,12 +136,12 @@ class Gate:
             await self.app(scope, receive, send)
             return
         leaked = credential_parameter(scope.get("query_string", b""), self.keys.keys)
-        head = _Head.of(scope["headers"])  # h11 has refused a Content-Length that is no number
+        head = _head(scope)
         path: str = scope["path"]
         dev_path = self.dev is not None and path.startswith(_DEV_PREFIX)
         guarded = leaked is not None or path.startswith(_API_PREFIX) or dev_path
         # A route that counts its own body (OTLP): only a declared length is checked first.
-        if not guarded and (head.declared or 0) <= self.max_body_bytes:
+        if not guarded and head.declared <= self.max_body_bytes:
             await self.app(scope, receive, send)
             return
         # An ``x-request-id`` on every answer, as the platform does, so errors can cite it.
@@ -157,7 +151,7 @@ class Gate:
             send, refusal = self._rate(scope, head.api_key, send, self.limiter)
         if refusal is not None:
             # What to do with the unread body: nothing to do without one.
-            close = head.chunked or (head.declared or 0) > DISCARD_FACTOR * self.max_body_bytes
+            close = head.chunked or head.declared > DISCARD_FACTOR * self.max_body_bytes
             await _answer(*refusal, close=close)(scope, receive, send)
             return
         try:
@@ -176,7 +170,7 @@ class Gate:
             )
         elif problem is not None:
             status, detail = 401, problem
-        elif head.declared is not None and head.declared > self.max_body_bytes:
+        elif head.declared > self.max_body_bytes:
             return 413, self._too_large(), {}
         else:
             return None
