@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import binascii
 import json
 import logging
 import math
@@ -420,7 +419,7 @@ def _read_token(token: str) -> tuple[float, str]:
         created, trace_id = json.loads(raw)
         if isinstance(created, int | float) and isinstance(trace_id, str):
             return float(created), trace_id
-    except (binascii.Error, ValueError, TypeError):
+    except (ValueError, TypeError):  # binascii.Error is a ValueError
         pass
     raise ValueError(
         "page_token: not a token this server gave out; pass the next_page_token of the previous "
