@@ -134,10 +134,8 @@ def _chat_line(item: Mapping[str, Any]) -> str | None:
     if isinstance(messages, Sequence) and not isinstance(messages, str):
         users = [m for m in messages if isinstance(m, Mapping) and m.get("role") == "user"]
         question = _text_of(users[-1]) if users else None
-    if isinstance(result, str):
-        answer = _short(result)
-    elif isinstance(result, Sequence) and result:
-        answer = _text_of(result[-1])
+    if isinstance(result, Sequence) and result:  # the answer's text, or its last message
+        answer = _text_of(result if isinstance(result, str) else result[-1])
     parts = [f"user: {question}" if question else "", f"answer: {answer}" if answer else ""]
     return " | ".join(p for p in parts if p) or None
 
