@@ -128,10 +128,31 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
     return None
 
 
+# Each module runs whole on one worker (``--dist loadfile``): a module-scoped fixture (a server
+# with settings of its own, a browser, a stand-in, a nested session) starts once, and a library a
+# module imports is imported by one worker, not by every worker handed some of its tests. The
+# modules that take longest go next after the clusters, so the short ones even out the end.
+_LONG = (
+    "tests/test_docs_examples.py",
+    "tests/test_concurrency.py",
+    "tests/test_throttling.py",
+    "tests/test_server_reliability.py",
+    "tests/test_proxy.py",
+    "tests/test_view.py",
+    "tests/test_install_lines.py",
+    "tests/test_testing_plugin.py",
+)
+
+
+def _order(item: pytest.Item) -> tuple[bool, int]:
+    module = item.nodeid.split("::")[0]
+    return module not in _FIRST, _LONG.index(module) if module in _LONG else len(_LONG)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if _is_slow(item):
             item.add_marker(pytest.mark.slow)
         if item.nodeid.startswith(_FIRST):
             item.add_marker(pytest.mark.cluster)
-    items.sort(key=lambda item: not item.nodeid.startswith(_FIRST))
+    items.sort(key=_order)
