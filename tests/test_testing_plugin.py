@@ -93,11 +93,14 @@ def pytest_session(
     # sessions load only the two they use, by their pytest11 entry point names, as autoloading
     # would (a later `-p composo` would undo a `-p no:composo` in ``args``, so it is left out).
     plugins = ["-p", "xdist"] + ([] if "no:composo" in args else ["-p", "composo"])
+    # Only the options given here: the outer run's PYTEST_ADDOPTS (say --durations) is not theirs.
+    session_env = clean_env(PYTEST_DISABLE_PLUGIN_AUTOLOAD="1", **(env or {}))
+    session_env.pop("PYTEST_ADDOPTS", None)
     return subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-rN", *plugins, *map(str, args)],
         capture_output=True,
         text=True,
-        env=clean_env(PYTEST_DISABLE_PLUGIN_AUTOLOAD="1", **(env or {})),
+        env=session_env,
         cwd=where,
         timeout=timeout,
     )
