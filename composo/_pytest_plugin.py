@@ -142,7 +142,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     out = config.getoption("composo_out")
     if state is None or _is_worker(config) or not (state.recorder or out):
         return
-    from composo.cli._criteria import label
+    from composo.cli._names import label
 
     tr = terminalreporter
     tr.write_sep("=", "composo evaluations")

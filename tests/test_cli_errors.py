@@ -204,20 +204,28 @@ def test_a_blank_answer_fails_its_row_naming_the_column_and_its_flag(
     assert len(live.requests()) == 1  # only the row with an answer was sent
 
 
-def test_a_command_loads_only_its_own_module() -> None:
-    """``composo criteria`` builds its parser without importing the other subcommands (a fresh
+# What a command shares with another command's module: `view` shows `report`'s page, and
+# `agreement` draws `compare`'s bootstrap intervals.
+SHARED = {"view": {"composo.cli._report"}, "agreement": {"composo.cli._compare"}}
+
+
+@pytest.mark.parametrize("command", list(SUBCOMMANDS))
+def test_a_command_loads_only_its_own_module(command: str) -> None:
+    """A command builds its parser without importing the other subcommands (a fresh
     interpreter: the test process has imported them all)."""
     import subprocess
     import sys
 
     code = (
-        "import sys; from composo.cli import SUBCOMMANDS, main; main(['criteria']); "
+        "import sys\nfrom composo.cli import SUBCOMMANDS, main\n"
+        f"try:\n    main([{command!r}, '--help'])\nexcept SystemExit:\n    pass\n"
         "print(sorted(m for m, _ in SUBCOMMANDS.values() if m in sys.modules))"
     )
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout
-    assert out.strip().splitlines()[-1] == "['composo.cli._criteria']"
+    own = SUBCOMMANDS[command][0]
+    assert out.strip().splitlines()[-1] == str(sorted({own, *SHARED.get(command, ())}))
 
 
 # -- one voice: help pages, exit statuses, the documented summary -------------------------------

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from composo.cli import EXIT_BAD_ROWS, UsageError
 from composo.cli._compare import add_bootstrap_arguments, fig, span
-from composo.cli._criteria import label
+from composo.cli._names import label
 
 if TYPE_CHECKING:
     from composo._agreement import Agreement, CriterionAgreement

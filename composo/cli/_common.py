@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from composo import cli, errors
 from composo._core.limits import DEFAULT_TIMEOUT
 from composo.cli import UsageError
-from composo.cli._criteria import resolve
 from composo.cli._gates import add_arguments as add_gate_arguments
 from composo.cli._gates import check_args
+from composo.cli._names import resolve
 from composo.cli._results import RowWriter, iter_rows, prepare_resume
 from composo.cli._summary import CriterionStats, RunInfo, Summary, print_summary, summary_markdown
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from composo._agreement import RESAMPLES, bootstrap
 from composo.cli import EXIT_BAD_ROWS, EXIT_GATE, UsageError
-from composo.cli._criteria import label
+from composo.cli._names import label
 from composo.cli._results import ResultsError, item_name, load_results
 from composo.cli._summary import Summary, kind, md_cell
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from composo import criteria as library_criteria
 from composo.cli import UsageError
-from composo.cli._criteria import GROUPS, label, library, resolve
+from composo.cli._names import GROUPS, label, library, resolve
 
 # Per item, a scored criterion without a --fail-under gate fails its JUnit test case below this.
 DEFAULT_ITEM_THRESHOLD = 0.5

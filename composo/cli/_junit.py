@@ -9,8 +9,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from composo.cli._criteria import label
 from composo.cli._gates import item_threshold
+from composo.cli._names import label
 from composo.cli._results import item_name
 from composo.cli._summary import CriterionStats, Summary, judge_key, kind
 

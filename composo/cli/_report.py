@@ -18,8 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from composo.cli import EXIT_BAD_ROWS, UsageError
-from composo.cli._compare import compare_rows
-from composo.cli._criteria import label
+from composo.cli._names import label
 from composo.cli._results import CheckedRows, ResultsError, item_keys, load_results
 from composo.cli._summary import CriterionStats, RunInfo, Summary, kind
 
@@ -242,6 +241,8 @@ _COMPARED = ("criterion", "base_mean", "new_mean", "improved", "regressed", "unc
 
 def _changes(runs: list[Run]) -> list[dict[str, Any]]:
     """Each later run against the first, as ``composo compare`` measures it."""
+    from composo.cli._compare import compare_rows  # only with a baseline: not for every page
+
     out: list[dict[str, Any]] = []
     for run in runs[1:]:
         try:

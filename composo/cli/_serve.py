@@ -12,7 +12,7 @@ from pathlib import Path
 
 from composo.cli import UsageError
 from composo.cli._common import add_listen_arguments
-from composo.cli._criteria import resolve
+from composo.cli._names import resolve
 from composo.errors import ComposoValidationError
 from composo.server._config import (
     DEFAULT_HISTORY_DAYS,

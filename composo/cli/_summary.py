@@ -18,8 +18,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from composo.cli._criteria import label
 from composo.cli._gates import Gate, GateOutcome
+from composo.cli._names import label
 from composo.cli._results import RowProblem, valid_score
 
 _log = logging.getLogger("composo")
