@@ -159,11 +159,11 @@ def prepare(
     args: argparse.Namespace, source: Path | None, name: str
 ) -> tuple[list[str], EvaluateOptions]:
     """The run's criteria and the options each item is sent with. Raises ``UsageError``."""
-    check_args(args)  # the gates and CI files first: they name the flag at fault
     try:
         criteria = resolve(args.criteria)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
+    check_args(args, criteria)  # the gates and CI files before the rest: they name the flag
     tags: dict[str, str] = {}
     for pair in args.tag:
         key, sep, value = pair.partition("=")

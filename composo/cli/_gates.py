@@ -10,7 +10,7 @@ from pathlib import Path
 
 from composo import criteria as library_criteria
 from composo.cli import UsageError
-from composo.cli._names import GROUPS, label, library, resolve
+from composo.cli._names import GROUPS, label, library
 
 # Per item, a scored criterion without a --fail-under gate fails its JUnit test case below this.
 DEFAULT_ITEM_THRESHOLD = 0.5
@@ -155,13 +155,9 @@ def parse_gates(fail_under: list[str], min_pass_rate: list[str], criteria: list[
     return gates
 
 
-def check_args(args: argparse.Namespace) -> None:
-    """Check the gate and CI-file flags, leaving the gates on ``args.gates``; ``UsageError``."""
-    args.gates = []
-    try:
-        criteria = resolve(args.criteria)
-    except ValueError:
-        return  # the run itself reports a bad -c
+def check_args(args: argparse.Namespace, criteria: list[str]) -> None:
+    """Check the gate and CI-file flags against the run's ``criteria``, leaving the gates on
+    ``args.gates``; ``UsageError``."""
     try:
         args.gates = parse_gates(args.fail_under, args.min_pass_rate, criteria)
     except ValueError as exc:

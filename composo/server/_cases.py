@@ -241,9 +241,9 @@ def agent_case(agent: AgentInstance, criterion: str, names: Mapping[str, str]) -
             messages.append({"role": "assistant", "content": f"[called sub-agent {name}]"})
             continue
         inputs = step.input_messages
-        prompts = [m.content for m in inputs if m.role == "system" and isinstance(m.content, str)]
-        if system is None and prompts:
-            system = prompts[0]
+        if system is None:
+            prompts = (m.content for m in inputs if m.role == "system")
+            system = next((p for p in prompts if isinstance(p, str)), None)
         new = inputs[seen_inputs:] if len(inputs) >= seen_inputs else inputs
         for m in new:
             if not (m.role == "system" and isinstance(m.content, str)):  # the case's own field

@@ -110,14 +110,15 @@ class RateLimiter:
 
 class _Head(NamedTuple):
     api_key: bytes | None
-    declared: int  # the Content-Length (h11 has refused one that is no number), else 0
+    declared: int  # the Content-Length, else 0; -1 when it is no number (h11 refuses those)
     chunked: bool
 
 
 def _head(scope: Scope) -> _Head:
     named = dict(scope["headers"])
-    length = int(named.get(b"content-length", 0))
-    return _Head(named.get(b"api-key"), length, b"transfer-encoding" in named)
+    length = named.get(b"content-length", b"0")
+    declared = int(length) if length.isdigit() else -1
+    return _Head(named.get(b"api-key"), declared, b"transfer-encoding" in named)
 
 
 _Refusal = tuple[int, str, dict[str, str]]
@@ -146,6 +147,9 @@ class Gate:
             return
         # An ``x-request-id`` on every answer, as the platform does, so errors can cite it.
         send = with_headers(send, [(b"x-request-id", uuid.uuid4().hex.encode())])
+        if head.declared < 0:  # under an ASGI server that lets it through
+            await _answer(400, "Content-Length is not a number", close=True)(scope, receive, send)
+            return
         refusal = self._refusal(scope, head, leaked) if guarded else (413, self._too_large(), {})
         if refusal is None and self.limiter is not None:
             send, refusal = self._rate(scope, head.api_key, send, self.limiter)

@@ -258,8 +258,10 @@ class HistoryStore:
         """``GET /api/v1/traces``: newest first, ``page_size`` at a time; ``ValueError`` for a
         ``page_token`` this server did not give out."""
         client = self._client_id(api_key) or ""
-        where = "client = ? AND created >= coalesce(?, created) AND created <= coalesce(?, created)"
-        args: list[Any] = [client, start, end]
+        # Plain bounds, so the (client, created) index serves a date filter.
+        where = "client = ? AND created >= ? AND created <= ?"
+        low, high = -math.inf if start is None else start, math.inf if end is None else end
+        args: list[Any] = [client, low, high]
         if page_token is not None:
             created, trace_id = _read_token(page_token)
             where += " AND (created < ? OR (created = ? AND trace_id > ?))"

@@ -50,7 +50,8 @@ class EvaluationService:
 
     async def reward(self, request: RewardRequest) -> dict[str, Any]:
         criterion = self.criterion(request)
-        await asyncio.sleep(self.latency)
+        if self.latency:
+            await asyncio.sleep(self.latency)
         heavy = len(request.messages) > _INLINE_ITEMS
         case = await _maybe_in_thread(heavy, reward_case, request, criterion)
         verdict = await self.judge.judge(case)
@@ -60,7 +61,8 @@ class EvaluationService:
         """Judge each agent instance (``null`` without a model call of its own); a large trace is
         prepared, judged (by a ``judge_sync``) and summarised in a worker thread."""
         criterion = self.criterion(request)
-        await asyncio.sleep(self.latency)
+        if self.latency:
+            await asyncio.sleep(self.latency)
         agents = request.trace.agent_instance_by_id
         heavy = (
             len(agents) > _INLINE_ITEMS
