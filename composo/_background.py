@@ -158,17 +158,17 @@ class _Job:
 
     def outcome(self, result: BatchResult) -> EvaluationRecord:
         return EvaluationRecord(
-            self.run_id,
-            result.criterion,
-            result.score,  # a trace's overall score
-            result.explanation,
-            result.error,
-            result.response,
-            self.kind,
-            self.metadata,
-            self.name,
-            self.summary,
-            self.item,
+            run_id=self.run_id,
+            criterion=result.criterion,
+            score=result.score,  # a trace's overall score
+            explanation=result.explanation,
+            error=result.error,
+            response=result.response,
+            kind=self.kind,
+            metadata=self.metadata,
+            name=self.name,
+            summary=self.summary,
+            evaluated=self.item,
         )
 
 
@@ -188,6 +188,9 @@ class _Worker:
         self._thread: threading.Thread | None = None
 
     def loop(self) -> asyncio.AbstractEventLoop:
+        running = self.running_loop()
+        if running is not None:  # the usual case, without the lock
+            return running
         with self._lock:
             loop = self.running_loop()
             if loop is None:

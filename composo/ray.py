@@ -241,6 +241,9 @@ class RequestBudget:
         return {**self.__dict__, "_share": None}
 
     def _local(self) -> _Share:
+        share = self._share
+        if share is not None:  # every request after the first, without the lock
+            return share
         with _SHARING:
             if self._share is None:
                 self._share = _Share(self.actor, self.requests_per_minute is not None)

@@ -22,7 +22,6 @@ from composo._core.limits import (
     MAX_THROTTLE_WAITS,
 )
 from composo._core.options import (  # the aliases: for get_type_hints
-    OPTION_NAMES,
     DataRetention,
     ExplanationCleaning,
     Tags,
@@ -184,10 +183,9 @@ class BaseClient:
             out["model_core"] = self.model_core
         return out
 
-    def _given(self, *values: Any) -> dict[str, Any]:
-        """The options ``evaluate`` and ``evaluate_trace`` name, given in the order of
-        :data:`OPTION_NAMES`, with the client's ``model_core`` as default."""
-        options = dict(zip(OPTION_NAMES, values, strict=True))
+    def _given(self, **options: Any) -> dict[str, Any]:
+        """The options ``evaluate`` and ``evaluate_trace`` name, with the client's
+        ``model_core`` as default."""
         if options["model_core"] is None:
             options["model_core"] = self.model_core
         return options
@@ -253,7 +251,11 @@ class BaseClient:
         import composo._core.build as build  # not ``from ... import``: cheaper on every call
 
         options = self._given(
-            model_core, tags, evaluate_latest, explanation_cleaning, data_retention
+            model_core=model_core,
+            tags=tags,
+            evaluate_latest=evaluate_latest,
+            explanation_cleaning=explanation_cleaning,
+            data_retention=data_retention,
         )
         requests = build.reward_requests(
             criteria,
@@ -312,7 +314,11 @@ class BaseClient:
         import composo._core.build as build
 
         options = self._given(
-            model_core, tags, evaluate_latest, explanation_cleaning, data_retention
+            model_core=model_core,
+            tags=tags,
+            evaluate_latest=evaluate_latest,
+            explanation_cleaning=explanation_cleaning,
+            data_retention=data_retention,
         )
         requests = build.trace_requests(criteria, evaluator_name, options, trace=trace)
         return self._run_all(requests, block)
@@ -515,18 +521,27 @@ class BaseClient:
         model = responses.MultiAgentTraceResponse if trace else responses.EvaluationResponse
         try:
             return responses.judged(model.model_validate(body), provenance)
-        except ValueError as exc:  # pydantic's ValidationError is one
+        except ValueError as exc:
+            from pydantic import ValidationError  # loaded by then; imported only on a failure
+
+            if not isinstance(exc, ValidationError):
+                raise
             raise UnexpectedResponseError(
                 f"unexpected response body: {exc}", response_body=body
             ) from None
 
     @staticmethod
     def _polls(task_id: str, timeout: float | None, poll_interval: float) -> Iterator[float]:
-        """The waits between polls, until another would pass ``timeout``."""
+        """The waits between polls, until another would pass ``timeout`` (counted from this
+        call, before the first poll)."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        while deadline is None or time.monotonic() + poll_interval <= deadline:
-            yield poll_interval
-        raise APITimeoutError(f"task {task_id} still not finished after {timeout}s")
+
+        def waits() -> Iterator[float]:
+            while deadline is None or time.monotonic() + poll_interval <= deadline:
+                yield poll_interval
+            raise APITimeoutError(f"task {task_id} still not finished after {timeout}s")
+
+        return waits()
 
     @staticmethod
     def _task_outcome(info: TaskInfo) -> EvaluationResponse | MultiAgentTraceResponse | None:
