@@ -206,6 +206,8 @@ class AgentSpanProcessor(SpanProcessor):
     ) -> None:
         """Remember the place ``span_id`` fills (or is inside) and, under a boundary, where its
         children record."""
+        if slot is None and within is None:
+            return
         with self._lock:
             if slot is not None:
                 self._claimed[span_id] = slot

@@ -61,8 +61,10 @@ def indexed(attributes: Mapping[str, Any], prefix: str) -> list[dict[str, Any]]:
     """``{prefix}{i}.{rest}`` keys grouped by ``i``, in its order: ``[{rest: value}, ...]``."""
     out: dict[int, dict[str, Any]] = {}
     for key, value in attributes.items():
+        if not key.startswith(prefix):
+            continue
         index, _, rest = key.removeprefix(prefix).partition(".")
-        if key.startswith(prefix) and index.isdigit() and rest:
+        if index.isdigit() and rest:
             out.setdefault(int(index), {})[rest] = value
     return [out[i] for i in sorted(out)]
 

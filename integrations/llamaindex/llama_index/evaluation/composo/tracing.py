@@ -124,9 +124,10 @@ class _Calls:
 def _llm_call(span_id: str, instance: Any) -> bool:
     """A span of an LLM's call method: ``[a][stream_]chat`` or ``[a][stream_]complete``
     (``"MockLLM.achat-<uuid>"``)."""
+    if not isinstance(instance, BaseLLM):
+        return False
     method = span_id.split("-", 1)[0].rsplit(".", 1)[-1]
-    plain = method.removeprefix("a").removeprefix("stream_")
-    return isinstance(instance, BaseLLM) and plain in ("chat", "complete")
+    return method.removeprefix("a").removeprefix("stream_") in ("chat", "complete")
 
 
 # -- what one capture records ----------------------------------------------------------------
