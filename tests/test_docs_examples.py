@@ -95,8 +95,10 @@ def test_the_readme_s_tracing_example_needs_no_model_provider_s_key() -> None:
 def run_elsewhere(code: str) -> bool:
     """A block shown as an offline example runs once, as that example; a Ray or Spark program
     runs in the module that starts that cluster (tests/test_ray.py, tests/test_spark.py)."""
-    shown = any(code.strip() == as_shown(name) for name in OFFLINE_EXAMPLES)
-    return shown or re.search(r"^(import ray|from pyspark)", code, re.M) is not None
+    return code.strip() in SHOWN or re.search(r"^(import ray|from pyspark)", code, re.M) is not None
+
+
+SHOWN = {as_shown(name) for name in OFFLINE_EXAMPLES}
 
 
 @pytest.mark.parametrize(

@@ -86,6 +86,13 @@ def test_parquet_in_and_parquet_out(live: ServerProcess, tmp_path: Path) -> None
     assert done.returncode == 0, done.stderr
     written = pq.read_table(out).to_pylist()
     assert sorted(r["id"] for r in written) == [str(i) for i in range(5)]
+    assert set(written[0]) == {"index", "id", "criterion", "score", "explanation", "error"} | {
+        "judge",
+        "judge_model",
+        "model_core",
+        "source",
+        "metadata",
+    }
     assert {r["judge"] for r in written} == {"heuristic"}
     assert all(isinstance(r["score"], float) and r["error"] is None for r in written)
     assert len(live.requests()) == 5
