@@ -121,10 +121,13 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
     if not collection_path.is_relative_to(config.rootpath):
         return None
     path = collection_path.relative_to(config.rootpath).as_posix()
+    lane = (config.getoption("markexpr") or "").strip()
     if _fast_lane(config):
         return path in _SLOW_MODULES or None
-    if "not cluster" in (config.getoption("markexpr") or ""):
+    if "not cluster" in lane:
         return path in _FIRST or None
+    if lane == "cluster" and path.endswith(".py") and path != "tests/conftest.py":
+        return path not in _FIRST or None
     return None
 
 
