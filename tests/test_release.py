@@ -36,6 +36,8 @@ def test_the_readme_fits_and_starts_with_what_ci_runs() -> None:
     test_command = ci[ci.index("# The README's test command:") + 1]
     commands = [line for line in readme if "pip install" in line]
     assert test_command in commands[1], (test_command, commands[:2])
+    # Whatever lane the test command leaves out, the README names and CI runs.
+    assert f"`{ci[ci.index(test_command) + 2]}`" in "\n".join(readme)
     assert commands[0].startswith("python3 -m venv .venv && . .venv/bin/activate && ")
 
 
