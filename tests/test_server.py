@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
@@ -225,6 +227,19 @@ def test_fault_path_filter(live: ServerProcess) -> None:
         == 200
     )
     assert post(live, "/api/v1/evals/trace", {}).status_code == 503
+
+
+def test_a_reset_ends_the_delays_still_running(live: ServerProcess) -> None:
+    """A delayed request a test left behind is answered at the reset, not minutes later (nor
+    does it hold up the server's shutdown)."""
+    live.fault({"delay": 120, "status": 503})
+    with ThreadPoolExecutor(1) as pool:
+        waiting = pool.submit(post, live, "/api/v1/evals/reward", {})
+        while not live.requests():  # it has arrived and is being held
+            time.sleep(0.01)
+        assert not waiting.done()
+        live.reset()
+        assert waiting.result(timeout=10).status_code == 503
 
 
 def test_dropped_connection_is_retried_by_the_client(live: ServerProcess, client: Composo) -> None:

@@ -36,8 +36,10 @@ PER_MINUTE = 600
 
 @pytest.fixture(scope="module")
 def limited() -> Iterator[ServerProcess]:
-    """The local server allowing 600 requests a minute per key (a token bucket)."""
-    with ServerProcess(extra_args=["--rate-limit", f"{PER_MINUTE}/min"]) as srv:
+    """The local server allowing 600 requests a minute per key (a token bucket holding 20, so
+    spending what it saved takes 20 requests, not a minute's 600)."""
+    args = ["--rate-limit", f"{PER_MINUTE}/min", "--rate-burst", "20"]
+    with ServerProcess(extra_args=args) as srv:
         yield srv
 
 

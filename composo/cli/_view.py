@@ -138,7 +138,12 @@ def run(args: argparse.Namespace) -> int:
     if args.open:
         webbrowser.open(url)
     config = uvicorn.Config(
-        app, log_level="warning", access_log=False, server_header=False, lifespan="off"
+        app,
+        log_level="warning",
+        access_log=False,
+        server_header=False,
+        lifespan="off",
+        ws="none",
     )
     with sock:
         uvicorn.Server(config).run(sockets=[sock])

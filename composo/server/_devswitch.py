@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 from collections import deque
 from collections.abc import Mapping
@@ -43,6 +45,12 @@ class DevSwitch:
         self.reset()
 
     def reset(self) -> None:
+        """Forget the queue and the record, and end every delay still running: a request a
+        test left waiting does not outlive it (nor hold up the server's shutdown)."""
+        released = getattr(self, "_released", None)
+        if released is not None:
+            released.set()
+        self._released = asyncio.Event()
         self.faults: list[Fault] = []
         # Each request as /_dev/requests shows it, and its raw body.
         self._recorded: deque[tuple[dict[str, Any], bytes]] = deque()
@@ -58,6 +66,11 @@ class DevSwitch:
         ):
             del self.faults[0]
         return len(self.faults)
+
+    async def delay(self, seconds: float) -> None:
+        """Wait ``seconds``, or until the next reset."""
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self._released.wait(), seconds)
 
     def take(self, path: str) -> Fault | None:
         """The first queued fault for ``path``, removed from the queue."""

@@ -5,7 +5,6 @@ streams."""
 
 from __future__ import annotations
 
-import asyncio
 import hmac
 import math
 import time
@@ -213,7 +212,7 @@ class Gate:
         if self.dev is not None and path.startswith(_EVAL_PREFIX):
             self.dev.record(scope, body)
             fault = self.dev.take(path)
-            if fault is not None and await _fault(fault, scope, receive, send):
+            if fault is not None and await _fault(fault, self.dev, scope, receive, send):
                 return
         scope[_BODY_KEY] = body
         scope[_API_KEY] = head.api_key
@@ -249,10 +248,10 @@ async def read_body(request: Request, limit: int) -> bytes | None:
     return bytes(body)
 
 
-async def _fault(fault: Fault, scope: Scope, receive: Receive, send: Send) -> bool:
+async def _fault(fault: Fault, dev: DevSwitch, scope: Scope, receive: Receive, send: Send) -> bool:
     """Apply ``fault``; ``True`` when the request was answered (or dropped) by it."""
     if fault.delay:
-        await asyncio.sleep(fault.delay)
+        await dev.delay(fault.delay)
     if fault.drop:
         # A head that promises a body which never comes: returning without finishing it makes
         # uvicorn close the connection, as when a server dies mid-answer.

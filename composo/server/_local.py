@@ -29,7 +29,8 @@ def require_server_extra() -> None:
 
 def _uvicorn(config: ServerConfig, received: ReceivedLog | None, access_log: bool) -> Any:
     """uvicorn on documented settings only: h11 bounds an unfinished head, idle keep-alive
-    connections close after 5 s, ``limit_concurrency`` answers 503 past it."""
+    connections close after 5 s, ``limit_concurrency`` answers 503 past it; no route is a
+    WebSocket, so no WebSocket protocol is loaded."""
     require_server_extra()
     import uvicorn
 
@@ -41,6 +42,7 @@ def _uvicorn(config: ServerConfig, received: ReceivedLog | None, access_log: boo
         host=config.host,
         port=config.port,
         http="h11",
+        ws="none",
         h11_max_incomplete_event_size=MAX_HEAD_BYTES,
         limit_concurrency=config.max_connections,
         timeout_keep_alive=5,
