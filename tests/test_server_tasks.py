@@ -20,7 +20,8 @@ from typing import Any
 import httpx
 import pytest
 
-from composo import Composo
+from composo import APITimeoutError, Composo
+from composo.server import LocalServer
 from tests.support.openai_standin import OpenAIStandIn, chat_completion
 from tests.support.servers import HTTP, ServerProcess, free_port
 
@@ -327,3 +328,19 @@ def test_an_empty_key_file_is_a_one_line_error(tmp_path: Path) -> None:
     assert out.returncode == 2
     (line,) = out.stderr.strip().splitlines()
     assert line.startswith("composo serve: error: --api-key-file") and "no API key" in line
+
+
+def test_wait_times_out_counting_from_the_call_even_when_a_poll_is_slow() -> None:
+    """``wait(timeout=1)`` gives up about a second after it was called, however long the first
+    poll's answer took (not a second after that answer)."""
+    with (
+        LocalServer(latency=30, dev_faults=True) as srv,
+        Composo(api_key="any-key", base_url=srv.base_url) as c,
+    ):
+        task = c.evaluate(messages=qa("slow poll"), criteria=REWARD, block=False)["task_id"]
+        faults = {"faults": [{"delay": 0.8, "path": "/tasks/"}]}
+        HTTP.post(srv.base_url + "/_dev/faults", json=faults, headers={"API-Key": "k"})
+        start = time.monotonic()
+        with pytest.raises(APITimeoutError):
+            c.wait(task, timeout=1.0, poll_interval=0.1)
+        assert time.monotonic() - start < 1.7  # from the first answer it would be 1.8 s
