@@ -9,7 +9,6 @@ import contextlib
 import inspect
 import json
 import os
-import statistics
 import threading
 import weakref
 from collections.abc import Iterator
@@ -150,18 +149,22 @@ class Recorder:
         return len(rows)
 
     def summary(self) -> list[list[str]]:
-        """Per criterion: evaluations, mean, not applicable, errors, assertions passed/failed."""
+        """Per criterion: evaluations, mean, not applicable, errors (counted by the command
+        line's run summary), then the assertions passed and failed."""
+        from composo.cli._summary import CriterionStats, Summary
+
         with self._lock:
-            entries, checks = list(self.entries), list(self.checks)
+            checks = list(self.checks)
+        stats = Summary.of(self.rows()).criteria
+        asserted: dict[str, list[bool]] = {}
+        for c in checks:
+            asserted.setdefault(c["criterion"], []).append(c["passed"])
         out = []
-        for name in dict.fromkeys(e["criterion"] for e in [*entries, *checks]):
-            mine = [e for e in entries if e["criterion"] == name]
-            scores = [e["score"] for e in mine if e["error"] is None and e["score"] is not None]
-            errors = sum(e["error"] is not None for e in mine)
-            passed = [c["passed"] for c in checks if c["criterion"] == name]
-            mean = f"{statistics.fmean(scores):.2f}" if scores else "-"
-            na, failed = len(mine) - errors - len(scores), len(passed) - sum(passed)
-            out.append([name, *map(str, (len(mine), mean, na, errors, sum(passed), failed))])
+        for name in dict.fromkeys([*stats, *asserted]):
+            s, passed = stats.get(name, CriterionStats()), asserted.get(name, [])
+            mean = "-" if s.mean is None else f"{s.mean:.2f}"
+            figures = (s.count, mean, s.not_applicable, s.errors, sum(passed))
+            out.append([name, *map(str, figures), str(len(passed) - sum(passed))])
         return out
 
 
