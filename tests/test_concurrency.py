@@ -160,18 +160,18 @@ def test_ctrl_c_stops_the_command_line_and_the_run_resumes(tmp_path: Path) -> No
 
 
 def first_refused() -> Echo:
-    """The first request is refused with ``Retry-After: 3``; the others are answered after
+    """The first request is refused with ``Retry-After: 1``; the others are answered after
     50 ms."""
     return Echo(
-        script=lambda number, body: (429, {"Retry-After": "3"}) if number == 0 else None,
+        script=lambda number, body: (429, {"Retry-After": "1"}) if number == 0 else None,
         latency=0.05,
     )
 
 
 def held(srv: Echo) -> list[str]:
-    """What reached the server in the 2.9 s after the 429 (besides the refused request)."""
+    """What reached the server in the 0.9 s after the 429 (besides the refused request)."""
     refused = srv.arrivals[0]
-    return [a.marker for a in srv.after(refused.at, 2.9)]
+    return [a.marker for a in srv.after(refused.at, 0.9)]
 
 
 def test_a_retry_after_holds_every_thread_of_the_client() -> None:
