@@ -126,7 +126,7 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
         return path in _SLOW_MODULES or None
     if "not cluster" in lane:
         return path in _FIRST or None
-    if lane == "cluster" and path.endswith(".py") and path != "tests/conftest.py":
+    if lane == "cluster" and collection_path.name.startswith("test_"):
         return path not in _FIRST or None
     return None
 

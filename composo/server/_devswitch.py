@@ -42,14 +42,13 @@ class DevSwitch:
     """Queued faults and the requests recorded (bounded in number and bytes)."""
 
     def __init__(self) -> None:
+        self._released = asyncio.Event()
         self.reset()
 
     def reset(self) -> None:
         """Forget the queue and the record, and end every delay still running: a request a
         test left waiting does not outlive it (nor hold up the server's shutdown)."""
-        released = getattr(self, "_released", None)
-        if released is not None:
-            released.set()
+        self._released.set()
         self._released = asyncio.Event()
         self.faults: list[Fault] = []
         # Each request as /_dev/requests shows it, and its raw body.
